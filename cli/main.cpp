@@ -1,0 +1,48 @@
+// brigade: one binary, many subcommands (see `brigade help`).
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "cli/commands.hpp"
+
+namespace {
+
+struct command {
+  const char* name;
+  brigade::cli::command_fn fn;
+  const char* summary;
+};
+
+const command commands[] = {
+    {"run-default", brigade::cli::run_default,
+     "run brigade on its embedded default model (what `make run` does)"},
+    {"make-model", brigade::cli::make_model,
+     "write a small random checkpoint in the Hugging Face format"},
+    {"generate", brigade::cli::generate, "generate text offline with the single-process engine"},
+    {"bench", brigade::cli::bench, "run a benchmark: engine"},
+};
+
+void print_help() {
+  std::printf("usage: brigade <command> [options]   (brigade <command> --help for details)\n\n");
+  for (const auto& c : commands) std::printf("  %-12s %s\n", c.name, c.summary);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help") ||
+      !std::strcmp(argv[1], "-h")) {
+    print_help();
+    return argc < 2 ? 2 : 0;
+  }
+  for (const auto& c : commands) {
+    if (!std::strcmp(argv[1], c.name)) {
+      const std::string full = std::string("brigade ") + c.name;
+      argv[1] = const_cast<char*>(full.c_str());
+      return c.fn(argc - 1, argv + 1);
+    }
+  }
+  std::fprintf(stderr, "brigade: unknown command '%s'\n\n", argv[1]);
+  print_help();
+  return 2;
+}

@@ -1,0 +1,30 @@
+# Every dependency comes from Debian packages (see scripts/install-deps.sh).
+find_package(Threads REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(fmt REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+
+if(BRIGADE_TESTS)
+  find_package(Catch2 2 REQUIRED)
+  include(Catch)
+  # Debian's numpy is installed for the system interpreter, which a pyenv shim may hide.
+  find_program(BRIGADE_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
+  if(NOT BRIGADE_PYTHON)
+    find_program(BRIGADE_PYTHON NAMES python3 REQUIRED)
+  endif()
+  find_program(BRIGADE_NODE NAMES node nodejs)
+  find_program(BRIGADE_NPM NAMES npm)
+endif()
+
+if(BRIGADE_BENCH)
+  # OpenBLAS is the yardstick for the expert FFN kernel in `brigade bench engine`.
+  find_path(OPENBLAS_INCLUDE_DIR cblas.h PATHS /usr/include/x86_64-linux-gnu/openblas-pthread
+            /usr/include/openblas REQUIRED)
+  find_library(OPENBLAS_LIBRARY NAMES openblas PATHS
+               /usr/lib/x86_64-linux-gnu/openblas-pthread REQUIRED)
+  add_library(brigade_openblas INTERFACE)
+  target_include_directories(brigade_openblas SYSTEM INTERFACE ${OPENBLAS_INCLUDE_DIR})
+  target_link_libraries(brigade_openblas INTERFACE ${OPENBLAS_LIBRARY})
+endif()
