@@ -7,7 +7,6 @@ namespace brigade::cli {
 
 int make_model(int, char**) { return std::fprintf(stderr, "make-model: not built yet\n"), 1; }
 int generate(int, char**) { return std::fprintf(stderr, "generate: not built yet\n"), 1; }
-int bench(int, char**) { return std::fprintf(stderr, "bench: not built yet\n"), 1; }
 int run_default(int, char**) { return std::fprintf(stderr, "run-default: not built yet\n"), 1; }
 
 }  // namespace brigade::cli
