@@ -1,0 +1,117 @@
+// `brigade generate`: offline generation with the single-process engine.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "cli/commands.hpp"
+#include "common/npy.hpp"
+#include "common/progress.hpp"
+#include "gpu/backend.hpp"
+#include "model/engine.hpp"
+#include "model/loaded_model.hpp"
+#include "model/tokenizer.hpp"
+
+namespace brigade::cli {
+namespace {
+
+result<std::vector<int32_t>> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      const long v = std::stol(item, &used);
+      if (used != item.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(item);
+      ids.push_back(static_cast<int32_t>(v));
+    } catch (const std::exception&) {
+      return error(errc::invalid_argument, "--prompt-ids: '" + item + "' is not a token id");
+    }
+  }
+  if (ids.empty()) return error(errc::invalid_argument, "--prompt-ids is empty");
+  return ids;
+}
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "brigade generate: %s\n", message.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int generate(int argc, char** argv) {
+  std::string model_dir, prompt, prompt_ids, logits_out;
+  model::request_options request;
+  bool json_out = false, ignore_eos = false;
+  CLI::App app{"Generate offline with the single-process engine", "brigade generate"};
+  app.add_option("--model", model_dir, "checkpoint directory")->required();
+  auto* text_opt = app.add_option("--prompt", prompt, "prompt text");
+  auto* ids_opt = app.add_option("--prompt-ids", prompt_ids, "prompt as comma-separated token ids");
+  text_opt->excludes(ids_opt);
+  app.add_option("--max-tokens", request.max_tokens, "tokens to generate")->capture_default_str();
+  app.add_option("--temperature", request.sampling.temperature, "0 is greedy")
+      ->capture_default_str();
+  app.add_option("--top-k", request.sampling.top_k, "keep the k most likely tokens (0: all)");
+  app.add_option("--top-p", request.sampling.top_p, "nucleus sampling mass");
+  app.add_option("--seed", request.sampling.seed, "sampling seed");
+  app.add_option("--logits-out", logits_out,
+                 "write a float32 .npy [N, vocab]: row i holds the logits token i came from");
+  app.add_flag("--json", json_out, "print {\"ids\": [...], \"text\": \"...\"}");
+  app.add_flag("--ignore-eos", ignore_eos, "keep generating past end-of-sequence tokens");
+  CLI11_PARSE(app, argc, argv);
+  if (prompt.empty() && prompt_ids.empty()) return fail("give --prompt or --prompt-ids");
+
+  auto tok = model::tokenizer::load(model_dir);
+  if (!tok && prompt_ids.empty()) return fail(tok.err().message);
+  std::vector<int32_t> ids;
+  if (!prompt_ids.empty()) {
+    auto parsed = parse_ids(prompt_ids);
+    if (!parsed) return fail(parsed.err().message);
+    ids = parsed.value();
+  } else {
+    ids = tok->encode(prompt);
+  }
+
+  auto dev = gpu::make_cpu_backend();
+  progress_bar bar("loading " + model_dir);
+  auto loaded = model::loaded_model::load(model_dir, *dev, true,
+                                          [&](size_t done, size_t total) { bar.update(done, total); });
+  if (!loaded) return fail(loaded.err().message);
+  bar.finish();
+  const model::model_config& config = loaded.value()->config;
+  if (!ignore_eos) {
+    std::set<int32_t> stops(config.eos_token_ids.begin(), config.eos_token_ids.end());
+    if (tok && tok->eos_id()) stops.insert(*tok->eos_id());
+    request.stop_ids.assign(stops.begin(), stops.end());
+  }
+  request.keep_logits = !logits_out.empty();
+  model::engine_options options;
+  options.kv_tokens = std::min(config.max_positions, static_cast<int>(ids.size()) +
+                                                         request.max_tokens + 16);
+  model::engine eng(*loaded.value(), *dev, options);
+  auto id = eng.submit(ids, request);
+  if (!id) return fail(id.err().message);
+  eng.run_until_idle();
+  const std::vector<int32_t>& out = eng.output(id.value());
+  const std::string text = tok ? tok->decode(out, true) : std::string();
+
+  if (!logits_out.empty()) {
+    status w = write_npy_f32(logits_out, {out.size(), static_cast<size_t>(config.vocab_size)},
+                             eng.kept_logits(id.value()).data());
+    if (!w) return fail(w.err().message);
+  }
+  if (json_out) {
+    nlohmann::json j;
+    j["ids"] = out;
+    j["text"] = text;
+    j["finish_reason"] = model::to_string(eng.finished(id.value()));
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%s\n", text.c_str());
+  }
+  return 0;
+}
+
+}  // namespace brigade::cli

@@ -1,0 +1,154 @@
+// Row-wise CPU kernels: norms, rotary embedding, activation, routing and combination.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "common/thread_pool.hpp"
+#include "gpu/cpu/kernels.hpp"
+#include "gpu/cpu/vector_math.hpp"
+
+namespace brigade::gpu::cpu {
+namespace {
+
+// Rows per parallel chunk for cheap row-wise kernels.
+size_t row_grain(int cols) { return static_cast<size_t>(std::max(1, 16384 / std::max(1, cols))); }
+
+}  // namespace
+
+void rms_norm(const tensor& x, const float* weight, int group, float eps, const tensor& y,
+              thread_pool& pool) {
+  pool.parallel_for(static_cast<size_t>(x.rows), row_grain(x.cols), [&](size_t b, size_t e) {
+    for (size_t r = b; r < e; ++r) {
+      const float* in = x.row(static_cast<int>(r));
+      float* out = y.row(static_cast<int>(r));
+      for (int g = 0; g < x.cols; g += group) {
+        const float mean_square = dot(in + g, in + g, group) / static_cast<float>(group);
+        const float inv = 1.0f / std::sqrt(mean_square + eps);
+        for (int i = 0; i < group; ++i) out[g + i] = (in[g + i] * inv) * weight[i];
+      }
+    }
+  });
+}
+
+void rope(const tensor& x, const int32_t* positions, int heads, int head_dim,
+          const float* cos_table, const float* sin_table, thread_pool& pool) {
+  const int half = head_dim / 2;
+  pool.parallel_for(static_cast<size_t>(x.rows), row_grain(x.cols), [&](size_t b, size_t e) {
+    for (size_t r = b; r < e; ++r) {
+      const size_t pos = static_cast<size_t>(positions[r]);
+      const float* c = cos_table + pos * static_cast<size_t>(half);
+      const float* s = sin_table + pos * static_cast<size_t>(half);
+      for (int h = 0; h < heads; ++h) {
+        float* v = x.row(static_cast<int>(r)) + static_cast<ptrdiff_t>(h) * head_dim;
+        for (int i = 0; i < half; ++i) {
+          const float x1 = v[i];
+          const float x2 = v[i + half];
+          v[i] = x1 * c[i] - x2 * s[i];
+          v[i + half] = x2 * c[i] + x1 * s[i];
+        }
+      }
+    }
+  });
+}
+
+void silu_mul(const tensor& gate_up, const tensor& out, thread_pool& pool) {
+  const int inter = out.cols;
+  pool.parallel_for(static_cast<size_t>(out.rows), row_grain(inter), [&](size_t b, size_t e) {
+    for (size_t r = b; r < e; ++r) {
+      const float* gate = gate_up.row(static_cast<int>(r));
+      const float* up = gate + inter;
+      float* o = out.row(static_cast<int>(r));
+      for (int i = 0; i < inter; ++i) {
+        const float g = gate[i];
+        o[i] = (g / (1.0f + std::exp(-g))) * up[i];
+      }
+    }
+  });
+}
+
+void add(const tensor& x, const tensor& y) {
+  for (int r = 0; r < x.rows; ++r) {
+    float* a = x.row(r);
+    const float* b = y.row(r);
+    for (int i = 0; i < x.cols; ++i) a[i] = a[i] + b[i];
+  }
+}
+
+void clamp(const tensor& x, float limit) {
+  for (int r = 0; r < x.rows; ++r) {
+    float* a = x.row(r);
+    for (int i = 0; i < x.cols; ++i) a[i] = std::min(std::max(a[i], -limit), limit);
+  }
+}
+
+void gather_rows(const tensor& src, const int32_t* rows, const tensor& dst) {
+  for (int i = 0; i < dst.rows; ++i) {
+    std::memcpy(dst.row(i), src.row(rows[i]), sizeof(float) * static_cast<size_t>(dst.cols));
+  }
+}
+
+void scatter_rows(const tensor& src, const int32_t* rows, const tensor& dst) {
+  for (int i = 0; i < src.rows; ++i) {
+    std::memcpy(dst.row(rows[i]), src.row(i), sizeof(float) * static_cast<size_t>(src.cols));
+  }
+}
+
+void router_topk(const tensor& logits, const router_spec& spec, int32_t* experts,
+                 float* weights) {
+  const int n = logits.cols;
+  const int k = spec.top_k;
+  std::vector<float> prob(static_cast<size_t>(n));
+  std::vector<char> taken(static_cast<size_t>(n));
+  for (int r = 0; r < logits.rows; ++r) {
+    const float* l = logits.row(r);
+    const float max = *std::max_element(l, l + n);
+    float sum = 0.0f;
+    for (int i = 0; i < n; ++i) {
+      prob[static_cast<size_t>(i)] = std::exp(l[i] - max);
+      sum += prob[static_cast<size_t>(i)];
+    }
+    for (int i = 0; i < n; ++i) prob[static_cast<size_t>(i)] /= sum;
+    std::fill(taken.begin(), taken.end(), 0);
+    int32_t* ids = experts + static_cast<ptrdiff_t>(r) * k;
+    float* w = weights + static_cast<ptrdiff_t>(r) * k;
+    float selected = 0.0f;
+    for (int j = 0; j < k; ++j) {
+      int best = -1;
+      for (int i = 0; i < n; ++i) {
+        if (!taken[static_cast<size_t>(i)] &&
+            (best < 0 || prob[static_cast<size_t>(i)] > prob[static_cast<size_t>(best)])) {
+          best = i;
+        }
+      }
+      taken[static_cast<size_t>(best)] = 1;
+      ids[j] = best;
+      w[j] = prob[static_cast<size_t>(best)];
+      selected += w[j];
+    }
+    if (spec.normalize) {
+      for (int j = 0; j < k; ++j) w[j] /= selected;
+    }
+  }
+}
+
+void combine(const tensor& x, const tensor& y, const float* weights, int k, const tensor* shared,
+             const tensor* shared_gate) {
+  std::vector<float> acc(static_cast<size_t>(x.cols));
+  for (int t = 0; t < x.rows; ++t) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int j = 0; j < k; ++j) {
+      const int slot = t * k + j;
+      axpy(weights[slot], y.row(slot), acc.data(), x.cols);
+    }
+    if (shared) {
+      const float g = shared_gate->row(t)[0];
+      const float scale = 1.0f / (1.0f + std::exp(-g));
+      axpy(scale, shared->row(t), acc.data(), x.cols);
+    }
+    float* out = x.row(t);
+    for (int i = 0; i < x.cols; ++i) out[i] = out[i] + acc[static_cast<size_t>(i)];
+  }
+}
+
+}  // namespace brigade::gpu::cpu

@@ -1,0 +1,18 @@
+// The CPU matmul: y[m, n] = sum_k x[m, k] * W[n, k] (+ bias[n]), with W packed in panels.
+#pragma once
+
+#include "gpu/cpu/packed_matrix.hpp"
+
+namespace brigade {
+class thread_pool;
+}
+
+namespace brigade::gpu::cpu {
+
+/// y = x * W^T (+ bias). x is [m, w.cols()] with row stride ldx; y is [m, w.rows()] with row
+/// stride ldy. Each output element is a fused multiply-add chain over k in increasing order,
+/// independent of m, of the thread count and of the row's place in the batch.
+void gemm(const float* x, int ldx, int m, const packed_matrix& w, const float* bias, float* y,
+          int ldy, thread_pool& pool);
+
+}  // namespace brigade::gpu::cpu

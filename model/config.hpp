@@ -1,0 +1,71 @@
+// A model's configuration, read from a Hugging Face config.json with its exact field names.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.hpp"
+
+namespace brigade::model {
+
+/// The architectures brigade runs. Families differ only in the options below.
+enum class family { qwen3_moe, mixtral, olmoe, qwen2_moe, qwen3, qwen2, llama };
+
+/// How queries and keys are normalised before RoPE.
+enum class qk_norm_kind {
+  none,
+  per_head,  ///< Qwen3: RMSNorm over each head's head_dim values.
+  whole,     ///< OLMoE: RMSNorm over the whole projection (all heads at once).
+};
+
+struct model_config {
+  std::string model_type;  ///< As in config.json ("qwen3_moe", ...).
+  family fam = family::qwen3_moe;
+
+  int vocab_size = 0;
+  int hidden_size = 0;
+  int num_layers = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int max_positions = 0;  ///< max_position_embeddings (or sliding_window when smaller).
+  float rms_norm_eps = 1e-6f;
+  double rope_theta = 10000.0;
+  bool tie_word_embeddings = false;
+
+  // Attention options of the family.
+  qk_norm_kind qk_norm = qk_norm_kind::none;
+  bool qkv_bias = false;
+  float clip_qkv = 0.0f;   ///< OLMoE: clamp q, k and v to [-clip, clip]; 0 when off.
+  int sliding_window = 0;  ///< Mistral/Mixtral: attend to the last N positions; 0 when off.
+
+  // Mixture of experts; num_experts == 0 means a dense model.
+  int num_experts = 0;
+  int top_k = 0;
+  int expert_intermediate = 0;  ///< moe_intermediate_size (Qwen) or intermediate_size.
+  bool norm_topk_prob = false;
+  int shared_expert_intermediate = 0;  ///< Qwen2-MoE's shared expert; 0 when absent.
+  int dense_intermediate = 0;          ///< intermediate_size of dense MLP layers.
+  int decoder_sparse_step = 1;
+  std::vector<int> mlp_only_layers;
+
+  std::vector<int> eos_token_ids;
+  std::optional<int> bos_token_id;
+
+  bool is_moe() const { return num_experts > 0; }
+  /// True when `layer` has experts; false when it has a dense MLP.
+  bool is_moe_layer(int layer) const;
+  /// Approximate parameter counts, for reports.
+  double total_params() const;
+  double active_params() const;
+};
+
+/// Parses config.json text; `source` names the file in error messages.
+result<model_config> parse_config(const std::string& text, const std::string& source);
+/// Reads DIR/config.json.
+result<model_config> load_config(const std::string& dir);
+
+const char* family_name(family f);
+
+}  // namespace brigade::model

@@ -1,0 +1,213 @@
+#include "model/engine.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "model/transformer.hpp"
+
+namespace brigade::model {
+
+struct engine::sequence {
+  int64_t id = 0;
+  std::vector<int32_t> tokens;  // prompt, then generated tokens
+  int prompt_tokens = 0;
+  int computed = 0;  // tokens whose keys and values are in the cache
+  std::vector<int32_t> blocks;
+  request_options options;
+  std::vector<int32_t> generated;
+  std::vector<float> logits;
+  finish_reason finished = finish_reason::none;
+};
+
+const char* to_string(finish_reason r) {
+  switch (r) {
+    case finish_reason::none:
+      return "none";
+    case finish_reason::stop:
+      return "stop";
+    case finish_reason::length:
+      return "length";
+    case finish_reason::context:
+      return "context";
+  }
+  return "?";
+}
+
+engine::engine(const loaded_model& model, gpu::backend& dev, const engine_options& options)
+    : model_(model),
+      dev_(dev),
+      options_(options),
+      pool_((options.kv_tokens + options.block_tokens - 1) / options.block_tokens),
+      ws_(model.config, dev, options.max_step_tokens) {
+  gpu::kv_layout layout;
+  layout.layers = model.config.num_layers;
+  layout.blocks = pool_.capacity();
+  layout.block_tokens = options.block_tokens;
+  layout.kv_heads = model.config.num_kv_heads;
+  layout.head_dim = model.config.head_dim;
+  kv_ = dev.make_kv(layout);
+}
+
+engine::~engine() = default;
+
+int engine::blocks_for(int tokens) const {
+  return (tokens + options_.block_tokens - 1) / options_.block_tokens;
+}
+
+result<int64_t> engine::submit(std::vector<int32_t> prompt, const request_options& options) {
+  const model_config& c = model_.config;
+  if (prompt.empty()) return error(errc::invalid_argument, "the prompt has no tokens");
+  for (int32_t t : prompt) {
+    if (t < 0 || t >= c.vocab_size) {
+      return error(errc::invalid_argument, "prompt token id " + std::to_string(t) +
+                                               " is outside the vocabulary [0, " +
+                                               std::to_string(c.vocab_size) + ")");
+    }
+  }
+  if (options.max_tokens < 1) return error(errc::invalid_argument, "max_tokens must be at least 1");
+  const int needed = static_cast<int>(prompt.size()) + options.max_tokens;
+  if (static_cast<int>(prompt.size()) >= c.max_positions) {
+    return error(errc::invalid_argument,
+                 "the prompt has " + std::to_string(prompt.size()) +
+                     " tokens; the model's context is " + std::to_string(c.max_positions));
+  }
+  if (blocks_for(std::min(needed, c.max_positions)) > pool_.capacity()) {
+    return error(errc::resource_exhausted, "the request needs " + std::to_string(needed) +
+                                               " tokens of KV cache; the engine has " +
+                                               std::to_string(options_.kv_tokens));
+  }
+  auto seq = std::make_unique<sequence>();
+  seq->id = next_id_++;
+  seq->prompt_tokens = static_cast<int>(prompt.size());
+  seq->tokens = std::move(prompt);
+  seq->options = options;
+  const int64_t id = seq->id;
+  waiting_.push_back(std::move(seq));
+  return id;
+}
+
+int engine::running() const { return static_cast<int>(active_.size()); }
+
+void engine::admit_waiting() {
+  while (!waiting_.empty() && static_cast<int>(active_.size()) < options_.max_running) {
+    sequence& s = *waiting_.front();
+    const int total = std::min(s.prompt_tokens + s.options.max_tokens, model_.config.max_positions);
+    // Reserve the whole sequence up front: a running sequence never waits for memory.
+    if (!pool_.allocate(blocks_for(total), s.blocks)) break;
+    active_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+}
+
+void engine::build_batch(std::vector<sequence*>& in_batch, std::vector<int>& fed) {
+  batch_.clear();
+  in_batch.clear();
+  fed.clear();
+  int budget = options_.max_step_tokens;
+  // Decoding sequences first: one token each keeps inter-token latency flat.
+  for (auto& s : active_) {
+    if (s->computed < s->prompt_tokens || budget == 0) continue;
+    batch_.add_sequence(&s->tokens[static_cast<size_t>(s->computed)], 1, s->computed,
+                        s->blocks.data(), static_cast<int>(s->blocks.size()), 1);
+    in_batch.push_back(s.get());
+    fed.push_back(1);
+    --budget;
+  }
+  // Then prefill chunks in arrival order with what is left of the budget.
+  for (auto& s : active_) {
+    if (s->computed >= s->prompt_tokens || budget == 0) continue;
+    const int chunk = std::min(budget, s->prompt_tokens - s->computed);
+    const bool last = s->computed + chunk == s->prompt_tokens;
+    batch_.add_sequence(&s->tokens[static_cast<size_t>(s->computed)], chunk, s->computed,
+                        s->blocks.data(), static_cast<int>(s->blocks.size()), last ? 1 : 0);
+    in_batch.push_back(s.get());
+    fed.push_back(chunk);
+    budget -= chunk;
+  }
+}
+
+void engine::finish_step(const std::vector<sequence*>& in_batch, std::vector<token_event>& events) {
+  const int vocab = model_.config.vocab_size;
+  for (size_t i = 0; i < in_batch.size(); ++i) {
+    sequence& s = *in_batch[i];
+    const int seq = static_cast<int>(i);
+    if (batch_.logits_count(seq) == 0) continue;
+    const float* row = logits_.data() + static_cast<size_t>(batch_.logits_begin(seq)) *
+                                            static_cast<size_t>(vocab);
+    const int32_t token =
+        sample(row, vocab, s.options.sampling, static_cast<uint64_t>(s.generated.size()));
+    s.tokens.push_back(token);
+    s.generated.push_back(token);
+    if (s.options.keep_logits) s.logits.insert(s.logits.end(), row, row + vocab);
+    const auto& stops = s.options.stop_ids;
+    if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
+      s.finished = finish_reason::stop;
+    } else if (static_cast<int>(s.generated.size()) >= s.options.max_tokens) {
+      s.finished = finish_reason::length;
+    } else if (static_cast<int>(s.tokens.size()) >= model_.config.max_positions) {
+      s.finished = finish_reason::context;
+    }
+    events.push_back({s.id, token, s.finished});
+  }
+}
+
+bool engine::step(std::vector<token_event>& events) {
+  admit_waiting();
+  std::vector<sequence*> in_batch;
+  std::vector<int> fed;
+  build_batch(in_batch, fed);
+  if (in_batch.empty()) return false;
+  run_step(*model_.forward, *model_.experts, *kv_, ws_, batch_, logits_);
+  for (size_t i = 0; i < in_batch.size(); ++i) in_batch[i]->computed += fed[i];
+  finish_step(in_batch, events);
+  // Retire finished sequences and give back their blocks.
+  for (auto it = active_.begin(); it != active_.end();) {
+    if ((*it)->finished != finish_reason::none) {
+      pool_.release_all((*it)->blocks);
+      (*it)->blocks.clear();
+      done_.push_back(std::move(*it));
+      it = active_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return true;
+}
+
+void engine::run_until_idle() {
+  std::vector<token_event> events;
+  while (step(events)) events.clear();
+}
+
+namespace {
+template <class Seqs>
+auto* find_seq(Seqs& seqs, int64_t id) {
+  for (auto& s : seqs) {
+    if (s->id == id) return s.get();
+  }
+  return static_cast<decltype(seqs.front().get())>(nullptr);
+}
+}  // namespace
+
+const std::vector<int32_t>& engine::output(int64_t request) const {
+  for (const auto* list : {&done_, &active_}) {
+    if (auto* s = find_seq(*list, request)) return s->generated;
+  }
+  throw std::out_of_range("unknown request " + std::to_string(request));
+}
+
+const std::vector<float>& engine::kept_logits(int64_t request) const {
+  for (const auto* list : {&done_, &active_}) {
+    if (auto* s = find_seq(*list, request)) return s->logits;
+  }
+  throw std::out_of_range("unknown request " + std::to_string(request));
+}
+
+finish_reason engine::finished(int64_t request) const {
+  for (const auto* list : {&done_, &active_}) {
+    if (auto* s = find_seq(*list, request)) return s->finished;
+  }
+  return finish_reason::none;
+}
+
+}  // namespace brigade::model

@@ -1,0 +1,100 @@
+// The single-process engine: continuous batching over one loaded model, all experts local.
+//
+// It is the reference that every distributed topology must reproduce token for token, the engine
+// behind `brigade generate`, and the baseline of the benchmarks.
+//
+// Sequence lifecycle:
+//
+//   submit --> waiting --(KV blocks reserved)--> prefilling --(last prompt chunk)--> decoding
+//                                                                                       |
+//                            finished <--(stop token | max tokens | context full)-------+
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/result.hpp"
+#include "gpu/backend.hpp"
+#include "kvcache/block_pool.hpp"
+#include "model/loaded_model.hpp"
+#include "model/sampler.hpp"
+#include "model/step_batch.hpp"
+#include "model/workspace.hpp"
+
+namespace brigade::model {
+
+struct engine_options {
+  int block_tokens = 16;     ///< Tokens per KV block.
+  int kv_tokens = 32768;     ///< KV capacity in tokens (rounded up to whole blocks).
+  int max_step_tokens = 256; ///< Token budget of one step (decode tokens + prefill chunks).
+  int max_running = 32;      ///< Sequences decoding at once.
+};
+
+struct request_options {
+  int max_tokens = 16;
+  sampling_params sampling;
+  std::vector<int32_t> stop_ids;  ///< Generation ends after producing one of these.
+  bool keep_logits = false;       ///< Record the logits row each token was chosen from.
+};
+
+enum class finish_reason { none, stop, length, context };
+
+const char* to_string(finish_reason r);
+
+/// One generated token, as step() reports it.
+struct token_event {
+  int64_t request = 0;
+  int32_t token = 0;
+  finish_reason finished = finish_reason::none;
+};
+
+class engine {
+ public:
+  engine(const loaded_model& model, gpu::backend& dev, const engine_options& options);
+  ~engine();
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+
+  /// Queues a request; fails if the prompt is empty, has ids outside the vocabulary, or cannot
+  /// fit the context or the KV capacity.
+  result<int64_t> submit(std::vector<int32_t> prompt, const request_options& options);
+  /// Runs one step; appends the tokens it produced. Returns false when there was nothing to do.
+  bool step(std::vector<token_event>& events);
+  /// Runs until every submitted request finished.
+  void run_until_idle();
+
+  /// Tokens generated so far for a request, and the logits rows when keep_logits was set.
+  const std::vector<int32_t>& output(int64_t request) const;
+  const std::vector<float>& kept_logits(int64_t request) const;
+  finish_reason finished(int64_t request) const;
+
+  const model_config& config() const { return model_.config; }
+  int running() const;
+  int waiting() const { return static_cast<int>(waiting_.size()); }
+  int free_kv_blocks() const { return pool_.free_blocks(); }
+
+ private:
+  struct sequence;
+  void admit_waiting();
+  void build_batch(std::vector<sequence*>& in_batch, std::vector<int>& fed);
+  void finish_step(const std::vector<sequence*>& in_batch, std::vector<token_event>& events);
+  int blocks_for(int tokens) const;
+
+  const loaded_model& model_;
+  gpu::backend& dev_;
+  engine_options options_;
+  std::unique_ptr<gpu::kv_storage> kv_;
+  kvcache::block_pool pool_;
+  workspace ws_;
+  step_batch batch_;
+  std::vector<float> logits_;
+  int64_t next_id_ = 1;
+  std::deque<std::unique_ptr<sequence>> waiting_;
+  std::vector<std::unique_ptr<sequence>> active_;
+  std::vector<std::unique_ptr<sequence>> done_;
+};
+
+}  // namespace brigade::model

@@ -1,0 +1,88 @@
+#include "model/sampler.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+namespace brigade::model {
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+double uniform_draw(uint64_t seed, uint64_t index) {
+  const uint64_t bits = splitmix64(splitmix64(seed) ^ (index * 0xd1b54a32d192ed03ull));
+  return static_cast<double>(bits >> 11) * (1.0 / 9007199254740992.0);
+}
+
+int32_t argmax(const float* logits, int vocab) {
+  int32_t best = 0;
+  for (int i = 1; i < vocab; ++i) {
+    if (logits[i] > logits[best]) best = i;
+  }
+  return best;
+}
+
+std::vector<std::pair<int32_t, double>> sampling_distribution(const float* logits, int vocab,
+                                                              const sampling_params& params) {
+  std::vector<std::pair<int32_t, double>> dist;
+  if (params.temperature <= 0.0f) {
+    dist.emplace_back(argmax(logits, vocab), 1.0);
+    return dist;
+  }
+  const auto by_prob = [](const std::pair<int32_t, double>& a, const std::pair<int32_t, double>& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  };
+  const double max = logits[argmax(logits, vocab)];
+  dist.reserve(static_cast<size_t>(vocab));
+  for (int i = 0; i < vocab; ++i) {
+    dist.emplace_back(i, std::exp((static_cast<double>(logits[i]) - max) / params.temperature));
+  }
+  size_t keep = dist.size();
+  if (params.top_k > 0 && static_cast<size_t>(params.top_k) < keep) {
+    keep = static_cast<size_t>(params.top_k);
+    std::partial_sort(dist.begin(), dist.begin() + static_cast<ptrdiff_t>(keep), dist.end(),
+                      by_prob);
+    dist.resize(keep);
+  } else {
+    std::sort(dist.begin(), dist.end(), by_prob);
+  }
+  double total = 0.0;
+  for (const auto& d : dist) total += d.second;
+  if (params.top_p < 1.0f) {
+    // Keep the smallest prefix whose mass reaches top_p (at least one token).
+    double mass = 0.0;
+    size_t n = 0;
+    while (n < dist.size()) {
+      mass += dist[n].second / total;
+      ++n;
+      if (mass >= params.top_p) break;
+    }
+    dist.resize(n);
+    total = 0.0;
+    for (const auto& d : dist) total += d.second;
+  }
+  for (auto& d : dist) d.second /= total;
+  return dist;
+}
+
+int32_t sample(const float* logits, int vocab, const sampling_params& params,
+               uint64_t draw_index) {
+  if (params.temperature <= 0.0f) return argmax(logits, vocab);
+  const auto dist = sampling_distribution(logits, vocab, params);
+  const double u = uniform_draw(params.seed, draw_index);
+  double cumulative = 0.0;
+  for (const auto& [token, p] : dist) {
+    cumulative += p;
+    if (u < cumulative) return token;
+  }
+  return dist.back().first;
+}
+
+}  // namespace brigade::model

@@ -1,0 +1,184 @@
+#include "model/transformer.hpp"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace brigade::model {
+namespace {
+
+float* data(const std::unique_ptr<gpu::buffer>& b) {
+  return b ? static_cast<float*>(b->data()) : nullptr;
+}
+
+}  // namespace
+
+std::vector<std::vector<int32_t>> routing::groups(int num_experts) const {
+  std::vector<std::vector<int32_t>> out(static_cast<size_t>(num_experts));
+  for (size_t slot = 0; slot < experts.size(); ++slot) {
+    out[static_cast<size_t>(experts[slot])].push_back(static_cast<int32_t>(slot));
+  }
+  return out;
+}
+
+transformer::transformer(const model_config& c, gpu::backend& dev, const dense_weights& w)
+    : config_(c), dev_(dev), w_(w) {}
+
+void transformer::embed(const step_batch& b, workspace& ws) const {
+  if (b.tokens() > ws.max_tokens()) {
+    throw std::length_error("step of " + std::to_string(b.tokens()) +
+                            " tokens exceeds the workspace (" + std::to_string(ws.max_tokens()) +
+                            ")");
+  }
+  dev_.embed(*w_.embed, b.token_ids(), ws.x.first(b.tokens()));
+}
+
+void transformer::attention(int layer, const step_batch& b, gpu::kv_storage& kv,
+                            workspace& ws) const {
+  const layer_weights& lw = w_.layers[static_cast<size_t>(layer)];
+  const model_config& c = config_;
+  const int t = b.tokens();
+  const int q_cols = c.num_heads * c.head_dim;
+  const int kv_cols = c.num_kv_heads * c.head_dim;
+  const gpu::tensor x = ws.x.first(t);
+  const gpu::tensor h = ws.h.first(t);
+  dev_.rms_norm(x, data(lw.input_norm), c.hidden_size, c.rms_norm_eps, h);
+  const gpu::tensor qkv = ws.qkv.first(t);
+  dev_.matmul(h, *lw.attn.qkv, data(lw.attn.qkv_bias), qkv);
+  if (c.clip_qkv > 0.0f) dev_.clamp(qkv, c.clip_qkv);
+  const gpu::tensor q = qkv.cols_view(0, q_cols);
+  const gpu::tensor k = qkv.cols_view(q_cols, kv_cols);
+  const gpu::tensor v = qkv.cols_view(q_cols + kv_cols, kv_cols);
+  if (c.qk_norm != qk_norm_kind::none) {
+    const bool whole = c.qk_norm == qk_norm_kind::whole;
+    dev_.rms_norm(q, data(lw.attn.q_norm), whole ? q_cols : c.head_dim, c.rms_norm_eps, q);
+    dev_.rms_norm(k, data(lw.attn.k_norm), whole ? kv_cols : c.head_dim, c.rms_norm_eps, k);
+  }
+  dev_.rope(q, b.positions(), c.num_heads, c.head_dim, data(w_.rope_cos), data(w_.rope_sin));
+  dev_.rope(k, b.positions(), c.num_kv_heads, c.head_dim, data(w_.rope_cos), data(w_.rope_sin));
+  const gpu::attention_batch ab = b.attention();
+  dev_.kv_write(kv, layer, k, v, ab);
+  const gpu::tensor attn = ws.attn.first(t);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  dev_.attention(q, kv, layer, ab, c.num_heads, scale, c.sliding_window, attn);
+  const gpu::tensor proj = ws.proj.first(t);
+  dev_.matmul(attn, *lw.attn.o, nullptr, proj);
+  dev_.add(x, proj);
+}
+
+void transformer::ffn(const ffn_weights& w, const gpu::tensor& in, const gpu::tensor& out,
+                      workspace& ws) const {
+  const int rows = in.rows;
+  run_ffn(dev_, w, in, out, ws.gate_up.view().rows_view(0, rows).cols_view(0, 2 * w.inter),
+          ws.inter.view().rows_view(0, rows).cols_view(0, w.inter));
+}
+
+void transformer::dense_mlp(int layer, const step_batch& b, workspace& ws) const {
+  const layer_weights& lw = w_.layers[static_cast<size_t>(layer)];
+  const int t = b.tokens();
+  const gpu::tensor x = ws.x.first(t);
+  const gpu::tensor h = ws.h.first(t);
+  dev_.rms_norm(x, data(lw.post_norm), config_.hidden_size, config_.rms_norm_eps, h);
+  const gpu::tensor proj = ws.proj.first(t);
+  ffn(lw.dense, h, proj, ws);
+  dev_.add(x, proj);
+}
+
+void transformer::route(int layer, const step_batch& b, workspace& ws, routing& r) const {
+  const layer_weights& lw = w_.layers[static_cast<size_t>(layer)];
+  const int t = b.tokens();
+  const gpu::tensor h = ws.h.first(t);
+  dev_.rms_norm(ws.x.first(t), data(lw.post_norm), config_.hidden_size, config_.rms_norm_eps, h);
+  const gpu::tensor logits = ws.router.first(t);
+  dev_.matmul(h, *lw.router, nullptr, logits);
+  r.tokens = t;
+  r.top_k = config_.top_k;
+  r.experts.resize(static_cast<size_t>(t) * static_cast<size_t>(r.top_k));
+  r.weights.resize(r.experts.size());
+  gpu::router_spec spec;
+  spec.top_k = config_.top_k;
+  spec.normalize = config_.norm_topk_prob;
+  dev_.router_topk(logits, spec, r.experts.data(), r.weights.data());
+}
+
+void transformer::combine(int layer, const step_batch& b, workspace& ws, const routing& r) const {
+  const layer_weights& lw = w_.layers[static_cast<size_t>(layer)];
+  const int t = b.tokens();
+  const gpu::tensor y = ws.expert_out.first(t * r.top_k);
+  if (lw.shared.gate_up) {
+    const gpu::tensor h = ws.h.first(t);
+    const gpu::tensor shared = ws.shared_out.first(t);
+    const gpu::tensor gate = ws.shared_gate.first(t);
+    ffn(lw.shared, h, shared, ws);
+    dev_.matmul(h, *lw.shared_gate, nullptr, gate);
+    dev_.combine(ws.x.first(t), y, r.weights.data(), r.top_k, &shared, &gate);
+  } else {
+    dev_.combine(ws.x.first(t), y, r.weights.data(), r.top_k, nullptr, nullptr);
+  }
+}
+
+void transformer::logits(const step_batch& b, workspace& ws, std::vector<float>& out) const {
+  const std::vector<int32_t>& rows = b.logit_rows();
+  const int n = static_cast<int>(rows.size());
+  out.resize(static_cast<size_t>(n) * static_cast<size_t>(config_.vocab_size));
+  if (n == 0) return;
+  // ws.h holds the gathered rows, then their final norm in place.
+  const gpu::tensor picked = ws.h.first(n);
+  dev_.gather_rows(ws.x.first(b.tokens()), rows.data(), picked);
+  dev_.rms_norm(picked, data(w_.final_norm), config_.hidden_size, config_.rms_norm_eps, picked);
+  gpu::activation result = dev_.alloc(n, config_.vocab_size);
+  dev_.matmul(picked, w_.output_matrix(), nullptr, result.view());
+  dev_.download(result.view(), out.data());
+}
+
+void run_ffn(gpu::backend& dev, const ffn_weights& w, const gpu::tensor& in,
+             const gpu::tensor& out, const gpu::tensor& gate_up, const gpu::tensor& inter) {
+  dev.matmul(in, *w.gate_up, nullptr, gate_up);
+  dev.silu_mul(gate_up, inter);
+  dev.matmul(inter, *w.down, nullptr, out);
+}
+
+void run_local_experts(const transformer& t, const expert_bank& experts, int layer,
+                       const routing& r, workspace& ws) {
+  gpu::backend& dev = t.device();
+  const auto groups = r.groups(t.config().num_experts);
+  std::vector<int32_t> token_rows;
+  for (size_t e = 0; e < groups.size(); ++e) {
+    const std::vector<int32_t>& slots = groups[e];
+    if (slots.empty()) continue;
+    const ffn_weights* w = experts.find(layer, static_cast<int>(e));
+    if (!w) {
+      throw std::logic_error("expert " + std::to_string(e) + " of layer " +
+                             std::to_string(layer) + " is not in this bank");
+    }
+    const int m = static_cast<int>(slots.size());
+    token_rows.resize(slots.size());
+    for (size_t i = 0; i < slots.size(); ++i) token_rows[i] = slots[i] / r.top_k;
+    const gpu::tensor in = ws.group_in.first(m);
+    const gpu::tensor out = ws.group_out.first(m);
+    dev.gather_rows(ws.h.first(r.tokens), token_rows.data(), in);
+    run_ffn(dev, *w, in, out, ws.gate_up.view().rows_view(0, m).cols_view(0, 2 * w->inter),
+            ws.inter.view().rows_view(0, m).cols_view(0, w->inter));
+    dev.scatter_rows(out, slots.data(), ws.expert_out.first(r.tokens * r.top_k));
+  }
+}
+
+void run_step(const transformer& t, const expert_bank& experts, gpu::kv_storage& kv,
+              workspace& ws, const step_batch& b, std::vector<float>& logits) {
+  const model_config& c = t.config();
+  t.embed(b, ws);
+  routing r;
+  for (int l = 0; l < c.num_layers; ++l) {
+    t.attention(l, b, kv, ws);
+    if (!c.is_moe_layer(l)) {
+      t.dense_mlp(l, b, ws);
+      continue;
+    }
+    t.route(l, b, ws, r);
+    run_local_experts(t, experts, l, r, ws);
+    t.combine(l, b, ws, r);
+  }
+  t.logits(b, ws, logits);
+}
+
+}  // namespace brigade::model

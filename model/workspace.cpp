@@ -1,0 +1,32 @@
+#include "model/workspace.hpp"
+
+#include <algorithm>
+
+namespace brigade::model {
+
+workspace::workspace(const model_config& c, gpu::backend& dev, int max_tokens)
+    : max_tokens_(max_tokens) {
+  const int t = max_tokens;
+  const int hidden = c.hidden_size;
+  const int widest =
+      std::max({c.expert_intermediate, c.dense_intermediate, c.shared_expert_intermediate, 1});
+  x = dev.alloc(t, hidden);
+  h = dev.alloc(t, hidden);
+  qkv = dev.alloc(t, (c.num_heads + 2 * c.num_kv_heads) * c.head_dim);
+  attn = dev.alloc(t, c.num_heads * c.head_dim);
+  proj = dev.alloc(t, hidden);
+  gate_up = dev.alloc(t, 2 * widest);
+  inter = dev.alloc(t, widest);
+  if (c.is_moe()) {
+    router = dev.alloc(t, c.num_experts);
+    expert_out = dev.alloc(t * c.top_k, hidden);
+    group_in = dev.alloc(t, hidden);
+    group_out = dev.alloc(t, hidden);
+    if (c.shared_expert_intermediate > 0) {
+      shared_out = dev.alloc(t, hidden);
+      shared_gate = dev.alloc(t, 1);
+    }
+  }
+}
+
+}  // namespace brigade::model

@@ -1,0 +1,33 @@
+// Activation buffers one worker reuses step after step, sized for its largest step.
+#pragma once
+
+#include "gpu/backend.hpp"
+#include "model/config.hpp"
+
+namespace brigade::model {
+
+class workspace {
+ public:
+  workspace(const model_config& c, gpu::backend& dev, int max_tokens);
+
+  int max_tokens() const { return max_tokens_; }
+
+  gpu::activation x;            ///< [T, hidden] the residual stream.
+  gpu::activation h;            ///< [T, hidden] normalised input of a sublayer.
+  gpu::activation qkv;          ///< [T, (heads + 2 * kv_heads) * head_dim]
+  gpu::activation attn;         ///< [T, heads * head_dim]
+  gpu::activation proj;         ///< [T, hidden] a sublayer's output before the residual add.
+  gpu::activation router;       ///< [T, experts]
+  gpu::activation expert_out;   ///< [T * top_k, hidden] one row per (token, choice).
+  gpu::activation group_in;     ///< [T, hidden] rows routed to one expert.
+  gpu::activation group_out;    ///< [T, hidden]
+  gpu::activation gate_up;      ///< [T, 2 * largest intermediate]
+  gpu::activation inter;        ///< [T, largest intermediate]
+  gpu::activation shared_out;   ///< [T, hidden]
+  gpu::activation shared_gate;  ///< [T, 1]
+
+ private:
+  int max_tokens_;
+};
+
+}  // namespace brigade::model
