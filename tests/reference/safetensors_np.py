@@ -212,7 +212,8 @@ def write_safetensors(path, tensors, dtype, metadata=None):
     for name in sorted(tensors):
         blob = encode_tensor(tensors[name], dtype)
         shape = [int(d) for d in np.shape(tensors[name])]
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(blob)]}
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [offset, offset + len(blob)]}
         chunks.append(blob)
         offset += len(blob)
     if metadata:
