@@ -1,0 +1,299 @@
+#!/usr/bin/python3
+"""Oracle test: brigade's greedy logits must match the independent float64 reference.
+
+For every case, a checkpoint is made (by `brigade make-model`, or by this directory's own
+safetensors writer so that brigade's loader meets files it did not write), brigade generates
+greedily with --logits-out, and the reference recomputes the logits of every generated row from
+prompt + generated ids. A case passes when max |brigade - reference| <= 1e-4 over all rows and every
+id brigade chose is the argmax of the reference row (a different id is accepted only when its
+reference logit is within 1e-4 of the maximum, a tie at float32 precision).
+
+Usage: check_brigade.py BRIGADE_BIN [--quick] [--case NAME ...] [--workdir DIR] [--steps N]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cases import CASES, MAKE_MODEL_FLAGS  # noqa: E402
+from random_checkpoint import build_config, write_random_checkpoint  # noqa: E402
+from reference_model import ReferenceModel  # noqa: E402
+from safetensors_np import checkpoint_files, read_header  # noqa: E402
+
+LOGIT_TOLERANCE = 1e-4
+TIE_TOLERANCE = 1e-4
+# Router logits of the k-th and (k+1)-th expert closer than this are a near tie: float32 rounding
+# may legitimately pick either expert, so a failure after one is reported as such.
+ROUTER_TIE = 1e-5
+COMMAND_TIMEOUT_S = 600
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "generation_config.json",
+                   "special_tokens_map.json")
+DTYPE_NAMES = {"float32": "F32", "bfloat16": "BF16", "float16": "F16"}
+
+
+class CaseFailure(Exception):
+    """A case failed; the message says why and how to reproduce it."""
+
+    def __init__(self, message, max_err=None):
+        super().__init__(message)
+        self.max_err = max_err
+
+
+def run_brigade(brigade, args, log_path):
+    cmd = [brigade] + [str(a) for a in args]
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=COMMAND_TIMEOUT_S)
+    except subprocess.TimeoutExpired as e:
+        raise CaseFailure(f"timed out after {COMMAND_TIMEOUT_S} s: {' '.join(cmd)}") from e
+    out, err = proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
+    with open(log_path, "a", encoding="utf-8") as log:
+        log.write(f"$ {' '.join(cmd)}\n# exit {proc.returncode} after "
+                  f"{time.monotonic() - started:.2f} s\n{out}\n{err}\n")
+    if proc.returncode != 0:
+        raise CaseFailure(f"exit {proc.returncode}: {' '.join(cmd)}\n{err.strip()[-2000:]}")
+    return out
+
+
+def make_model_args(case, out_dir):
+    args = ["make-model", "--family", case["family"], "--out", out_dir]
+    for key, flag in MAKE_MODEL_FLAGS:
+        if key in case["shape"]:
+            args += [flag, case["shape"][key]]
+    return args + ["--dtype", case["dtype"], "--seed", case["seed"]]
+
+
+def check_written_model(case, model_dir):
+    """make-model must have honoured the family, shape and dtype it was asked for."""
+    with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    if config.get("model_type") != case["family"]:
+        raise CaseFailure(f"config.json model_type {config.get('model_type')!r}, "
+                          f"expected {case['family']!r}")
+    wanted = {"layers": "num_hidden_layers", "hidden": "hidden_size",
+              "heads": "num_attention_heads", "kv_heads": "num_key_value_heads",
+              "head_dim": "head_dim", "top_k": "num_experts_per_tok", "vocab": "vocab_size",
+              "experts": "num_local_experts" if case["family"] == "mixtral" else "num_experts"}
+    for key, field in wanted.items():
+        if key in case["shape"] and config.get(field, case["shape"][key]) != case["shape"][key]:
+            raise CaseFailure(f"config.json {field} = {config.get(field)}, asked for "
+                              f"{case['shape'][key]}")
+    # Every matrix must be stored in the requested dtype, so that the case exercises that
+    # conversion; vectors (norm weights, biases) may also be kept in F32.
+    stored = DTYPE_NAMES[case["dtype"]]
+    files, _ = checkpoint_files(model_dir)
+    for path in files:
+        header, _, _ = read_header(path)
+        for name, entry in header.items():
+            allowed = {stored} if len(entry["shape"]) > 1 else {stored, "F32"}
+            if entry["dtype"] not in allowed:
+                raise CaseFailure(f"{path}: {name} is stored as {entry['dtype']}, asked for "
+                                  f"{stored}")
+
+
+def write_own_model(case, brigade, case_dir, log_path):
+    """Write the case's checkpoint with this directory's writer, plus a brigade tokenizer."""
+    shape = case["shape"]
+    source_dir = os.path.join(case_dir, "tokenizer_source")
+    run_brigade(brigade, make_model_args(case, source_dir), log_path)
+    with open(os.path.join(source_dir, "config.json"), encoding="utf-8") as f:
+        source_config = json.load(f)
+    special = {k: source_config[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id")
+               if k in source_config}
+    config = build_config(case["family"], **shape, **special, **case.get("config", {}))
+    model_dir = os.path.join(case_dir, "model")
+    write_random_checkpoint(model_dir, config, DTYPE_NAMES[case["dtype"]], case["seed"],
+                            shards=case.get("shards", 1))
+    for name in TOKENIZER_FILES:
+        if os.path.exists(os.path.join(source_dir, name)):
+            shutil.copy(os.path.join(source_dir, name), os.path.join(model_dir, name))
+    return model_dir
+
+
+def eos_ids(model_dir):
+    with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
+        eos = json.load(f).get("eos_token_id")
+    if eos is None:
+        return set()
+    return set(eos) if isinstance(eos, list) else {eos}
+
+
+def prompt_for(case, vocab, avoid):
+    rng = np.random.default_rng(case["seed"] + 7919)
+    length = int(rng.integers(4, 9))
+    choices = [t for t in range(vocab) if t not in avoid]
+    return [int(t) for t in rng.choice(choices, size=length)]
+
+
+def parse_generated(stdout, prompt, rows):
+    """The generated ids from generate --json's output (a line holding {"ids": [...]})."""
+    for line in reversed(stdout.strip().splitlines()):
+        try:
+            reply = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(reply, dict) and isinstance(reply.get("ids"), list):
+            ids = [int(t) for t in reply["ids"]]
+            if len(ids) == len(prompt) + rows and ids[:len(prompt)] == prompt:
+                ids = ids[len(prompt):]  # Accept an echo of the prompt before the new ids.
+            return ids
+    raise CaseFailure(f"generate --json printed no {{\"ids\": [...]}} line:\n{stdout[-1000:]}")
+
+
+def run_generate(case, brigade, model_dir, case_dir, prompt, steps, log_path):
+    logits_path = os.path.join(case_dir, "brigade_logits.npy")
+    stdout = run_brigade(brigade, ["generate", "--model", model_dir, "--prompt-ids",
+                                   ",".join(str(t) for t in prompt), "--max-tokens", steps,
+                                   "--temperature", 0, "--json", "--logits-out", logits_path],
+                         log_path)
+    logits = np.load(logits_path)
+    if logits.dtype != np.float32 or logits.ndim != 2:
+        raise CaseFailure(f"{logits_path}: {logits.dtype} {logits.shape}, expected float32 "
+                          f"[rows, vocab]")
+    generated = parse_generated(stdout, prompt, logits.shape[0])
+    if len(generated) != logits.shape[0]:
+        raise CaseFailure(f"{len(generated)} generated ids but {logits.shape[0]} logits rows")
+    stops = eos_ids(model_dir)
+    if len(generated) != steps and not (generated and generated[-1] in stops):
+        raise CaseFailure(f"{len(generated)} tokens generated, asked for {steps} and the last "
+                          f"is not an eos id {sorted(stops)}")
+    return generated, logits
+
+
+def compare(case, prompt, generated, got, want, router_gap):
+    """Check brigade's rows against the reference rows; return the max abs error."""
+    if got.shape != want.shape:
+        raise CaseFailure(f"brigade logits {got.shape}, reference {want.shape}")
+    if not np.all(np.isfinite(got)):
+        raise CaseFailure(f"brigade logits hold non-finite values (first row "
+                          f"{int(np.argmax(~np.all(np.isfinite(got), axis=1)))})")
+    diff = np.abs(got.astype(np.float64) - want)
+    max_err = float(diff.max())
+    tie_note = (f"; the reference router had a near tie (gap {router_gap:.2e}), so float32 may "
+                f"route differently: try another seed" if router_gap < ROUTER_TIE else "")
+    if max_err > LOGIT_TOLERANCE:
+        row = int(np.argmax(diff.max(axis=1) > LOGIT_TOLERANCE))
+        col = int(np.argmax(diff[row]))
+        raise CaseFailure(
+            f"max |brigade - reference| = {max_err:.3e} > {LOGIT_TOLERANCE:g}; first differing "
+            f"row {row} (position {len(prompt) + row - 1}, after ids "
+            f"{(prompt + generated)[:len(prompt) + row]}): "
+            f"token {col} brigade {got[row, col]:.6f} reference {want[row, col]:.6f}, row max "
+            f"error {diff[row].max():.3e}; {int(np.sum(diff.max(axis=1) > LOGIT_TOLERANCE))} of "
+            f"{diff.shape[0]} rows differ{tie_note}", max_err)
+    for row, chosen in enumerate(generated):
+        best = int(np.argmax(want[row]))
+        if chosen != best and want[row, best] - want[row, chosen] >= TIE_TOLERANCE:
+            raise CaseFailure(f"row {row}: brigade chose {chosen} but the reference argmax is "
+                              f"{best} by {want[row, best] - want[row, chosen]:.3e}{tie_note}",
+                              max_err)
+    return max_err
+
+
+def run_case(case, brigade, workdir, steps):
+    case_dir = os.path.join(workdir, case["name"])
+    shutil.rmtree(case_dir, ignore_errors=True)
+    os.makedirs(case_dir)
+    log_path = os.path.join(case_dir, "brigade.log")
+    if case["source"] == "make-model":
+        model_dir = os.path.join(case_dir, "model")
+        run_brigade(brigade, make_model_args(case, model_dir), log_path)
+        check_written_model(case, model_dir)
+    else:
+        model_dir = write_own_model(case, brigade, case_dir, log_path)
+    reference = ReferenceModel.load(model_dir)
+    if reference.unused_tensors:
+        raise CaseFailure(f"checkpoint holds tensors outside the Hugging Face "
+                          f"{case['family']} layout: {reference.unused_tensors[:5]}")
+    prompt = prompt_for(case, reference.spec.vocab, eos_ids(model_dir))
+    generated, got = run_generate(case, brigade, model_dir, case_dir, prompt, steps, log_path)
+    sequence = prompt + generated[:-1]
+    want = reference.logits(sequence)[len(prompt) - 1:]
+    max_err = compare(case, prompt, generated, got, want, reference.min_router_gap)
+    return {"rows": len(generated), "max_err": max_err, "router_gap": reference.min_router_gap}
+
+
+def describe(case):
+    s = case["shape"]
+    text = (f"L{s.get('layers', '?')} h{s.get('hidden', '?')} H{s.get('heads', '?')}/"
+            f"{s.get('kv_heads', '?')} d{s.get('head_dim', '-')} E{s.get('experts', '?')} "
+            f"k{s.get('top_k', '?')}")
+    extra = case.get("config", {})
+    notes = [f"{k}={v}" for k, v in sorted(extra.items())]
+    if case.get("shards", 1) > 1:
+        notes.append(f"{case['shards']} shards")
+    return text + (" " + " ".join(notes) if notes else "")
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("brigade", help="path of the brigade binary")
+    parser.add_argument("--quick", action="store_true", help="only the cases marked quick")
+    parser.add_argument("--case", action="append", default=[],
+                        help="run only this case (repeatable; see --list)")
+    parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    parser.add_argument("--workdir", help="where checkpoints and logs go (kept); default: a "
+                        "temporary directory removed when every case passes")
+    parser.add_argument("--steps", type=int, default=32, help="greedy steps per case")
+    return parser.parse_args(argv)
+
+
+def select_cases(args):
+    cases = [c for c in CASES if not args.quick or c.get("quick")]
+    if args.case:
+        known = {c["name"] for c in CASES}
+        unknown = sorted(set(args.case) - known)
+        if unknown:
+            raise SystemExit(f"unknown case(s) {unknown}; --list shows them")
+        cases = [c for c in CASES if c["name"] in args.case]
+    return cases
+
+
+def main(argv):
+    args = parse_args(argv)
+    cases = select_cases(args)
+    if args.list:
+        for c in cases:
+            print(f"{c['name']:34} {c['source']:10} {c['dtype']:9} {describe(c)}")
+        return 0
+    brigade = os.path.abspath(args.brigade)
+    workdir = args.workdir or tempfile.mkdtemp(prefix="brigade-oracle-")
+    os.makedirs(workdir, exist_ok=True)
+    print(f"{'case':34} {'source':10} {'dtype':9} {'rows':>4} {'max abs err':>11} "
+          f"{'router gap':>10}  result")
+    failures = []
+    for case in cases:
+        try:
+            r = run_case(case, brigade, workdir, args.steps)
+            gap = "-" if r["router_gap"] == float("inf") else f"{r['router_gap']:.2e}"
+            print(f"{case['name']:34} {case['source']:10} {case['dtype']:9} {r['rows']:4d} "
+                  f"{r['max_err']:11.3e} {gap:>10}  ok", flush=True)
+        except Exception as e:  # One broken case must not hide the others.
+            failures.append((case, e))
+            err = getattr(e, "max_err", None)
+            err = "" if err is None else f"{err:.3e}"
+            print(f"{case['name']:34} {case['source']:10} {case['dtype']:9} {'':4} {err:>11} "
+                  f"{'':10}  FAIL", flush=True)
+    for case, e in failures:
+        print(f"\nFAIL {case['name']} (family {case['family']}, {describe(case)}, dtype "
+              f"{case['dtype']}, seed {case['seed']}): {type(e).__name__}: {e}\n  rerun: "
+              f"{sys.argv[0]} {args.brigade} --case {case['name']} --workdir {workdir}\n"
+              f"  logs: {os.path.join(workdir, case['name'], 'brigade.log')}")
+    print(f"\n{len(cases) - len(failures)}/{len(cases)} cases match the reference "
+          f"(tolerance {LOGIT_TOLERANCE:g}, {args.steps} greedy steps each)")
+    if not failures and not args.workdir:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
