@@ -45,7 +45,6 @@ void transformer::attention(int layer, const step_batch& b, gpu::kv_storage& kv,
   dev_.rms_norm(x, data(lw.input_norm), c.hidden_size, c.rms_norm_eps, h);
   const gpu::tensor qkv = ws.qkv.first(t);
   dev_.matmul(h, *lw.attn.qkv, data(lw.attn.qkv_bias), qkv);
-  if (c.clip_qkv > 0.0f) dev_.clamp(qkv, c.clip_qkv);
   const gpu::tensor q = qkv.cols_view(0, q_cols);
   const gpu::tensor k = qkv.cols_view(q_cols, kv_cols);
   const gpu::tensor v = qkv.cols_view(q_cols + kv_cols, kv_cols);
@@ -54,6 +53,8 @@ void transformer::attention(int layer, const step_batch& b, gpu::kv_storage& kv,
     dev_.rms_norm(q, data(lw.attn.q_norm), whole ? q_cols : c.head_dim, c.rms_norm_eps, q);
     dev_.rms_norm(k, data(lw.attn.k_norm), whole ? kv_cols : c.head_dim, c.rms_norm_eps, k);
   }
+  // OLMoE clips after the q/k norms, before RoPE.
+  if (c.clip_qkv > 0.0f) dev_.clamp(qkv, c.clip_qkv);
   dev_.rope(q, b.positions(), c.num_heads, c.head_dim, data(w_.rope_cos), data(w_.rope_sin));
   dev_.rope(k, b.positions(), c.num_kv_heads, c.head_dim, data(w_.rope_cos), data(w_.rope_sin));
   const gpu::attention_batch ab = b.attention();
