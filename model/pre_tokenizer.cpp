@@ -117,12 +117,17 @@ pre_tokenizer::~pre_tokenizer() = default;
 
 namespace {
 
+// Unicode properties (\p{L}, and \s as Unicode whitespace) as the Hugging Face library has
+// them. PCRE2 accepts UTF but not UCP together with LITERAL, where it does not matter anyway.
+constexpr uint32_t kRegexOptions = PCRE2_UTF | PCRE2_UCP;
+constexpr uint32_t kLiteralOptions = PCRE2_UTF | PCRE2_LITERAL;
+
 result<std::unique_ptr<pcre2_code, code_deleter>> compile(const std::string& pattern,
-                                                          uint32_t extra_options) {
+                                                          uint32_t options) {
   int code = 0;
   PCRE2_SIZE offset = 0;
   pcre2_code* re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                 PCRE2_UTF | PCRE2_UCP | extra_options, &code, &offset, nullptr);
+                                 options, &code, &offset, nullptr);
   if (re == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(code, message, sizeof message);
@@ -139,7 +144,7 @@ result<std::unique_ptr<pcre2_code, code_deleter>> compile(const std::string& pat
 
 status pre_tokenizer::add_split_regex(const std::string& pattern, split_behavior behavior,
                                       bool invert) {
-  auto re = compile(pattern, 0);
+  auto re = compile(pattern, kRegexOptions);
   if (!re) return re.err();
   auto s = std::make_unique<step>();
   s->regex = std::move(*re);
@@ -154,7 +159,7 @@ status pre_tokenizer::add_split_literal(const std::string& literal, split_behavi
   if (literal.empty()) {
     return error{errc::bad_format, "a Split pre-tokenizer's String pattern must not be empty"};
   }
-  auto re = compile(literal, PCRE2_LITERAL);
+  auto re = compile(literal, kLiteralOptions);
   if (!re) return re.err();
   auto s = std::make_unique<step>();
   s->regex = std::move(*re);
@@ -169,7 +174,7 @@ status pre_tokenizer::add_byte_level(bool add_prefix_space, bool use_regex) {
   s->what = step::kind::byte_level;
   s->add_prefix_space = add_prefix_space;
   if (use_regex) {
-    auto re = compile(kGpt2SplitPattern, 0);
+    auto re = compile(kGpt2SplitPattern, kRegexOptions);
     if (!re) return re.err();
     s->regex = std::move(*re);
   }

@@ -21,14 +21,16 @@ constexpr int kMaxReported = 8;
 
 std::string show_ids(const std::vector<int32_t>& ids) {
   std::string out = "[";
-  for (std::size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i]);
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    out += (i ? "," : "") + std::to_string(ids[i]);
   return out + "]";
 }
 
 std::string streamed(const tokenizer& tok, const std::vector<int32_t>& ids) {
   brigade::model::incremental_decoder dec(tok, /*skip_special=*/false);
   std::string out;
-  for (int32_t id : ids) out += dec.push(id);
+  for (int32_t id : ids)
+    out += dec.push(id);
   return out + dec.finish();
 }
 
@@ -70,7 +72,8 @@ int check(const std::string& dir, const std::string& cases_path) {
     const auto ids = tok->encode(input);
     if (ids != expected) {
       ++t.id_mismatches;
-      report(t, i, seed, "ids", c, "  js:      " + show_ids(expected) + "\n  brigade: " + show_ids(ids));
+      report(t, i, seed, "ids", c,
+             "  js:      " + show_ids(expected) + "\n  brigade: " + show_ids(ids));
     }
     const std::string decoded = tok->decode(ids);
     if (decoded != c["decoded"].get<std::string>()) {
@@ -82,10 +85,11 @@ int check(const std::string& dir, const std::string& cases_path) {
       report(t, i, seed, "stream", c, "  streamed: " + nlohmann::json(streamed(*tok, ids)).dump());
     }
   }
-  std::printf("%s: %zu cases (seed %lld): %d id mismatches, %d decode mismatches, %d streaming "
-              "mismatches\n",
-              dir.c_str(), cases.size(), static_cast<long long>(seed), t.id_mismatches,
-              t.decode_mismatches, t.stream_mismatches);
+  std::printf(
+      "%s: %zu cases (seed %lld): %d id mismatches, %d decode mismatches, %d streaming "
+      "mismatches\n",
+      dir.c_str(), cases.size(), static_cast<long long>(seed), t.id_mismatches, t.decode_mismatches,
+      t.stream_mismatches);
   const bool ok = t.id_mismatches == 0 && t.decode_mismatches == 0 && t.stream_mismatches == 0;
   return ok && !cases.empty() ? 0 : 1;
 }
