@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 
 #include "bench/table.hpp"
 #include "common/thread_pool.hpp"
@@ -180,17 +181,20 @@ double decode_tokens_per_s(const model::loaded_model& m, gpu::backend& dev, int 
   model::engine_options opt;
   opt.max_running = batch;
   opt.max_step_tokens = std::max(batch, 256);
-  opt.kv_tokens = batch * (32 + steps + 8);
+  // Every sequence must fit at once: whole blocks of prompt + generated tokens each.
+  const int per_seq = (32 + steps + 2 + opt.block_tokens - 1) / opt.block_tokens * opt.block_tokens;
+  opt.kv_tokens = batch * per_seq;
   model::engine eng(m, dev, opt);
   model::request_options req;
   req.max_tokens = steps + 2;
   for (int b = 0; b < batch; ++b) (void)eng.submit(bench_prompt(32, b, m.config.vocab_size), req);
   std::vector<model::token_event> ev;
   // Prefill until every sequence produced its first token, then time pure decode steps.
-  while (true) {
+  std::set<int64_t> started;
+  while (static_cast<int>(started.size()) < batch) {
     ev.clear();
-    eng.step(ev);
-    if (static_cast<int>(ev.size()) == batch) break;
+    if (!eng.step(ev)) return 0.0;
+    for (const auto& e : ev) started.insert(e.request);
   }
   const auto start = clock_type::now();
   for (int s = 0; s < steps; ++s) {
