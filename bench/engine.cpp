@@ -212,6 +212,8 @@ int engine(int argc, char** argv) {
   CLI::App app{"Engine throughput and kernel speed beside OpenBLAS", "brigade bench engine"};
   app.add_flag("--json", as_json, "print one JSON object");
   app.add_flag("--quick", quick, "fewer steps (for smoke tests)");
+  bool kernel_only = false;
+  app.add_flag("--kernel-only", kernel_only, "measure only the expert FFN kernel beside OpenBLAS");
   app.add_option("--work-dir", work_dir, "where the generated benchmark model is kept")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -234,6 +236,14 @@ int engine(int argc, char** argv) {
   std::fprintf(stderr, "measuring the expert FFN kernel ...\n");
   std::vector<ffn_figures> ffn;
   for (int rows : {8, 32, 128, 512}) ffn.push_back(measure_ffn(rows, spec.hidden, spec.moe_inter, pool));
+  if (kernel_only) {
+    for (const auto& f : ffn) {
+      std::printf("rows %4d: ours bf16 %6.1f, f32 %6.1f, OpenBLAS %6.1f GFLOP/s (%.2fx, %.2fx)\n",
+                  f.rows, f.ours_bf16_gflops, f.ours_f32_gflops, f.openblas_gflops,
+                  f.ours_bf16_gflops / f.openblas_gflops, f.ours_f32_gflops / f.openblas_gflops);
+    }
+    return 0;
+  }
   std::fprintf(stderr, "measuring prefill and decode ...\n");
   const double prefill = prefill_tokens_per_s(m, *dev, 512);
   const int steps = quick ? 8 : 32;
