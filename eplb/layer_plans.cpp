@@ -135,19 +135,86 @@ std::vector<int> pair_heavy_with_light(int n, Heavier from_weight, Lighter to_we
 
 }  // namespace
 
-shard_assignment plan_layer_fresh(const double* load, const layer_dims& dims,
-                                  std::vector<int32_t>& counts) {
-  shard_assignment a(dims.experts, dims.shards, dims.slots_per_shard, dims.nodes);
-  const int slots = dims.shards * dims.slots_per_shard;
-  counts.resize(dims.experts);
-  allocate_replicas(load, dims.experts, slots, dims.shards, counts.data());
+namespace {
+
+/// Packs a layer for fixed replica counts: heaviest first, then swaps.
+void pack_layer(shard_assignment& a, const double* load, const std::vector<int32_t>& counts,
+                double mean) {
+  a.clear();
   a.set_replicas(load, counts.data());
   if (!pack_heaviest_first(a)) {
     a.clear();
     pack_round_robin(a);
   }
-  improve_by_swaps(
-      a, busiest_shard_lower_bound(a) + fresh_plan_tolerance * a.total_load() / dims.shards, slots);
+  improve_by_swaps(a, busiest_shard_lower_bound(a) + fresh_plan_tolerance * mean,
+                   a.shards() * a.slots_per_shard());
+}
+
+/// The expert whose replica costs least to give up: the lowest load per replica after losing one.
+int cheapest_donor(const double* load, const std::vector<int32_t>& counts, int except) {
+  int donor = -1;
+  for (int f = 0; f < static_cast<int>(counts.size()); ++f) {
+    if (f == except || counts[f] < 2) continue;
+    if (donor < 0 || load[f] / (counts[f] - 1) < load[donor] / (counts[donor] - 1)) donor = f;
+  }
+  return donor;
+}
+
+/// One step of count refinement: gives a replica to an expert on the busiest shard, taken from
+/// the cheapest donor, and keeps the first such change whose repacked layer has a lighter busiest
+/// shard. Returns false when none of the tried changes helps.
+bool refine_counts_once(shard_assignment& a, const double* load, std::vector<int32_t>& counts,
+                        double mean) {
+  constexpr int experts_tried = 3;
+  const int busiest = a.busiest_shard();
+  std::vector<int32_t> on_busiest;
+  for (int i = 0; i < a.slots_per_shard(); ++i) {
+    const int32_t e = a.expert_at(busiest, i);
+    if (counts[e] < a.shards()) on_busiest.push_back(e);
+  }
+  std::sort(on_busiest.begin(), on_busiest.end(),
+            [&](int32_t x, int32_t y) { return a.replica_load(x) > a.replica_load(y); });
+  if (on_busiest.size() > experts_tried) on_busiest.resize(experts_tried);
+  shard_assignment trial(a.experts(), a.shards(), a.slots_per_shard(), a.nodes());
+  for (int32_t e : on_busiest) {
+    const int donor = cheapest_donor(load, counts, e);
+    if (donor < 0) return false;
+    std::vector<int32_t> trial_counts = counts;
+    ++trial_counts[e];
+    --trial_counts[donor];
+    pack_layer(trial, load, trial_counts, mean);
+    if (trial.load(trial.busiest_shard()) < a.load(busiest) * (1 - 1e-9)) {
+      a = std::move(trial);
+      counts = std::move(trial_counts);
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+shard_assignment plan_layer_fresh(const double* load, const layer_dims& dims,
+                                  std::vector<int32_t>& counts) {
+  // Bounds the repacks spent on layers whose replicas are too coarse to balance by swaps alone.
+  constexpr int max_count_refinements = 8;
+  shard_assignment a(dims.experts, dims.shards, dims.slots_per_shard, dims.nodes);
+  counts.resize(dims.experts);
+  allocate_replicas(load, dims.experts, dims.shards * dims.slots_per_shard, dims.shards,
+                    counts.data());
+  double total = 0;
+  for (int e = 0; e < dims.experts; ++e)
+    total += load[e];
+  const double mean = total / dims.shards;
+  pack_layer(a, load, counts, mean);
+  // Counts that minimise the largest replica can still pack badly, for instance when many
+  // replicas weigh just over half a shard's share; then trade replicas between experts.
+  for (int i = 0; i < max_count_refinements; ++i) {
+    if (a.load(a.busiest_shard()) <= busiest_shard_lower_bound(a) + fresh_plan_tolerance * mean) {
+      break;
+    }
+    if (!refine_counts_once(a, load, counts, mean)) break;
+  }
   return a;
 }
 

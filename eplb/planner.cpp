@@ -38,52 +38,68 @@ bool try_repair(const double* load, const layer_dims& dims, const int32_t* curre
   return true;
 }
 
+/// Whether a candidate reaches the goal, allowing for rounding.
+bool reaches(const candidate& c, double goal) {
+  return c.busiest <= goal * (1 + 1e-9);
+}
+
+/// Repairs of the current row toward `goal`: first keeping its replica counts, then, if that
+/// falls short or moves more than `few_moves`, with `new_counts`.
+void add_repairs(const double* load, const layer_dims& dims, const int32_t* current_row,
+                 const std::vector<int32_t>& new_counts, double goal, int few_moves,
+                 std::vector<candidate>& options) {
+  const std::vector<int32_t> kept_counts = replica_counts_of(current_row, dims);
+  candidate c;
+  if (try_repair(load, dims, current_row, kept_counts, goal, c)) {
+    const bool enough = reaches(c, goal) && c.moved <= few_moves;
+    options.push_back(std::move(c));
+    if (enough) return;
+  }
+  if (new_counts != kept_counts && try_repair(load, dims, current_row, new_counts, goal, c)) {
+    options.push_back(std::move(c));
+  }
+}
+
 /// The plan of one layer that moves the fewest slots from `current_row` while its busiest shard
 /// stays within `slack` of the mean shard load above what a fresh plan reaches.
 std::vector<int32_t> plan_layer_near(const double* load, const layer_dims& dims,
                                      const int32_t* current_row, double slack) {
   const int slots = dims.shards * dims.slots_per_shard;
-  std::vector<int32_t> fresh_counts(dims.experts);
-  allocate_replicas(load, dims.experts, slots, dims.shards, fresh_counts.data());
+  std::vector<int32_t> counts(dims.experts);
+  allocate_replicas(load, dims.experts, slots, dims.shards, counts.data());
   double total = 0;
   double largest_replica = 0;
   for (int e = 0; e < dims.experts; ++e) {
     total += load[e];
-    largest_replica = std::max(largest_replica, load[e] / fresh_counts[e]);
+    largest_replica = std::max(largest_replica, load[e] / counts[e]);
   }
-  // A fresh plan stops within fresh_plan_tolerance of this lower bound, so the goal can be set
-  // without computing one; that is left for when repairing the current layout falls short.
+  // A fresh plan usually stops within fresh_plan_tolerance of this lower bound, so the goal can be
+  // set without computing one; that is left for when repairing the current layout falls short.
   const double mean = total / dims.shards;
-  const double goal = std::max(mean, largest_replica) + (fresh_plan_tolerance + slack) * mean;
-  const double tolerance = goal * 1e-9;
+  double goal = std::max(mean, largest_replica) + (fresh_plan_tolerance + slack) * mean;
   // A repair that moves more than this may lose to the fresh plan renumbered onto the current one.
   const int few_moves = slots / 10;
-
   std::vector<candidate> options;
-  const std::vector<int32_t> kept_counts = replica_counts_of(current_row, dims);
-  candidate c;
-  if (try_repair(load, dims, current_row, kept_counts, goal, c)) options.push_back(std::move(c));
-  auto done = [&] {
-    return !options.empty() && options.back().busiest <= goal + tolerance &&
-           options.back().moved <= few_moves;
-  };
-  if (!done() && fresh_counts != kept_counts &&
-      try_repair(load, dims, current_row, fresh_counts, goal, c)) {
-    options.push_back(std::move(c));
-  }
-  if (!done()) {
+  add_repairs(load, dims, current_row, counts, goal, few_moves, options);
+  if (options.empty() || !reaches(options.back(), goal) || options.back().moved > few_moves) {
+    std::vector<int32_t> fresh_counts;
     const shard_assignment fresh = plan_layer_fresh(load, dims, fresh_counts);
-    c.row = align_to_current(fresh, current_row);
-    c.busiest = busiest_of(fresh);
+    // When even the fresh plan cannot get near the bound, judge the repairs against it instead;
+    // when it found better replica counts, try repairing toward those.
+    const double relaxed = busiest_of(fresh) + slack * mean;
+    if (relaxed > goal || fresh_counts != counts) {
+      goal = std::max(goal, relaxed);
+      options.clear();
+      add_repairs(load, dims, current_row, fresh_counts, goal, few_moves, options);
+    }
+    candidate c{align_to_current(fresh, current_row), busiest_of(fresh), 0};
     c.moved =
         moved_in_layer(current_row, c.row.data(), dims.experts, dims.shards, dims.slots_per_shard);
     options.push_back(std::move(c));
   }
   auto better = [&](const candidate& x, const candidate& y) {
-    const bool x_ok = x.busiest <= goal + tolerance;
-    const bool y_ok = y.busiest <= goal + tolerance;
-    if (x_ok != y_ok) return x_ok;
-    if (x_ok && x.moved != y.moved) return x.moved < y.moved;
+    if (reaches(x, goal) != reaches(y, goal)) return reaches(x, goal);
+    if (reaches(x, goal) && x.moved != y.moved) return x.moved < y.moved;
     return x.busiest < y.busiest;
   };
   return std::move(*std::min_element(options.begin(), options.end(), better)).row;
