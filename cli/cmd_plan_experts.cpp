@@ -96,6 +96,8 @@ int plan_experts(int argc, char** argv) {
   app.add_option("--keep-slack", options.keep_slack,
                  "with --current, how far above the best balance (fraction of the mean shard "
                  "load) a layer may stay to keep its slots");
+  app.add_option("--max-moved", options.max_moved_fraction,
+                 "with --current, the largest fraction of each layer's slots one plan may move");
   app.add_flag("--json", json, "print one JSON object with the layout and its figures");
   try {
     app.parse(argc, argv);

@@ -2,13 +2,20 @@
 // new layout. No actors, no I/O; the supervisor calls it every re-plan interval and decides with
 // judge_adoption (adoption.hpp) whether to migrate.
 //
-// Per layer it computes a fresh plan: replica counts that minimise the largest per-replica load,
-// a heaviest-first packing, then swaps that lower the busiest shard until no single swap helps.
-// Without a current layout, each layer's shards are then renumbered so that the per-shard load
-// summed over layers is even too. With a current layout, the planner instead looks for the layout
-// that moves the fewest slots while staying within `keep_slack` of the fresh plan's busiest shard:
-// the current layout repaired by swaps, the same with the fresh replica counts, or the fresh plan
-// renumbered to overlap the current one as much as possible.
+// Balance is judged per layer: every MoE layer is a synchronous all-to-all, so a step waits for
+// each layer's busiest shard (see balance_metrics.hpp). A fresh plan of a layer gives replicas to
+// the experts with the highest load per replica (optimal for the largest replica), packs them
+// heaviest first onto the least loaded shard with room, then swaps replicas between the busiest
+// shard and lighter ones until it is within 0.1% of the mean load of the lower bound or no swap
+// helps. When replicas are too coarse for swaps (many just over half a shard's share), it trades
+// replicas between experts and repacks, keeping only changes that help. Without a current layout,
+// each layer's shards are then renumbered so that the load summed over layers is even as well.
+//
+// With a current layout, a layer whose busiest shard is within `keep_slack` of the best balance
+// stays as it is. Otherwise the planner repairs it (new replica counts, heaviest new replicas onto
+// the lightest shards, then swaps) down to the middle of the slack, so that drift does not push it
+// straight back, moving at most `max_moved_fraction` of its slots; the fresh plan, renumbered to
+// overlap the current layout, is the fallback when repairs fall short.
 #pragma once
 
 #include "common/result.hpp"
@@ -26,6 +33,9 @@ struct planner_options {
   /// With a current layout, a layer keeps as many slots as it can while its busiest shard stays
   /// within this fraction of its mean shard load above the fresh plan's busiest shard.
   double keep_slack = 0.01;
+  /// With a current layout, at most this fraction of each layer's slots moves in one plan (never
+  /// fewer than the replica count changes need); a larger change takes several plans.
+  double max_moved_fraction = 0.25;
 };
 
 /// Plans a layout for `load` ([layers][experts]). `current`, when given, must have the same shape;

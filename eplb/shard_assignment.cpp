@@ -93,7 +93,7 @@ void shard_assignment::add(int shard, int local, int expert) {
   ++node_replicas_[node_index(node_of(shard), expert)];
 }
 
-void shard_assignment::take(int shard, int local) {
+void shard_assignment::remove(int shard, int local) {
   const int32_t expert = slot_expert_[slot(shard, local)];
   assert(expert >= 0);
   slot_expert_[slot(shard, local)] = -1;
@@ -110,16 +110,12 @@ void shard_assignment::place(int shard, int expert) {
   }
 }
 
-void shard_assignment::remove(int shard, int local) {
-  take(shard, local);
-}
-
 void shard_assignment::swap(int shard_a, int local_a, int shard_b, int local_b) {
   assert(can_swap(shard_a, local_a, shard_b, local_b));
   const int32_t x = slot_expert_[slot(shard_a, local_a)];
   const int32_t y = slot_expert_[slot(shard_b, local_b)];
-  if (x >= 0) take(shard_a, local_a);
-  if (y >= 0) take(shard_b, local_b);
+  if (x >= 0) remove(shard_a, local_a);
+  if (y >= 0) remove(shard_b, local_b);
   if (y >= 0) add(shard_a, local_a, y);
   if (x >= 0) add(shard_b, local_b, x);
 }

@@ -70,7 +70,6 @@ class shard_assignment {
     return static_cast<std::size_t>(node) * experts_ + expert;
   }
   void add(int shard, int local, int expert);
-  void take(int shard, int local);
 
   int experts_;
   int shards_;
