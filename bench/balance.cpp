@@ -323,7 +323,7 @@ void print_goals(const std::vector<goal>& goals, const std::vector<std::vector<d
   }
   std::printf("\ngoals:\n");
   for (const goal& g : goals) {
-    std::printf("  %-60s %8.4f %s %-6g %s\n", g.name.c_str(), g.value,
+    std::printf("  %-62s %8.4f %s %-6g %s\n", g.name.c_str(), g.value,
                 g.at_most ? "<=" : ">=", g.target, g.met() ? "met" : "MISSED");
   }
   std::printf(
