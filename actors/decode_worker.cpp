@@ -28,7 +28,7 @@ struct running_sequence {
   int32_t next_index = 0;      // generation index of the next token
   int32_t produced = 0;        // tokens produced in this attempt (the handed-over one included)
   int32_t cached_tokens = 0;
-  caf::actor router;
+  router_actor router;
   bool cancelled = false;
 };
 
@@ -131,7 +131,7 @@ void finish_step(decode_pointer self) {
   auto& st = self->state;
   const auto& c = st.ctx->config;
   const std::vector<float>& logits = st.driver->logits();
-  std::map<caf::actor, std::vector<token_update>> updates;
+  std::map<router_actor, std::vector<token_update>> updates;
   for (size_t i = 0; i < st.in_step.size(); ++i) {
     auto it = st.seqs.find(st.in_step[i]);
     if (it == st.seqs.end()) continue;
@@ -243,12 +243,7 @@ decode_worker_actor::behavior_type decode_behavior(decode_pointer self,
   return {
       [=](kv_handoff& h) -> caf::result<bool> {
         auto accepted = accept(self, h);
-        if (!accepted) {
-          const auto code = accepted.err().code == errc::resource_exhausted
-                                ? caf::sec::no_such_key
-                                : caf::sec::invalid_argument;
-          return caf::make_error(code, accepted.err().message);
-        }
+        if (!accepted) return caf::make_error(caf::sec::runtime_error, accepted.err().message);
         self->send(self, step_atom_v);
         return true;
       },

@@ -27,6 +27,7 @@
 #include "actors/atoms.hpp"
 #include "actors/model_context.hpp"
 #include "actors/payloads.hpp"
+#include "actors/router.hpp"
 #include "actors/shard_set.hpp"
 
 namespace brigade::actors {
@@ -44,7 +45,7 @@ struct kv_handoff {
   /// draw_offset is the generation index of tokens.back(); max_tokens counts it.
   generation_params params;
   int32_t cached_tokens = 0;
-  caf::actor router;  ///< Where token updates go.
+  router_actor router;  ///< Where token updates go.
 };
 
 template <class Inspector>

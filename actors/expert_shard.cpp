@@ -100,9 +100,10 @@ expert_shard_actor::behavior_type shard_behavior(shard_pointer self,
   for (const auto& a : st.config.slots) {
     auto w = model::expert_bank::load_one(*st.ctx->ckpt, c, *st.ctx->dev, a.layer, a.expert);
     if (!w) {
+      // The shard cannot serve: it stops, and the supervisor sees why.
       log::error(st.config.name, w.err().describe());
       self->quit(caf::make_error(caf::sec::runtime_error, w.err().message));
-      return {};
+      break;
     }
     st.slots[{a.layer, a.slot}] = held_slot{a.expert, std::move(w.value())};
   }

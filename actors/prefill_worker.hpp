@@ -30,7 +30,7 @@ struct prefill_job {
   std::vector<int32_t> tokens;  ///< Prompt, plus tokens already streamed on a re-dispatch.
   generation_params params;     ///< draw_offset: index of the token this prefill samples.
   decode_worker_actor decode;   ///< Who continues the generation.
-  caf::actor router;            ///< Where failures go.
+  router_actor router;          ///< Where failures go.
 };
 
 template <class Inspector>

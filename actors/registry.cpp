@@ -20,7 +20,7 @@ using registry_pointer = registry_actor::stateful_pointer<registry_state>;
 
 void publish(registry_pointer self, const std::string& kind, const actor_entry& entry) {
   registry_event ev{self->state.version, kind, entry};
-  for (const auto& s : self->state.subscribers) self->send(s, ev);
+  for (const auto& s : self->state.subscribers) caf::anon_send(s, ev);
 }
 
 }  // namespace

@@ -105,7 +105,7 @@ bool dispatch(router_pointer self, tracked_request& r) {
   job.params.draw_offset = static_cast<int32_t>(r.streamed.size());
   job.params.stop_ids = r.req.stop_ids;
   job.decode = caf::actor_cast<decode_worker_actor>(st.decode[static_cast<size_t>(d)].handle);
-  job.router = caf::actor_cast<caf::actor>(self);
+  job.router = caf::actor_cast<router_actor>(self);
   r.prefill = p;
   r.decode = d;
   r.at = phase::prefill;

@@ -101,7 +101,7 @@ void spawn_child(supervisor_pointer self, child& c) {
   entry.role = c.role;
   entry.node = "local";
   entry.spawned_ms = unix_ms();
-  self->send(st.registry, register_atom_v, entry);
+  caf::anon_send(st.registry, register_atom_v, entry);
 }
 
 void on_child_down(supervisor_pointer self, const caf::down_msg& dm) {
@@ -119,7 +119,7 @@ void on_child_down(supervisor_pointer self, const caf::down_msg& dm) {
     }
     const bool give_up = static_cast<int>(c.recent_restarts.size()) >= policy.max_restarts;
     const std::string cause = to_string(dm.reason);
-    self->send(st.registry, death_atom_v, c.name, cause, give_up);
+    caf::anon_send(st.registry, death_atom_v, c.name, cause, give_up);
     if (give_up) {
       c.given_up = true;
       log::error("supervisor", c.name + " died (" + cause + ") and exceeded " +
