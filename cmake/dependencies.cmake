@@ -5,6 +5,7 @@ find_package(fmt REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 
 if(BRIGADE_TESTS)
   find_package(Catch2 2 REQUIRED)
