@@ -33,7 +33,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -123,11 +122,11 @@ class prefix_index {
 
  private:
   struct entry;
-  struct expiry_key {
+  /// A candidate in the expiry heap; stale once its entry is pinned, re-timed or gone.
+  struct expiry_item {
     time_ns expiry_ns;
     std::uint32_t depth;
     block_hash hash;
-    bool operator<(const expiry_key& o) const;
   };
   struct identity_hash {
     std::size_t operator()(block_hash h) const { return static_cast<std::size_t>(h); }
@@ -137,10 +136,12 @@ class prefix_index {
   entry* find_entry(block_hash hash);
   void pin(entry& e);
   void unpin(entry& e);
-  void extend_expiry(entry& e, time_ns expiry_ns);
+  void push_expiry(const entry& e);
+  void compact_expiry_heap();
   void remove(entry& e, std::vector<removed_block>& removed);
-  status check_release(const std::vector<block_hash>& chain, std::size_t count) const;
+  status check_release(const std::vector<block_hash>& chain, std::size_t count);
   status check_entry(const entry& e) const;
+  status check_expiry_heap() const;
 
   std::size_t capacity_blocks_;
   const clock& clock_;
@@ -150,8 +151,13 @@ class prefix_index {
   entry* lru_head_ = nullptr;
   entry* lru_tail_ = nullptr;
   std::size_t unreferenced_ = 0;
-  /// Unreferenced entries by expiry, deepest first among equal expiries.
-  std::set<expiry_key> by_expiry_;
+  /// A min-heap of unreferenced entries by expiry, deepest first among equal expiries. Items go
+  /// stale instead of being erased (an entry pinned or removed keeps its old item), so the heap
+  /// is rebuilt from the LRU list whenever it reaches twice the unreferenced entries (plus a
+  /// little): bounded, O(log n) amortized per operation, and no tree node per entry.
+  std::vector<expiry_item> expiry_heap_;
+  /// Entries of the chain being acquired or released, found once per call.
+  std::vector<entry*> scratch_;
 };
 
 }  // namespace brigade::kvcache
