@@ -69,16 +69,21 @@ int replay(int argc, char** argv) {
   kvcache::replay_options options;
   bool as_json = false;
   app.add_option("--trace", trace_path, "trace file, one JSON request per line")->required();
-  app.add_option("--replicas", options.replicas, "prefill replicas")->capture_default_str();
+  app.add_option("--replicas", options.replicas, "prefill replicas")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   app.add_option("--cache-tokens-per-replica", options.cache_tokens_per_replica,
                  "prefix cache capacity of each replica, in tokens")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 50))
       ->capture_default_str();
   app.add_option("--block-size", options.block_size, "tokens per cached block")
+      ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   app.add_option("--policy", policy_name, "round_robin, cache_aware or pooled")
       ->capture_default_str();
   app.add_option("--prefill-tokens-per-s", options.prefill_tokens_per_s,
                  "prefill speed of one replica, for the queueing model")
+      ->check(CLI::Range(1.0, 1e12))
       ->capture_default_str();
   app.add_option("--balance-slack", options.balance_slack,
                  "how far above the mean load cache_aware may load a replica")
@@ -92,8 +97,7 @@ int replay(int argc, char** argv) {
   auto trace = kvcache::load_mooncake_trace(trace_path);
   if (!trace)
     return std::fprintf(stderr, "brigade replay: %s\n", trace.err().describe().c_str()), 1;
-  const auto requests =
-      kvcache::prepare_replay(*trace, options.block_size == 0 ? 1 : options.block_size);
+  const auto requests = kvcache::prepare_replay(*trace, options.block_size);
   // On a terminal the progress line rewrites itself; in a log it appears every quarter.
   const bool tty = isatty(STDERR_FILENO) != 0;
   std::size_t next_quarter = 1;

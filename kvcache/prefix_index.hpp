@@ -24,8 +24,8 @@
 // Expiry: a use at time t under scenario s extends the entry's expiry to t + retention(s), never
 // shortening it (the longest retention wins). An entry never expires after its parent: a newly
 // inserted block's expiry is capped at its parent's, and acquire() extends a whole prefix at
-// once. expire() removes expired unreferenced entries deepest first, in O(log n) each. match()
-// and acquire() treat an expired entry as absent even before expire() sweeps it.
+// once. expire() removes expired unreferenced entries deepest first, O(log n) amortized each.
+// match() and acquire() treat an expired entry as absent even before expire() sweeps it.
 //
 // Not thread-safe: one worker (actor) owns its index.
 #pragma once
