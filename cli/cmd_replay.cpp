@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -58,73 +59,88 @@ void print_table(const kvcache::replay_report& report) {
   }
 }
 
+struct replay_args {
+  std::string trace_path;
+  std::string policy_name = "cache_aware";
+  kvcache::replay_options options;
+  bool as_json = false;
+};
+
+void add_options(CLI::App& app, replay_args& args) {
+  auto& o = args.options;
+  app.add_option("--trace", args.trace_path, "trace file, one JSON request per line")->required();
+  app.add_option("--replicas", o.replicas, "prefill replicas")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--cache-tokens-per-replica", o.cache_tokens_per_replica,
+                 "prefix cache capacity of each replica, in tokens")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 50))
+      ->capture_default_str();
+  app.add_option("--block-size", o.block_size, "tokens per cached block")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--policy", args.policy_name, "round_robin, cache_aware or pooled")
+      ->capture_default_str();
+  app.add_option("--prefill-tokens-per-s", o.prefill_tokens_per_s,
+                 "prefill speed of one replica, for the queueing model")
+      ->check(CLI::Range(1.0, 1e12))
+      ->capture_default_str();
+  app.add_option("--balance-slack", o.balance_slack,
+                 "how far above the mean load cache_aware may load a replica")
+      ->check(CLI::Range(0.0, 10.0))
+      ->capture_default_str();
+  app.add_flag("--json", args.as_json, "print one JSON object instead of a table");
+}
+
+/// On a terminal the progress line rewrites itself; in a log it appears every quarter.
+kvcache::replay_progress progress_printer(const std::string& policy) {
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  auto next_quarter = std::make_shared<std::size_t>(1);
+  return [=](std::size_t done, std::size_t total) {
+    if (tty) {
+      std::fprintf(stderr, "\rreplay %s: %zu/%zu requests%s", policy.c_str(), done, total,
+                   done == total ? "\n" : "");
+    } else if (done * 4 >= *next_quarter * total) {
+      std::fprintf(stderr, "replay %s: %zu/%zu requests\n", policy.c_str(), done, total);
+      while (*next_quarter * total <= done * 4)
+        ++*next_quarter;
+    }
+  };
+}
+
 }  // namespace
 
 int replay(int argc, char** argv) {
   CLI::App app{
       "Replay a Mooncake-format request trace through brigade's prefix cache, eviction "
       "and placement code, without model compute."};
-  std::string trace_path;
-  std::string policy_name = "cache_aware";
-  kvcache::replay_options options;
-  bool as_json = false;
-  app.add_option("--trace", trace_path, "trace file, one JSON request per line")->required();
-  app.add_option("--replicas", options.replicas, "prefill replicas")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
-  app.add_option("--cache-tokens-per-replica", options.cache_tokens_per_replica,
-                 "prefix cache capacity of each replica, in tokens")
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 50))
-      ->capture_default_str();
-  app.add_option("--block-size", options.block_size, "tokens per cached block")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  app.add_option("--policy", policy_name, "round_robin, cache_aware or pooled")
-      ->capture_default_str();
-  app.add_option("--prefill-tokens-per-s", options.prefill_tokens_per_s,
-                 "prefill speed of one replica, for the queueing model")
-      ->check(CLI::Range(1.0, 1e12))
-      ->capture_default_str();
-  app.add_option("--balance-slack", options.balance_slack,
-                 "how far above the mean load cache_aware may load a replica")
-      ->capture_default_str();
-  app.add_flag("--json", as_json, "print one JSON object instead of a table");
+  replay_args args;
+  add_options(app, args);
   CLI11_PARSE(app, argc, argv);
 
-  auto policy = kvcache::parse_placement_policy(policy_name);
+  auto policy = kvcache::parse_placement_policy(args.policy_name);
   if (!policy) return std::fprintf(stderr, "brigade replay: %s\n", policy.err().message.c_str()), 2;
-  options.policy = *policy;
-  auto trace = kvcache::load_mooncake_trace(trace_path);
+  args.options.policy = *policy;
+  auto trace = kvcache::load_mooncake_trace(args.trace_path);
   if (!trace)
     return std::fprintf(stderr, "brigade replay: %s\n", trace.err().describe().c_str()), 1;
-  const auto requests = kvcache::prepare_replay(*trace, options.block_size);
-  // On a terminal the progress line rewrites itself; in a log it appears every quarter.
-  const bool tty = isatty(STDERR_FILENO) != 0;
-  std::size_t next_quarter = 1;
-  auto report = kvcache::replay(requests, options, [&](std::size_t done, std::size_t total) {
-    if (tty) {
-      std::fprintf(stderr, "\rreplay %s: %zu/%zu requests%s", policy_name.c_str(), done, total,
-                   done == total ? "\n" : "");
-    } else if (done * 4 >= next_quarter * total) {
-      std::fprintf(stderr, "replay %s: %zu/%zu requests\n", policy_name.c_str(), done, total);
-      while (next_quarter * total <= done * 4)
-        ++next_quarter;
-    }
-  });
+  const auto requests = kvcache::prepare_replay(*trace, args.options.block_size);
+  auto report = kvcache::replay(requests, args.options, progress_printer(args.policy_name));
   if (!report)
     return std::fprintf(stderr, "brigade replay: %s\n", report.err().describe().c_str()), 1;
-  if (as_json) {
+  const auto& o = args.options;
+  if (args.as_json) {
     nlohmann::json out = to_json(*report);
-    out["trace"] = trace_path;
-    out["replicas"] = options.replicas;
-    out["cache_tokens_per_replica"] = options.cache_tokens_per_replica;
-    out["block_size"] = options.block_size;
-    out["prefill_tokens_per_s"] = options.prefill_tokens_per_s;
+    out["trace"] = args.trace_path;
+    out["replicas"] = o.replicas;
+    out["cache_tokens_per_replica"] = o.cache_tokens_per_replica;
+    out["block_size"] = o.block_size;
+    out["prefill_tokens_per_s"] = o.prefill_tokens_per_s;
     std::printf("%s\n", out.dump(2).c_str());
   } else {
     std::printf("replay of %s: %lld requests, %zu replicas x %lld cached tokens, block %zu\n",
-                trace_path.c_str(), static_cast<long long>(report->requests), options.replicas,
-                static_cast<long long>(options.cache_tokens_per_replica), options.block_size);
+                args.trace_path.c_str(), static_cast<long long>(report->requests), o.replicas,
+                static_cast<long long>(o.cache_tokens_per_replica), o.block_size);
     print_table(*report);
   }
   return 0;
