@@ -35,7 +35,7 @@ struct running_sequence {
 struct decode_state {
   std::shared_ptr<const model_context> ctx;
   decode_worker_config config;
-  shard_set shards;
+  expert_client experts;
   std::unique_ptr<gpu::kv_storage> kv;
   std::unique_ptr<kvcache::block_pool> pool;
   std::unique_ptr<model::workspace> ws;
@@ -44,7 +44,6 @@ struct decode_state {
   model::step_batch batch;
   std::vector<uint64_t> in_step;  // requests of the step in flight, in batch order
   bool busy = false;
-  bool stalled = false;
   uint64_t step = 0;
   int64_t steps_done = 0;
   double last_ms = 0.0;
@@ -154,6 +153,7 @@ void finish_step(decode_pointer self) {
   }
   for (auto& [router, list] : updates) self->send(router, std::move(list));
   st.busy = false;
+  apply_pending_layout(self, st.experts);
   ++st.steps_done;
   st.last_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                          st.step_start)
@@ -171,22 +171,16 @@ void abandon_step(decode_pointer self, const std::string& reason) {
     release(st, request);
   }
   st.busy = false;
-  st.stalled = false;
+  st.experts.stalled = false;
+  apply_pending_layout(self, st.experts);
   ++st.step;  // late expert answers of this step are ignored
   if (!st.seqs.empty()) self->send(self, step_atom_v);
 }
 
 void dispatch(decode_pointer self) {
   auto& st = self->state;
-  const uint64_t step = st.step;
-  dispatch_layer(self, *st.driver, st.shards, step, &st.step, [self, step](const caf::error& err) {
-    auto& s = self->state;
-    if (!err) return continue_step(self);
-    log::warn(s.config.name, "expert shard failed at layer " + std::to_string(s.driver->layer()) +
-                                 ": " + to_string(err) + "; waiting for the supervisor");
-    s.stalled = true;
-    self->delayed_send(self, s.config.stall_timeout, tick_atom_v, step);
-  });
+  dispatch_layer(self, st.experts, *st.driver, st.step, &st.step,
+                 [self] { continue_step(self); });
 }
 
 void continue_step(decode_pointer self) {
@@ -197,7 +191,7 @@ void continue_step(decode_pointer self) {
 
 void start_step(decode_pointer self) {
   auto& st = self->state;
-  if (st.busy || st.seqs.empty() || st.shards.shards.empty()) return;
+  if (st.busy || st.seqs.empty() || st.experts.shards.shards.empty()) return;
   st.batch.clear();
   st.in_step.clear();
   for (auto& [request, s] : st.seqs) {
@@ -228,7 +222,10 @@ decode_worker_actor::behavior_type decode_behavior(decode_pointer self,
   auto& st = self->state;
   st.ctx = std::move(ctx);
   st.config = std::move(config);
-  st.shards = std::move(shards);
+  st.experts.owner = st.config.name;
+  st.experts.acks = st.config.layout_acks;
+  st.experts.stall_timeout = st.config.stall_timeout;
+  adopt_shards(self, st.experts, std::move(shards));
   const auto& c = st.ctx->config;
   gpu::kv_layout layout;
   layout.layers = c.num_layers;
@@ -259,16 +256,12 @@ decode_worker_actor::behavior_type decode_behavior(decode_pointer self,
       },
       [=](shards_atom, shard_set& next) {
         auto& s = self->state;
-        s.shards = std::move(next);
-        if (s.stalled) {
-          s.stalled = false;
-          dispatch(self);  // resend the layer that failed
-        }
+        if (receive_shards(self, s.experts, std::move(next), s.busy)) dispatch(self);
       },
       [=](step_atom) { start_step(self); },
       [=](tick_atom, uint64_t step) {
         auto& s = self->state;
-        if (s.stalled && s.step == step) abandon_step(self, "expert shard unavailable");
+        if (s.experts.stalled && s.step == step) abandon_step(self, "expert shard unavailable");
       },
       [=](status_atom) {
         const auto& s = self->state;
@@ -280,7 +273,8 @@ decode_worker_actor::behavior_type decode_behavior(decode_pointer self,
         out.steps = s.steps_done;
         out.detail = nlohmann::json{{"free_kv_blocks", s.pool->free_blocks()},
                                     {"kv_blocks", s.pool->capacity()},
-                                    {"stalled", s.stalled}}
+                                    {"stalled", s.experts.stalled},
+                                    {"epoch", s.experts.shards.layout->epoch}}
                          .dump();
         return out;
       },

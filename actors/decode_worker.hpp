@@ -68,6 +68,7 @@ struct decode_worker_config {
   int kv_tokens = 65536;
   int block_tokens = 16;
   std::chrono::milliseconds stall_timeout{10000};
+  layout_ack_actor layout_acks;  ///< Told when the worker switches layout epochs.
 };
 
 decode_worker_actor spawn_decode_worker(caf::actor_system& sys,

@@ -1,5 +1,10 @@
-// Sending one MoE layer's routed rows to the expert shards and collecting the answers. Shared by
-// the prefill and decode workers; included by their .cpp files only.
+// How a worker talks to the expert shards: sending one MoE layer's routed rows and collecting the
+// answers, waiting out a failed shard, and switching layouts at step boundaries. Shared by the
+// prefill and decode workers; included by their .cpp files only.
+//
+//   step: dispatch layer --answers--> next layer ... --> step done (pending layout applied)
+//                 \--a shard failed--> stalled --new shard set--> resend the layer
+//                                              \--stall timeout--> the step is abandoned
 #pragma once
 
 #include <caf/all.hpp>
@@ -7,8 +12,11 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "actors/shard_set.hpp"
+#include "common/log.hpp"
 #include "model/step_driver.hpp"
 
 namespace brigade::actors {
@@ -17,16 +25,60 @@ namespace brigade::actors {
 /// monitors (a dead shard answers at once); this bound only catches a hung one.
 constexpr std::chrono::seconds expert_timeout{30};
 
-/// Sends the rows of driver.layer() to the shards holding their experts. Calls done() with no
-/// error once every answer is stored in the driver, or with the first error. `step` identifies
-/// the step; answers arriving when *current_step has moved on are dropped.
+/// What a worker keeps about the shards it sends rows to.
+struct expert_client {
+  std::string owner;  ///< The worker's name, for logs and acknowledgements.
+  shard_set shards;
+  std::optional<shard_set> pending;  ///< A new layout waiting for the step boundary.
+  bool stalled = false;              ///< A layer failed and waits for a new shard set.
+  layout_ack_actor acks;             ///< Told which layout epoch the worker routes with.
+  std::chrono::milliseconds stall_timeout{10000};
+};
+
 template <class Self>
-void dispatch_layer(Self* self, model::step_driver& driver, const shard_set& set, uint64_t step,
-                    const uint64_t* current_step, std::function<void(const caf::error&)> done) {
+void adopt_shards(Self* self, expert_client& c, shard_set next) {
+  const bool new_epoch = !c.shards.layout || c.shards.layout->epoch != next.layout->epoch;
+  c.shards = std::move(next);
+  if (new_epoch && c.acks) self->send(c.acks, switched_atom_v, c.owner, c.shards.layout->epoch);
+}
+
+/// A new shard set arrived. A new layout waits for the step boundary unless the worker is idle or
+/// stalled (expert FFNs are pure, so resending a layer under any layout gives the same rows).
+/// Returns true when the caller must resend its stalled layer.
+template <class Self>
+bool receive_shards(Self* self, expert_client& c, shard_set next, bool busy) {
+  const bool same_epoch = c.shards.layout && c.shards.layout->epoch == next.layout->epoch;
+  if (busy && !c.stalled && !same_epoch) {
+    c.pending = std::move(next);
+    return false;
+  }
+  c.pending.reset();
+  adopt_shards(self, c, std::move(next));
+  const bool resend = c.stalled;
+  c.stalled = false;
+  return resend;
+}
+
+/// At a step boundary: switch to a layout that arrived during the step.
+template <class Self>
+void apply_pending_layout(Self* self, expert_client& c) {
+  if (!c.pending) return;
+  shard_set next = std::move(*c.pending);
+  c.pending.reset();
+  adopt_shards(self, c, std::move(next));
+}
+
+/// Sends the rows of driver.layer() to the shards holding their experts, and calls on_done()
+/// once every answer is stored in the driver. On a failure the layer stalls: the worker resends
+/// it when a new shard set arrives, and gets tick_atom(step) after the stall timeout. Answers
+/// arriving when *current_step has moved on are dropped.
+template <class Self>
+void dispatch_layer(Self* self, expert_client& c, model::step_driver& driver, uint64_t step,
+                    const uint64_t* current_step, std::function<void()> on_done) {
   const model::routing& r = driver.routes();
-  const expert_layout& layout = *set.layout;
+  const expert_layout& layout = *c.shards.layout;
   const int layer = driver.layer();
-  const size_t shards = set.shards.size();
+  const size_t shards = c.shards.shards.size();
   std::vector<std::vector<int32_t>> step_slots(shards), phys(shards);
   for (int slot = 0; slot < r.tokens * r.top_k; ++slot) {
     const int expert = r.experts[static_cast<size_t>(slot)];
@@ -41,11 +93,13 @@ void dispatch_layer(Self* self, model::step_driver& driver, const shard_set& set
   };
   auto p = std::make_shared<progress>();
   for (size_t s = 0; s < shards; ++s) p->pending += step_slots[s].empty() ? 0 : 1;
-  auto shared_done = std::make_shared<std::function<void(const caf::error&)>>(std::move(done));
+  auto done = std::make_shared<std::function<void()>>(std::move(on_done));
+  expert_client* client = &c;
   for (size_t s = 0; s < shards; ++s) {
     if (step_slots[s].empty()) continue;
     expert_request req;
     req.step = step;
+    req.epoch = layout.epoch;
     req.layer = layer;
     req.slots = std::move(phys[s]);
     driver.input_rows(step_slots[s], req.input.data);
@@ -53,17 +107,20 @@ void dispatch_layer(Self* self, model::step_driver& driver, const shard_set& set
     req.input.cols = static_cast<int32_t>(req.input.data.size() / req.slots.size());
     auto slots = std::make_shared<std::vector<int32_t>>(std::move(step_slots[s]));
     model::step_driver* d = &driver;
-    self->request(set.shards[s], expert_timeout, std::move(req))
+    self->request(c.shards.shards[s], expert_timeout, std::move(req))
         .then(
             [=](expert_reply& reply) {
               if (p->failed || *current_step != step) return;
               d->deliver(*slots, reply.output.data.data());
-              if (--p->pending == 0) (*shared_done)(caf::error{});
+              if (--p->pending == 0) (*done)();
             },
             [=](caf::error& err) {
               if (p->failed || *current_step != step) return;
               p->failed = true;
-              (*shared_done)(err);
+              log::warn(client->owner, "expert shard failed at layer " + std::to_string(layer) +
+                                           ": " + to_string(err) + "; waiting for the supervisor");
+              client->stalled = true;
+              self->delayed_send(self, client->stall_timeout, tick_atom_v, step);
             });
   }
 }

@@ -5,26 +5,42 @@
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "common/log.hpp"
 #include "model/transformer.hpp"
 
 namespace brigade::actors {
+
+using weights_ptr = std::shared_ptr<const model::ffn_weights>;
+
+struct loaded_experts {
+  std::map<std::pair<int32_t, int32_t>, weights_ptr> weights;  // (layer, expert) -> weights
+  std::string error;  // empty when every load succeeded
+};
+
 namespace {
 
 struct held_slot {
   int32_t expert = 0;
-  model::ffn_weights weights;
+  weights_ptr weights;
 };
+
+using slot_map = std::map<std::pair<int32_t, int32_t>, held_slot>;  // (layer, slot)
 
 struct shard_state {
   std::shared_ptr<const model_context> ctx;
   expert_shard_config config;
-  std::map<std::pair<int32_t, int32_t>, held_slot> slots;  // (layer, slot) -> weights
-  std::vector<std::vector<int64_t>> tokens_per_expert;     // [layer][expert]
-  // Grow-only device buffers for one group of rows.
-  gpu::activation in, out, gate_up, inter;
+  std::map<uint64_t, slot_map> epochs;  // the layouts this shard can serve
+  std::map<uint64_t, shard_plan> preparing;
+  std::map<uint64_t, caf::response_promise> prepare_replies;
+  // Load sampling: steps are counted per sending worker from the step numbers it sends.
+  std::map<caf::strong_actor_ptr, uint64_t> last_step;
   int64_t steps = 0;
+  uint64_t window = 0;
+  std::vector<std::vector<int64_t>> tokens_per_expert;  // [layer][expert], this window
+  gpu::activation in, out, gate_up, inter;
+  int64_t requests = 0;
   int64_t rows = 0;
   double last_ms = 0.0;
   static inline const char* name = "expert_shard";
@@ -42,6 +58,64 @@ void ensure_rows(shard_state& st, int rows) {
   st.inter = st.ctx->dev->alloc(capacity, c.expert_intermediate);
 }
 
+// Loads the experts of `plan` that `have` lacks, from the checkpoint.
+std::shared_ptr<loaded_experts> load_missing(const model_context& ctx, const shard_plan& plan,
+                                             const std::set<std::pair<int32_t, int32_t>>& have) {
+  auto out = std::make_shared<loaded_experts>();
+  for (const auto& a : plan.slots) {
+    const std::pair<int32_t, int32_t> key{a.layer, a.expert};
+    if (have.count(key) || out->weights.count(key)) continue;
+    auto w = model::expert_bank::load_one(*ctx.ckpt, ctx.config, *ctx.dev, a.layer, a.expert);
+    if (!w) {
+      out->error = w.err().message;
+      break;
+    }
+    out->weights[key] = std::make_shared<const model::ffn_weights>(std::move(w.value()));
+  }
+  return out;
+}
+
+// The weights this shard already holds under any epoch, by (layer, expert).
+std::map<std::pair<int32_t, int32_t>, weights_ptr> held_weights(const shard_state& st) {
+  std::map<std::pair<int32_t, int32_t>, weights_ptr> out;
+  for (const auto& [epoch, slots] : st.epochs) {
+    for (const auto& [key, held] : slots) out[{key.first, held.expert}] = held.weights;
+  }
+  return out;
+}
+
+// Builds an epoch's slot map from held and freshly loaded weights.
+slot_map assemble(const shard_plan& plan,
+                  const std::map<std::pair<int32_t, int32_t>, weights_ptr>& held,
+                  const loaded_experts& loaded) {
+  slot_map out;
+  for (const auto& a : plan.slots) {
+    const std::pair<int32_t, int32_t> key{a.layer, a.expert};
+    auto it = held.find(key);
+    weights_ptr w = it != held.end() ? it->second : loaded.weights.at(key);
+    out[{a.layer, a.slot}] = held_slot{a.expert, std::move(w)};
+  }
+  return out;
+}
+
+// Counts the sender's steps and sends a load sample whenever a window completes.
+void count_steps(shard_pointer self, const expert_request& req) {
+  auto& st = self->state;
+  uint64_t& last = st.last_step[self->current_sender()];
+  if (req.step > last) {
+    st.steps += static_cast<int64_t>(req.step - (last == 0 ? req.step - 1 : last));
+    last = req.step;
+  }
+  const auto window = static_cast<uint64_t>(st.steps / st.config.sample_interval_steps);
+  while (st.window < window) {
+    if (st.config.load_sink) {
+      self->send(st.config.load_sink, load_sample{st.config.index, st.window, st.tokens_per_expert});
+    }
+    for (auto& row : st.tokens_per_expert) std::fill(row.begin(), row.end(), 0);
+    ++st.window;
+  }
+}
+
 // Runs each slot's group of rows through its expert; rows keep their order in the reply.
 result<expert_reply> compute(shard_state& st, const expert_request& req) {
   gpu::backend& dev = *st.ctx->dev;
@@ -50,6 +124,11 @@ result<expert_reply> compute(shard_state& st, const expert_request& req) {
   if (req.input.rows != n || req.input.cols != hidden ||
       req.input.data.size() != static_cast<size_t>(n) * static_cast<size_t>(hidden)) {
     return error(errc::invalid_argument, "expert request rows do not match its slots");
+  }
+  auto epoch = st.epochs.find(req.epoch);
+  if (epoch == st.epochs.end()) {
+    return error(errc::not_found, st.config.name + " holds no layout of epoch " +
+                                      std::to_string(req.epoch));
   }
   expert_reply reply;
   reply.step = req.step;
@@ -60,32 +139,68 @@ result<expert_reply> compute(shard_state& st, const expert_request& req) {
   std::map<int32_t, std::vector<int32_t>> groups;  // slot -> row indices, in row order
   for (int i = 0; i < n; ++i) groups[req.slots[static_cast<size_t>(i)]].push_back(i);
   ensure_rows(st, n);
+  std::vector<float> staged;
   for (const auto& [slot, rows] : groups) {
-    auto it = st.slots.find({req.layer, slot});
-    if (it == st.slots.end()) {
+    auto it = epoch->second.find({req.layer, slot});
+    if (it == epoch->second.end()) {
       return error(errc::not_found, st.config.name + " does not hold slot " +
                                         std::to_string(slot) + " of layer " +
                                         std::to_string(req.layer));
     }
     const int m = static_cast<int>(rows.size());
-    std::vector<float> staged(static_cast<size_t>(m) * static_cast<size_t>(hidden));
+    staged.resize(static_cast<size_t>(m) * static_cast<size_t>(hidden));
     for (int r = 0; r < m; ++r) {
       std::copy_n(&req.input.data[static_cast<size_t>(rows[static_cast<size_t>(r)]) * hidden],
                   hidden, &staged[static_cast<size_t>(r) * hidden]);
     }
-    const int inter = it->second.weights.inter;
+    const model::ffn_weights& w = *it->second.weights;
     dev.upload(staged.data(), st.in.first(m));
-    model::run_ffn(dev, it->second.weights, st.in.first(m), st.out.first(m),
-                   st.gate_up.first(m).cols_view(0, 2 * inter), st.inter.first(m).cols_view(0, inter));
+    model::run_ffn(dev, w, st.in.first(m), st.out.first(m),
+                   st.gate_up.first(m).cols_view(0, 2 * w.inter), st.inter.first(m).cols_view(0, w.inter));
     dev.download(st.out.first(m), staged.data());
     for (int r = 0; r < m; ++r) {
       std::copy_n(&staged[static_cast<size_t>(r) * hidden], hidden,
                   &reply.output.data[static_cast<size_t>(rows[static_cast<size_t>(r)]) * hidden]);
     }
-    auto& counts = st.tokens_per_expert[static_cast<size_t>(req.layer)];
-    counts[static_cast<size_t>(it->second.expert)] += m;
+    st.tokens_per_expert[static_cast<size_t>(req.layer)][static_cast<size_t>(it->second.expert)] += m;
   }
   return reply;
+}
+
+// A one-shot actor on a thread of its own that reads an epoch's missing weights, so that the
+// shard keeps serving while they load. Being an actor, the system waits for it at shutdown.
+caf::behavior loader(caf::event_based_actor* self, std::shared_ptr<const model_context> ctx,
+                     shard_plan plan, std::set<std::pair<int32_t, int32_t>> have,
+                     expert_shard_actor shard) {
+  caf::anon_send(shard, loaded_atom_v, plan.epoch, load_missing(*ctx, plan, have));
+  self->quit();
+  return {};
+}
+
+void start_prepare(shard_pointer self, shard_plan plan) {
+  auto& st = self->state;
+  std::set<std::pair<int32_t, int32_t>> have;
+  for (const auto& [key, w] : held_weights(st)) have.insert(key);
+  st.preparing[plan.epoch] = plan;
+  self->system().spawn<caf::detached>(loader, st.ctx, std::move(plan), std::move(have),
+                                      caf::actor_cast<expert_shard_actor>(self));
+}
+
+void on_loaded(shard_pointer self, uint64_t epoch, const std::shared_ptr<loaded_experts>& loaded) {
+  auto& st = self->state;
+  auto plan = st.preparing.find(epoch);
+  auto reply = st.prepare_replies.find(epoch);
+  if (plan == st.preparing.end() || reply == st.prepare_replies.end()) return;  // aborted
+  if (loaded->error.empty()) {
+    st.epochs[epoch] = assemble(plan->second, held_weights(st), *loaded);
+    reply->second.deliver(true);
+  } else {
+    log::error(st.config.name, "cannot load experts for epoch " + std::to_string(epoch) + ": " +
+                                   loaded->error);
+    reply->second.deliver(caf::make_error(caf::sec::runtime_error, loaded->error));
+  }
+  st.preparing.erase(plan);
+  st.prepare_replies.erase(reply);
 }
 
 expert_shard_actor::behavior_type shard_behavior(shard_pointer self,
@@ -97,37 +212,68 @@ expert_shard_actor::behavior_type shard_behavior(shard_pointer self,
   const auto& c = st.ctx->config;
   st.tokens_per_expert.assign(static_cast<size_t>(c.num_layers),
                               std::vector<int64_t>(static_cast<size_t>(c.num_experts), 0));
-  for (const auto& a : st.config.slots) {
-    auto w = model::expert_bank::load_one(*st.ctx->ckpt, c, *st.ctx->dev, a.layer, a.expert);
-    if (!w) {
-      // The shard cannot serve: it stops, and the supervisor sees why.
-      log::error(st.config.name, w.err().describe());
-      self->quit(caf::make_error(caf::sec::runtime_error, w.err().message));
-      break;
-    }
-    st.slots[{a.layer, a.slot}] = held_slot{a.expert, std::move(w.value())};
+  auto initial = load_missing(*st.ctx, st.config.plan, {});
+  if (!initial->error.empty()) {
+    // The shard cannot serve: it stops, and the supervisor sees why.
+    log::error(st.config.name, initial->error);
+    self->quit(caf::make_error(caf::sec::runtime_error, initial->error));
+  } else {
+    st.epochs[st.config.plan.epoch] = assemble(st.config.plan, {}, *initial);
   }
   return {
       [=](expert_request& req) -> caf::result<expert_reply> {
         const auto start = std::chrono::steady_clock::now();
+        count_steps(self, req);
         auto reply = compute(self->state, req);
         if (!reply) return caf::make_error(caf::sec::invalid_argument, reply.err().message);
         auto& s = self->state;
-        ++s.steps;
+        ++s.requests;
         s.rows += static_cast<int64_t>(req.slots.size());
         s.last_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                               start)
                         .count();
         return std::move(reply.value());
       },
+      [=](prepare_atom, shard_plan& plan) -> caf::result<bool> {
+        auto& s = self->state;
+        if (s.epochs.count(plan.epoch)) return true;
+        auto rp = self->make_response_promise<bool>();
+        s.prepare_replies[plan.epoch] = rp;
+        start_prepare(self, std::move(plan));
+        return rp;
+      },
+      [=](release_atom, uint64_t keep) {
+        auto& s = self->state;
+        s.epochs.erase(s.epochs.begin(), s.epochs.lower_bound(keep));
+      },
+      [=](abort_atom, uint64_t epoch) {
+        auto& s = self->state;
+        s.epochs.erase(epoch);
+        s.preparing.erase(epoch);
+        auto reply = s.prepare_replies.find(epoch);
+        if (reply != s.prepare_replies.end()) {
+          reply->second.deliver(caf::make_error(caf::sec::runtime_error, "aborted"));
+          s.prepare_replies.erase(reply);
+        }
+      },
+      [=](loaded_atom, uint64_t epoch, std::shared_ptr<loaded_experts>& loaded) {
+        on_loaded(self, epoch, loaded);
+      },
       [=](status_atom) {
         const auto& s = self->state;
         role_status out;
         out.name = s.config.name;
         out.role = "expert_shard";
+        out.in_flight = static_cast<int32_t>(s.preparing.size());
         out.last_step_ms = s.last_ms;
         out.steps = s.steps;
-        out.detail = nlohmann::json{{"slots", s.slots.size()}, {"rows", s.rows}}.dump();
+        size_t slots = 0;
+        if (!s.epochs.empty()) slots = s.epochs.rbegin()->second.size();
+        out.detail = nlohmann::json{{"slots", slots},
+                                    {"epochs", s.epochs.size()},
+                                    {"requests", s.requests},
+                                    {"rows", s.rows}}
+                         .dump();
         return out;
       },
   };

@@ -2,6 +2,7 @@
 // rows routed to them. It counts tokens per logical expert for load balancing.
 #pragma once
 
+#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/fwd.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
@@ -19,7 +20,8 @@ namespace brigade::actors {
 
 /// Rows of one MoE layer for this shard: each row goes through the expert in its slot.
 struct expert_request {
-  uint64_t step = 0;           ///< The sender's step number, for tracing.
+  uint64_t step = 0;           ///< The sender's step number (load samples count steps).
+  uint64_t epoch = 0;          ///< The layout the sender routed with.
   int32_t layer = 0;
   std::vector<int32_t> slots;  ///< Physical slot of each input row.
   tensor_rows input;           ///< [rows, hidden]
@@ -27,7 +29,7 @@ struct expert_request {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, expert_request& x) {
-  return f(caf::meta::type_name("expert_request"), x.step, x.layer, x.slots, x.input);
+  return f(caf::meta::type_name("expert_request"), x.step, x.epoch, x.layer, x.slots, x.input);
 }
 
 /// The FFN output of every input row, in the same order.
@@ -54,13 +56,58 @@ typename Inspector::result_type inspect(Inspector& f, slot_assignment& x) {
   return f(caf::meta::type_name("slot_assignment"), x.layer, x.slot, x.expert);
 }
 
+/// The slots one shard holds under one layout epoch.
+struct shard_plan {
+  uint64_t epoch = 0;
+  std::vector<slot_assignment> slots;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shard_plan& x) {
+  return f(caf::meta::type_name("shard_plan"), x.epoch, x.slots);
+}
+
+/// Tokens a shard routed through each logical expert ([layer][expert]) in one sample window.
+struct load_sample {
+  int32_t shard = 0;
+  uint64_t window = 0;  ///< Window number: steps / sample interval.
+  std::vector<std::vector<int64_t>> tokens;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, load_sample& x) {
+  return f(caf::meta::type_name("load_sample"), x.shard, x.window, x.tokens);
+}
+
+/// Expert weights a shard's background loader read, keyed by (layer, expert). Local only.
+struct loaded_experts;
+
+/// Where shards send their load samples (the supervisor).
+using load_sink_actor = caf::typed_actor<caf::reacts_to<load_sample>>;
+
+/// Expert shard. During a migration it holds two epochs at once: requests name the epoch they
+/// were routed with, so steps under the old layout and the new one both find their slots.
+///
+///   serving epoch e --prepare(e+1)--> loading in the background --> holding e and e+1
+///     --release(e+1)--> serving e+1            --abort(e+1)--> serving e
 using expert_shard_actor =
     caf::typed_actor<caf::replies_to<expert_request>::with<expert_reply>,
+                     /// Loads the plan's new slots in the background; replies once they are ready.
+                     caf::replies_to<prepare_atom, shard_plan>::with<bool>,
+                     /// Drops every epoch older than the given one.
+                     caf::reacts_to<release_atom, uint64_t>,
+                     /// Drops a prepared epoch that will not be used.
+                     caf::reacts_to<abort_atom, uint64_t>,
+                     /// Internal: the background loader finished an epoch's weights.
+                     caf::reacts_to<loaded_atom, uint64_t, std::shared_ptr<loaded_experts>>,
                      caf::replies_to<status_atom>::with<role_status>>;
 
 struct expert_shard_config {
   std::string name;  ///< "expert_shard-2"
-  std::vector<slot_assignment> slots;
+  int32_t index = 0;
+  shard_plan plan;   ///< The slots to load at spawn.
+  int64_t sample_interval_steps = 1000;
+  load_sink_actor load_sink;  ///< Gets a load_sample every sample interval (may be null).
 };
 
 /// Spawns a shard that loads its slots' weights from the context's checkpoint.
@@ -69,3 +116,5 @@ expert_shard_actor spawn_expert_shard(caf::actor_system& sys,
                                       expert_shard_config config);
 
 }  // namespace brigade::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<brigade::actors::loaded_experts>)

@@ -27,7 +27,7 @@ struct active_job {
 struct prefill_state {
   std::shared_ptr<const model_context> ctx;
   prefill_worker_config config;
-  shard_set shards;
+  expert_client experts;
   std::unique_ptr<gpu::kv_storage> kv;
   std::unique_ptr<kvcache::block_pool> pool;
   std::unique_ptr<model::workspace> ws;
@@ -37,7 +37,6 @@ struct prefill_state {
   model::step_batch batch;
   std::vector<std::pair<uint64_t, int>> in_step;  // (request, tokens fed) in batch order
   bool busy = false;
-  bool stalled = false;
   uint64_t step = 0;
   int64_t steps_done = 0;
   int64_t tokens_done = 0;
@@ -141,6 +140,7 @@ void finish_step(prefill_pointer self) {
     }
   }
   st.busy = false;
+  apply_pending_layout(self, st.experts);
   ++st.steps_done;
   st.last_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                          st.step_start)
@@ -165,22 +165,16 @@ void abandon_step(prefill_pointer self, const std::string& reason) {
     }
   }
   st.busy = false;
-  st.stalled = false;
+  st.experts.stalled = false;
+  apply_pending_layout(self, st.experts);
   ++st.step;
   if (!st.active.empty() || !st.queue.empty()) self->send(self, step_atom_v);
 }
 
 void dispatch(prefill_pointer self) {
   auto& st = self->state;
-  const uint64_t step = st.step;
-  dispatch_layer(self, *st.driver, st.shards, step, &st.step, [self, step](const caf::error& err) {
-    auto& s = self->state;
-    if (!err) return continue_step(self);
-    log::warn(s.config.name, "expert shard failed at layer " + std::to_string(s.driver->layer()) +
-                                 ": " + to_string(err) + "; waiting for the supervisor");
-    s.stalled = true;
-    self->delayed_send(self, s.config.stall_timeout, tick_atom_v, step);
-  });
+  dispatch_layer(self, st.experts, *st.driver, st.step, &st.step,
+                 [self] { continue_step(self); });
 }
 
 void continue_step(prefill_pointer self) {
@@ -191,7 +185,7 @@ void continue_step(prefill_pointer self) {
 
 void start_step(prefill_pointer self) {
   auto& st = self->state;
-  if (st.busy || st.shards.shards.empty()) return;
+  if (st.busy || st.experts.shards.shards.empty()) return;
   admit(self);
   st.batch.clear();
   st.in_step.clear();
@@ -221,7 +215,10 @@ prefill_worker_actor::behavior_type prefill_behavior(prefill_pointer self,
   auto& st = self->state;
   st.ctx = std::move(ctx);
   st.config = std::move(config);
-  st.shards = std::move(shards);
+  st.experts.owner = st.config.name;
+  st.experts.acks = st.config.layout_acks;
+  st.experts.stall_timeout = st.config.stall_timeout;
+  adopt_shards(self, st.experts, std::move(shards));
   const auto& c = st.ctx->config;
   gpu::kv_layout layout;
   layout.layers = c.num_layers;
@@ -254,18 +251,13 @@ prefill_worker_actor::behavior_type prefill_behavior(prefill_pointer self,
       },
       [=](shards_atom, shard_set& next) {
         auto& s = self->state;
-        s.shards = std::move(next);
-        if (s.stalled) {
-          s.stalled = false;
-          dispatch(self);
-        } else {
-          self->send(self, step_atom_v);
-        }
+        if (receive_shards(self, s.experts, std::move(next), s.busy)) return dispatch(self);
+        self->send(self, step_atom_v);
       },
       [=](step_atom) { start_step(self); },
       [=](tick_atom, uint64_t step) {
         auto& s = self->state;
-        if (s.stalled && s.step == step) abandon_step(self, "expert shard unavailable");
+        if (s.experts.stalled && s.step == step) abandon_step(self, "expert shard unavailable");
       },
       [=](status_atom) {
         const auto& s = self->state;
@@ -278,7 +270,8 @@ prefill_worker_actor::behavior_type prefill_behavior(prefill_pointer self,
         out.steps = s.steps_done;
         out.detail = nlohmann::json{{"tokens_prefilled", s.tokens_done},
                                     {"free_kv_blocks", s.pool->free_blocks()},
-                                    {"stalled", s.stalled}}
+                                    {"stalled", s.experts.stalled},
+                                    {"epoch", s.experts.shards.layout->epoch}}
                          .dump();
         return out;
       },

@@ -52,6 +52,7 @@ struct prefill_worker_config {
   int block_tokens = 16;
   int max_queue = 1024;  ///< Jobs waiting; beyond it new jobs fail back to the router.
   std::chrono::milliseconds stall_timeout{10000};
+  layout_ack_actor layout_acks;  ///< Told when the worker switches layout epochs.
 };
 
 prefill_worker_actor spawn_prefill_worker(caf::actor_system& sys,

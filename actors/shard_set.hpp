@@ -2,14 +2,20 @@
 #pragma once
 
 #include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/typed_actor.hpp>
 
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "actors/atoms.hpp"
 #include "actors/expert_layout.hpp"
 #include "actors/expert_shard.hpp"
 
 namespace brigade::actors {
+
+/// Where workers report the layout epoch they route with (the supervisor).
+using layout_ack_actor = caf::typed_actor<caf::reacts_to<switched_atom, std::string, uint64_t>>;
 
 struct shard_set {
   std::vector<expert_shard_actor> shards;  ///< Indexed like the layout's shards.

@@ -3,44 +3,16 @@
 #include <caf/all.hpp>
 
 #include <chrono>
-#include <deque>
-#include <functional>
-#include <map>
 #include <nlohmann/json.hpp>
 
 #include "actors/decode_worker.hpp"
 #include "actors/expert_shard.hpp"
 #include "actors/prefill_worker.hpp"
+#include "actors/supervisor_state.hpp"
 #include "common/log.hpp"
 
 namespace brigade::actors {
 namespace {
-
-using clock_type = std::chrono::steady_clock;
-
-struct child {
-  std::string name;
-  std::string role;
-  int index = 0;
-  caf::actor handle;
-  bool alive = false;
-  bool given_up = false;
-  std::deque<clock_type::time_point> recent_restarts;
-};
-
-struct supervisor_state {
-  std::shared_ptr<const model_context> ctx;
-  supervisor_config config;
-  registry_actor registry;
-  router_actor router;
-  std::map<std::string, child> children;
-  shard_set shards;
-  bool shutting_down = false;
-  int64_t restarts = 0;
-  static inline const char* name = "supervisor";
-};
-
-using supervisor_pointer = supervisor_actor::stateful_pointer<supervisor_state>;
 
 int64_t unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -48,40 +20,30 @@ int64_t unix_ms() {
       .count();
 }
 
-std::vector<slot_assignment> slots_of_shard(const expert_layout& layout, int shard) {
-  std::vector<slot_assignment> out;
-  for (size_t l = 0; l < layout.phy2log.size(); ++l) {
-    for (size_t slot = 0; slot < layout.phy2log[l].size(); ++slot) {
-      if (layout.shard_of(static_cast<int>(slot)) != shard) continue;
-      out.push_back({static_cast<int32_t>(l), static_cast<int32_t>(slot), layout.phy2log[l][slot]});
-    }
-  }
-  return out;
-}
-
 // Spawns (or re-spawns) one child and tells whoever needs its new handle.
-void spawn_child(supervisor_pointer self, child& c) {
+void spawn_child(supervisor_pointer self, supervised_child& c) {
   auto& st = self->state;
   const deploy::manifest& m = st.config.manifest;
+  const auto acks = caf::actor_cast<layout_ack_actor>(self);
   if (c.role == "expert_shard") {
-    expert_shard_config cfg{c.name, slots_of_shard(*st.shards.layout, c.index)};
+    expert_shard_config cfg;
+    cfg.name = c.name;
+    cfg.index = c.index;
+    // A shard always starts from the last complete layout; a migration in flight was rolled back.
+    cfg.plan = plan_for_shard(st.balance->current(), c.index);
+    cfg.sample_interval_steps = m.eplb.sample_interval_steps;
+    cfg.load_sink = caf::actor_cast<load_sink_actor>(self);
     auto h = spawn_expert_shard(self->system(), st.ctx, std::move(cfg));
     c.handle = caf::actor_cast<caf::actor>(h);
     st.shards.shards[static_cast<size_t>(c.index)] = h;
-    // Workers resend any layer stalled on the old shard.
-    for (auto& [name, other] : st.children) {
-      if (other.alive && other.role == "decode") {
-        self->send(caf::actor_cast<decode_worker_actor>(other.handle), shards_atom_v, st.shards);
-      } else if (other.alive && other.role == "prefill") {
-        self->send(caf::actor_cast<prefill_worker_actor>(other.handle), shards_atom_v, st.shards);
-      }
-    }
+    broadcast_shards(self);  // workers resend any layer stalled on the old shard
   } else if (c.role == "decode") {
     decode_worker_config cfg;
     cfg.name = c.name;
     cfg.max_running = m.decode.max_running;
     cfg.kv_tokens = m.decode.kv_tokens;
     cfg.block_tokens = m.block_tokens;
+    cfg.layout_acks = acks;
     c.handle = caf::actor_cast<caf::actor>(spawn_decode_worker(self->system(), st.ctx, cfg, st.shards));
     self->send(st.router, worker_atom_v,
                worker_up{"decode", c.index, c.name, c.handle, m.decode.max_running});
@@ -91,6 +53,7 @@ void spawn_child(supervisor_pointer self, child& c) {
     cfg.max_step_tokens = m.prefill.max_step_tokens;
     cfg.kv_tokens = m.prefill.kv_tokens;
     cfg.block_tokens = m.block_tokens;
+    cfg.layout_acks = acks;
     c.handle = caf::actor_cast<caf::actor>(spawn_prefill_worker(self->system(), st.ctx, cfg, st.shards));
     self->send(st.router, worker_atom_v, worker_up{"prefill", c.index, c.name, c.handle, 0});
   }
@@ -104,21 +67,27 @@ void spawn_child(supervisor_pointer self, child& c) {
   caf::anon_send(st.registry, register_atom_v, entry);
 }
 
+// Restart intensity: true when the child may restart again within the policy's window.
+bool may_restart(const deploy::restart_policy& policy, supervised_child& c) {
+  const auto now = supervisor_clock::now();
+  const auto window = std::chrono::duration_cast<supervisor_clock::duration>(
+      std::chrono::duration<double>(policy.window_s));
+  while (!c.recent_restarts.empty() && now - c.recent_restarts.front() > window) {
+    c.recent_restarts.pop_front();
+  }
+  return static_cast<int>(c.recent_restarts.size()) < policy.max_restarts;
+}
+
 void on_child_down(supervisor_pointer self, const caf::down_msg& dm) {
   auto& st = self->state;
   for (auto& [name, c] : st.children) {
     if (!c.alive || c.handle.address() != dm.source) continue;
     c.alive = false;
     if (st.shutting_down) return;
-    const auto& policy = st.config.manifest.restart;
-    const auto now = clock_type::now();
-    const auto window = std::chrono::duration_cast<clock_type::duration>(
-        std::chrono::duration<double>(policy.window_s));
-    while (!c.recent_restarts.empty() && now - c.recent_restarts.front() > window) {
-      c.recent_restarts.pop_front();
-    }
-    const bool give_up = static_cast<int>(c.recent_restarts.size()) >= policy.max_restarts;
     const std::string cause = to_string(dm.reason);
+    if (c.role == "expert_shard" && st.moving) roll_back(self, c.name + " died");
+    const auto& policy = st.config.manifest.restart;
+    const bool give_up = !may_restart(policy, c);
     caf::anon_send(st.registry, death_atom_v, c.name, cause, give_up);
     if (give_up) {
       c.given_up = true;
@@ -129,7 +98,7 @@ void on_child_down(supervisor_pointer self, const caf::down_msg& dm) {
     }
     const int shift = std::min<int>(static_cast<int>(c.recent_restarts.size()), 20);
     const int backoff_ms = std::min(policy.max_backoff_ms, policy.backoff_ms << shift);
-    c.recent_restarts.push_back(now);
+    c.recent_restarts.push_back(supervisor_clock::now());
     log::warn("supervisor", c.name + " died (" + cause + "); restarting in " +
                                 std::to_string(backoff_ms) + " ms");
     self->delayed_send(self, std::chrono::milliseconds(backoff_ms), restart_atom_v, c.name);
@@ -142,7 +111,7 @@ void add_children(supervisor_pointer self) {
   const deploy::manifest& m = st.config.manifest;
   auto add = [&](const std::string& role, int count) {
     for (int i = 0; i < count; ++i) {
-      child c;
+      supervised_child c;
       c.role = role;
       c.index = i;
       c.name = role + "-" + std::to_string(i);
@@ -161,7 +130,61 @@ void add_children(supervisor_pointer self) {
   }
 }
 
+caf::result<std::vector<role_status>> collect_statuses(supervisor_pointer self) {
+  auto& s = self->state;
+  auto rp = self->make_response_promise<std::vector<role_status>>();
+  auto collected = std::make_shared<std::vector<role_status>>();
+  auto pending = std::make_shared<int>(0);
+  for (auto& [name, c] : s.children) {
+    if (!c.alive) continue;
+    ++*pending;
+    self->request(c.handle, std::chrono::seconds(5), status_atom_v)
+        .then(
+            [=](role_status& rs) mutable {
+              collected->push_back(std::move(rs));
+              if (--*pending == 0) rp.deliver(*collected);
+            },
+            [=](caf::error&) mutable {
+              if (--*pending == 0) rp.deliver(*collected);
+            });
+  }
+  if (*pending == 0) rp.deliver(*collected);
+  return rp;
+}
+
+std::string events_since(const supervisor_state& st, uint64_t since) {
+  const auto& events = st.balance->events();
+  const uint64_t first = st.balance->events_total() - events.size();
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < events.size(); ++i) {
+    const uint64_t seq = first + i + 1;
+    if (seq <= since) continue;
+    const auto& e = events[i];
+    out.push_back({{"seq", seq},
+                   {"unix_ms", e.unix_ms},
+                   {"kind", e.kind},
+                   {"epoch", e.epoch},
+                   {"predicted_balancedness", e.predicted_balancedness},
+                   {"measured_balancedness", e.measured_balancedness},
+                   {"moved_slots", e.moved_slots},
+                   {"duration_s", e.duration_s},
+                   {"detail", e.detail}});
+  }
+  return out.dump();
+}
+
 }  // namespace
+
+void broadcast_shards(supervisor_pointer self) {
+  auto& st = self->state;
+  for (auto& [name, other] : st.children) {
+    if (other.alive && other.role == "decode") {
+      self->send(caf::actor_cast<decode_worker_actor>(other.handle), shards_atom_v, st.shards);
+    } else if (other.alive && other.role == "prefill") {
+      self->send(caf::actor_cast<prefill_worker_actor>(other.handle), shards_atom_v, st.shards);
+    }
+  }
+}
 
 static supervisor_actor::behavior_type supervisor_behavior(
     supervisor_pointer self, std::shared_ptr<const model_context> ctx, supervisor_config config,
@@ -171,6 +194,10 @@ static supervisor_actor::behavior_type supervisor_behavior(
   st.config = std::move(config);
   st.registry = std::move(registry);
   st.router = std::move(router);
+  const auto& e = st.config.manifest.eplb;
+  st.balance = std::make_unique<rebalancer>(
+      st.ctx->config, st.config.layout,
+      rebalance_options{e.sample_interval_steps, e.replan_interval_steps, e.margin, 64});
   st.shards.layout = std::make_shared<const expert_layout>(st.config.layout);
   self->set_down_handler([self](caf::down_msg& dm) { on_child_down(self, dm); });
   self->set_exit_handler([self](caf::exit_msg& msg) {
@@ -199,36 +226,34 @@ static supervisor_actor::behavior_type supervisor_behavior(
         ++s.restarts;
         spawn_child(self, it->second);
       },
+      [=](load_sample& sample) { on_load_sample(self, sample); },
+      [=](switched_atom, const std::string& worker, uint64_t epoch) {
+        on_switched(self, worker, epoch);
+      },
+      [=](replan_atom, uint64_t seed) {
+        return start_migration(self, self->state.balance->random_layout(seed));
+      },
+      [=](experts_atom) { return self->state.balance->to_json(migration_json(self->state)); },
+      [=](events_atom, uint64_t since) { return events_since(self->state, since); },
       [=](status_atom) {
         const auto& s = self->state;
         role_status out;
         out.name = "supervisor";
         out.role = "supervisor";
+        out.in_flight = s.moving ? 1 : 0;
         out.steps = s.restarts;
-        out.detail = nlohmann::json{{"children", s.children.size()}, {"restarts", s.restarts}}.dump();
+        out.detail = nlohmann::json{{"children", s.children.size()},
+                                    {"restarts", s.restarts},
+                                    {"balancedness", s.balance->last_balancedness()},
+                                    {"rebalances_adopted", s.balance->adopted()},
+                                    {"rebalances_rolled_back", s.balance->rolled_back_count()},
+                                    {"rebalances_rejected", s.balance->rejected()},
+                                    {"migration_durations_s", s.balance->migration_durations()},
+                                    {"layout_epoch", s.balance->current().epoch}}
+                         .dump();
         return out;
       },
-      [=](status_atom, bool) -> caf::result<std::vector<role_status>> {
-        auto& s = self->state;
-        auto rp = self->make_response_promise<std::vector<role_status>>();
-        auto collected = std::make_shared<std::vector<role_status>>();
-        auto pending = std::make_shared<int>(0);
-        for (auto& [name, c] : s.children) {
-          if (!c.alive) continue;
-          ++*pending;
-          self->request(c.handle, std::chrono::seconds(5), status_atom_v)
-              .then(
-                  [=](role_status& rs) mutable {
-                    collected->push_back(std::move(rs));
-                    if (--*pending == 0) rp.deliver(*collected);
-                  },
-                  [=](caf::error&) mutable {
-                    if (--*pending == 0) rp.deliver(*collected);
-                  });
-        }
-        if (*pending == 0) rp.deliver(*collected);
-        return rp;
-      },
+      [=](status_atom, bool) { return collect_statuses(self); },
   };
 }
 

@@ -19,6 +19,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/expert_layout.hpp"
+#include "actors/expert_shard.hpp"
 #include "actors/model_context.hpp"
 #include "actors/payloads.hpp"
 #include "actors/registry.hpp"
@@ -27,11 +28,22 @@
 
 namespace brigade::actors {
 
-using supervisor_actor =
-    caf::typed_actor<caf::replies_to<kill_atom, std::string>::with<bool>,
-                     caf::reacts_to<restart_atom, std::string>,
-                     caf::replies_to<status_atom>::with<role_status>,
-                     caf::replies_to<status_atom, bool>::with<std::vector<role_status>>>;
+using supervisor_actor = caf::typed_actor<
+    /// Fault injection: kills the named role actor.
+    caf::replies_to<kill_atom, std::string>::with<bool>,
+    caf::reacts_to<restart_atom, std::string>,
+    /// A shard's token counts for one sample window.
+    caf::reacts_to<load_sample>,
+    /// A worker now routes with the layout of this epoch.
+    caf::reacts_to<switched_atom, std::string, uint64_t>,
+    /// Tests: migrates to a random valid layout built from the seed; false when one is running.
+    caf::replies_to<replan_atom, uint64_t>::with<bool>,
+    /// GET /v1/experts: layout, per-shard load per window, balancedness history, migration.
+    caf::replies_to<experts_atom>::with<std::string>,
+    /// GET /v1/events: the events after sequence number `since`, as a JSON array.
+    caf::replies_to<events_atom, uint64_t>::with<std::string>,
+    caf::replies_to<status_atom>::with<role_status>,
+    caf::replies_to<status_atom, bool>::with<std::vector<role_status>>>;
 
 struct supervisor_config {
   deploy::manifest manifest;

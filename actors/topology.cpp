@@ -164,6 +164,30 @@ status topology::kill(const std::string& actor_name) {
   return ok_status();
 }
 
+bool topology::replan_randomly(uint64_t seed) {
+  caf::scoped_actor self{*impl_->sys};
+  bool started = false;
+  self->request(impl_->supervisor, edge_timeout, replan_atom_v, seed)
+      .receive([&](bool s) { started = s; }, [&](caf::error&) {});
+  return started;
+}
+
+std::string topology::experts_json() const {
+  caf::scoped_actor self{*impl_->sys};
+  std::string out = "{}";
+  self->request(impl_->supervisor, edge_timeout, experts_atom_v)
+      .receive([&](std::string& j) { out = std::move(j); }, [&](caf::error&) {});
+  return out;
+}
+
+std::string topology::events_json(uint64_t since) const {
+  caf::scoped_actor self{*impl_->sys};
+  std::string out = "[]";
+  self->request(impl_->supervisor, edge_timeout, events_atom_v, since)
+      .receive([&](std::string& j) { out = std::move(j); }, [&](caf::error&) {});
+  return out;
+}
+
 std::string topology::actors_json() const { return impl_->service->actors_json(); }
 
 std::string topology::statuses_json() const {

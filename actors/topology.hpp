@@ -33,6 +33,15 @@ class topology {
   std::string statuses_json() const;
   const model::model_config& config() const;
 
+  /// Tests: migrates the experts to a random valid layout built from `seed`. False while a
+  /// migration is already running.
+  bool replan_randomly(uint64_t seed);
+  /// GET /v1/experts: current layout, per-shard load per sample window, balancedness history
+  /// and the migration in flight, as JSON.
+  std::string experts_json() const;
+  /// The expert-balancing events after sequence number `since`, as a JSON array.
+  std::string events_json(uint64_t since) const;
+
  private:
   struct impl;
   explicit topology(std::unique_ptr<impl> p);

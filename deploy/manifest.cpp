@@ -31,6 +31,22 @@ class section {
       out = v;
     });
   }
+  void integer64(const char* key, int64_t& out, int64_t min, int64_t max) {
+    read(key, [&](const YAML::Node& n) {
+      long long v = 0;
+      if (!YAML::convert<long long>::decode(n, v)) return fail(key, "must be an integer");
+      if (v < min || v > max) {
+        return fail(key, "is " + std::to_string(v) + "; it must be between " +
+                             std::to_string(min) + " and " + std::to_string(max));
+      }
+      out = v;
+    });
+  }
+  void flag(const char* key, bool& out) {
+    read(key, [&](const YAML::Node& n) {
+      if (!YAML::convert<bool>::decode(n, out)) return fail(key, "must be true or false");
+    });
+  }
   void number(const char* key, double& out, double min) {
     read(key, [&](const YAML::Node& n) {
       double v = 0;
@@ -157,9 +173,21 @@ result<manifest> parse_manifest(const std::string& yaml, const std::string& sour
     s.integer("backoff_ms", m.restart.backoff_ms, 0, 3600 * 1000);
     s.integer("max_backoff_ms", m.restart.max_backoff_ms, 0, 3600 * 1000);
   });
+  top.child("eplb", [&](section& s) {
+    s.flag("enabled", m.eplb.enabled);
+    s.integer64("sample_interval_steps", m.eplb.sample_interval_steps, 1, int64_t{1} << 40);
+    s.integer64("replan_interval_steps", m.eplb.replan_interval_steps, 1, int64_t{1} << 40);
+    s.number("margin", m.eplb.margin, 0.0);
+  });
   top.finish();
   if (!err.message.empty()) return err;
   if (m.model.empty()) return error(errc::bad_format, source + ": field 'model' is missing");
+  if (m.eplb.replan_interval_steps < m.eplb.sample_interval_steps) {
+    return error(errc::bad_format, source + ": field 'eplb.replan_interval_steps' (" +
+                                       std::to_string(m.eplb.replan_interval_steps) +
+                                       ") is shorter than eplb.sample_interval_steps (" +
+                                       std::to_string(m.eplb.sample_interval_steps) + ")");
+  }
   status listen = check_listen(m.listen, source);
   if (!listen) return listen.err();
   return m;

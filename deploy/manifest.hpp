@@ -36,6 +36,14 @@ struct expert_shard_role {
   int slots_per_shard = 0;  ///< Physical expert slots per shard; 0: just enough for every expert.
 };
 
+/// Expert load balancing: samples, re-plans and the gain a plan must promise to be adopted.
+struct eplb_policy {
+  bool enabled = true;
+  int64_t sample_interval_steps = 1000;
+  int64_t replan_interval_steps = 10000;
+  double margin = 0.02;
+};
+
 struct manifest {
   std::string source = "<embedded default>";  ///< Where it came from, for messages.
   std::string model;                          ///< Checkpoint directory.
@@ -47,6 +55,7 @@ struct manifest {
   decode_role decode;
   expert_shard_role experts;
   restart_policy restart;
+  eplb_policy eplb;
 };
 
 /// Parses manifest YAML; `source` names the file in errors.

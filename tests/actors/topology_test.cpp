@@ -164,3 +164,85 @@ TEST_CASE("cancelled requests end with an error and free their worker", "[topolo
   REQUIRE(sinks[2]->wait());
   CHECK(sinks[0]->tokens().size() == 200);
 }
+
+namespace {
+
+// Waits until the migration started last has ended (adopted or rolled back).
+void wait_for_migration(actors::topology& topo) {
+  for (int tries = 0; tries < 6000; ++tries) {
+    if (nlohmann::json::parse(topo.experts_json())["migration"].is_null()) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  FAIL("the migration did not end within 6 s");
+}
+
+}  // namespace
+
+TEST_CASE("outputs stay identical across 100 random re-plans during generation",
+          "[topology][eplb]") {
+  model_fixture f;
+  const int n = 6, max_tokens = 400;
+  const auto expected = engine_outputs(f.dir.path(), n, max_tokens);
+  deploy::manifest m = manifest_for(f.dir.path(), 4, 2);
+  m.experts.slots_per_shard = 3;  // 12 slots for 8 experts: room for replicas
+  m.eplb.enabled = false;         // only the test's re-plans
+  auto topo = actors::topology::start(m);
+  REQUIRE(topo.ok());
+  auto sinks = submit_all(topo.value()->service(), n, max_tokens);
+  for (uint64_t seed = 1; seed <= 100; ++seed) {
+    INFO("re-plan seed " << seed);
+    // Spread the re-plans over the generation: one every three tokens of the first request.
+    REQUIRE(sinks[0]->wait_tokens(3 * seed));
+    REQUIRE(topo.value()->replan_randomly(seed));
+    // The re-plan happened during generation: the request was still running after it began.
+    CHECK(sinks[0]->tokens().size() < static_cast<size_t>(max_tokens));
+    wait_for_migration(*topo.value());
+  }
+  for (int i = 0; i < n; ++i) {
+    REQUIRE(sinks[static_cast<size_t>(i)]->wait());
+    INFO("prompt " << i);
+    CHECK_FALSE(sinks[static_cast<size_t>(i)]->failed());
+    CHECK(sinks[static_cast<size_t>(i)]->tokens() == expected[static_cast<size_t>(i)]);
+  }
+  const auto experts = nlohmann::json::parse(topo.value()->experts_json());
+  CHECK(experts["rebalances"]["adopted"].get<int>() == 100);
+  CHECK(experts["epoch"].get<int>() == 100);
+}
+
+TEST_CASE("an expert shard killed mid-migration: rollback, serving goes on, outputs identical",
+          "[topology][eplb]") {
+  model_fixture f;
+  const int n = 6, max_tokens = 40;
+  const auto expected = engine_outputs(f.dir.path(), n, max_tokens);
+  deploy::manifest m = manifest_for(f.dir.path(), 4, 1);
+  m.experts.slots_per_shard = 3;
+  m.eplb.enabled = false;
+  auto topo = actors::topology::start(m);
+  REQUIRE(topo.ok());
+  auto sinks = submit_all(topo.value()->service(), n, max_tokens);
+  REQUIRE(sinks[0]->wait_tokens(3));
+  REQUIRE(topo.value()->replan_randomly(7));
+  REQUIRE(topo.value()->kill("expert_shard-2").ok());
+  wait_for_migration(*topo.value());
+  for (int i = 0; i < n; ++i) {
+    REQUIRE(sinks[static_cast<size_t>(i)]->wait());
+    INFO("prompt " << i);
+    CHECK_FALSE(sinks[static_cast<size_t>(i)]->failed());
+    CHECK(sinks[static_cast<size_t>(i)]->tokens() == expected[static_cast<size_t>(i)]);
+  }
+  const auto events = nlohmann::json::parse(topo.value()->events_json(0));
+  bool rolled_back = false, adopted = false;
+  for (const auto& e : events) {
+    rolled_back |= e["kind"] == "migration_rolled_back";
+    adopted |= e["kind"] == "migration_finished";
+  }
+  // The kill lands while the shards load the new slots (or right after): either way the layout
+  // never changes under a failed migration.
+  CHECK(rolled_back != adopted);
+  const auto experts = nlohmann::json::parse(topo.value()->experts_json());
+  CHECK(experts["epoch"].get<int>() == (adopted ? 1 : 0));
+  // Serving goes on after the rollback.
+  auto after = submit_all(topo.value()->service(), 1, 5);
+  REQUIRE(after[0]->wait());
+  CHECK_FALSE(after[0]->failed());
+}

@@ -1,0 +1,100 @@
+// The supervisor's expert load balancing, without actors: it sums the shards' load samples into
+// windows, re-plans the layout every re-plan interval with the eplb planner, decides adoption by
+// the margin, and keeps the history and events that introspection shows.
+//
+//   samples --(all shards reported window w)--> window complete --(every replan_windows)--> plan
+//     --(gain >= margin)--> proposal (the supervisor migrates) --> adopted | rolled back
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/expert_layout.hpp"
+#include "eplb/layout.hpp"
+#include "model/config.hpp"
+
+namespace brigade::actors {
+
+struct rebalance_options {
+  int64_t sample_interval_steps = 1000;   ///< Steps per load sample (window).
+  int64_t replan_interval_steps = 10000;  ///< Steps between re-plans.
+  double margin = 0.02;                   ///< Relative imbalance gain a plan must promise.
+  size_t history_windows = 64;            ///< Windows kept for introspection.
+};
+
+/// Something introspection shows on /v1/events.
+struct rebalance_event {
+  int64_t unix_ms = 0;
+  std::string kind;  ///< plan_adopted, plan_rejected, migration_started, migration_finished,
+                     ///< migration_rolled_back, balance_measured
+  uint64_t epoch = 0;
+  double predicted_balancedness = 0;  ///< For plans: the proposal's balancedness.
+  double measured_balancedness = 0;   ///< For measurements: of the window just closed.
+  int moved_slots = 0;
+  double duration_s = 0;  ///< For finished or rolled-back migrations.
+  std::string detail;
+};
+
+class rebalancer {
+ public:
+  rebalancer(const model::model_config& config, expert_layout initial, rebalance_options options);
+
+  /// A shard's token counts [layer][expert] for one window. Returns true when this sample
+  /// completed the window (every shard reported).
+  bool add_sample(int shard, uint64_t window, const std::vector<std::vector<int64_t>>& tokens);
+  /// After a completed window: a proposal to migrate to, when a re-plan is due and pays.
+  std::optional<expert_layout> plan_if_due();
+  /// A proposal built from `seed` instead of loads (tests: random re-plans).
+  expert_layout random_layout(uint64_t seed) const;
+
+  /// The layout every worker now uses.
+  const expert_layout& current() const { return current_; }
+  void adopt(const expert_layout& l, double duration_s);
+  void rolled_back(uint64_t epoch, double duration_s, const std::string& why);
+  void migration_started(uint64_t epoch, int moved_slots);
+  int moved_slots(const expert_layout& to) const;
+
+  const std::deque<rebalance_event>& events() const { return events_; }
+  uint64_t events_total() const { return events_total_; }
+  /// Current layout, per-shard load per window, balancedness history, as JSON.
+  std::string to_json(const std::string& migration_json) const;
+  double last_balancedness() const { return last_balancedness_; }
+  int64_t adopted() const { return adopted_; }
+  int64_t rolled_back_count() const { return rolled_back_; }
+  int64_t rejected() const { return rejected_; }
+  const std::vector<double>& migration_durations() const { return durations_; }
+
+ private:
+  struct window {
+    std::vector<bool> reported;
+    std::vector<std::vector<double>> load;  // [moe layer][expert]
+  };
+  struct closed_window {
+    uint64_t window = 0;
+    std::vector<double> shard_load;  // summed over layers
+    double balancedness = 1;
+  };
+  void record(rebalance_event ev);
+  result<eplb::layout> to_eplb(const expert_layout& l) const;
+  expert_layout from_eplb(const eplb::layout& l) const;
+
+  const model::model_config& config_;
+  std::vector<int> moe_layers_;
+  expert_layout current_;
+  rebalance_options options_;
+  std::map<uint64_t, window> open_;
+  std::vector<std::vector<double>> since_plan_;  // [moe layer][expert]
+  int windows_since_plan_ = 0;
+  std::deque<closed_window> history_;
+  std::deque<rebalance_event> events_;
+  uint64_t events_total_ = 0;
+  double last_balancedness_ = 1;
+  int64_t adopted_ = 0, rolled_back_ = 0, rejected_ = 0;
+  std::vector<double> durations_;
+};
+
+}  // namespace brigade::actors

@@ -1,0 +1,149 @@
+// The supervisor's half that moves experts: load samples in, re-plans, and migrations that
+// prepare the new slots in the background, switch workers at step boundaries, then free the old
+// slots — or roll back to the last complete layout when anything fails on the way.
+//
+//   idle --plan adopted--> preparing --every shard loaded--> switching --every worker switched-->
+//     idle (old slots released)         \--failure--> rolled back --/       \--failure--/
+#include <caf/all.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/decode_worker.hpp"
+#include "actors/prefill_worker.hpp"
+#include "actors/supervisor_state.hpp"
+#include "common/log.hpp"
+
+namespace brigade::actors {
+namespace {
+
+double seconds_since(supervisor_clock::time_point t) {
+  return std::chrono::duration<double>(supervisor_clock::now() - t).count();
+}
+
+std::set<std::string> live_workers(const supervisor_state& st) {
+  std::set<std::string> out;
+  for (const auto& [name, c] : st.children) {
+    if (c.alive && (c.role == "decode" || c.role == "prefill")) out.insert(name);
+  }
+  return out;
+}
+
+void finish_migration(supervisor_pointer self) {
+  auto& st = self->state;
+  const uint64_t epoch = st.moving->target.epoch;
+  const double secs = seconds_since(st.moving->started);
+  for (auto& shard : st.shards.shards) caf::anon_send(shard, release_atom_v, epoch);
+  st.balance->adopt(st.moving->target, secs);
+  log::info("supervisor", "layout epoch " + std::to_string(epoch) + " adopted: " +
+                              std::to_string(st.moving->moved_slots) + " slots moved in " +
+                              std::to_string(secs) + " s");
+  st.moving.reset();
+}
+
+void check_switched(supervisor_pointer self) {
+  auto& st = self->state;
+  if (!st.moving || st.moving->at != migration::phase::switching) return;
+  for (const auto& w : live_workers(st)) {
+    if (!st.moving->switched.count(w)) return;
+  }
+  finish_migration(self);
+}
+
+void begin_switch(supervisor_pointer self) {
+  auto& st = self->state;
+  st.moving->at = migration::phase::switching;
+  st.shards.layout = std::make_shared<const expert_layout>(st.moving->target);
+  broadcast_shards(self);
+  check_switched(self);
+}
+
+}  // namespace
+
+shard_plan plan_for_shard(const expert_layout& layout, int shard) {
+  shard_plan plan;
+  plan.epoch = layout.epoch;
+  for (size_t l = 0; l < layout.phy2log.size(); ++l) {
+    for (size_t slot = 0; slot < layout.phy2log[l].size(); ++slot) {
+      if (layout.shard_of(static_cast<int>(slot)) != shard) continue;
+      plan.slots.push_back(
+          {static_cast<int32_t>(l), static_cast<int32_t>(slot), layout.phy2log[l][slot]});
+    }
+  }
+  return plan;
+}
+
+bool start_migration(supervisor_pointer self, expert_layout target) {
+  auto& st = self->state;
+  if (st.moving || st.shutting_down) return false;
+  st.moving = std::make_unique<migration>();
+  st.moving->target = std::move(target);
+  st.moving->started = supervisor_clock::now();
+  st.moving->moved_slots = st.balance->moved_slots(st.moving->target);
+  const uint64_t epoch = st.moving->target.epoch;
+  st.balance->migration_started(epoch, st.moving->moved_slots);
+  for (size_t i = 0; i < st.shards.shards.size(); ++i) {
+    const int shard = static_cast<int>(i);
+    self->request(st.shards.shards[i], std::chrono::minutes(5), prepare_atom_v,
+                  plan_for_shard(st.moving->target, shard))
+        .then(
+            [self, epoch, shard](bool) {
+              auto& s = self->state;
+              if (!s.moving || s.moving->target.epoch != epoch) return;
+              s.moving->prepared.insert(shard);
+              if (static_cast<int>(s.moving->prepared.size()) ==
+                  static_cast<int>(s.shards.shards.size())) {
+                begin_switch(self);
+              }
+            },
+            [self, epoch, shard](caf::error& err) {
+              auto& s = self->state;
+              if (!s.moving || s.moving->target.epoch != epoch) return;
+              roll_back(self, "expert_shard-" + std::to_string(shard) + " could not prepare: " +
+                                  to_string(err));
+            });
+  }
+  return true;
+}
+
+void roll_back(supervisor_pointer self, const std::string& why) {
+  auto& st = self->state;
+  if (!st.moving) return;
+  const uint64_t epoch = st.moving->target.epoch;
+  log::warn("supervisor", "migration to epoch " + std::to_string(epoch) + " rolled back: " + why);
+  for (auto& shard : st.shards.shards) caf::anon_send(shard, abort_atom_v, epoch);
+  const bool workers_moved = st.moving->at == migration::phase::switching;
+  st.balance->rolled_back(epoch, seconds_since(st.moving->started), why);
+  st.moving.reset();
+  if (workers_moved) {
+    st.shards.layout = std::make_shared<const expert_layout>(st.balance->current());
+    broadcast_shards(self);
+  }
+}
+
+void on_load_sample(supervisor_pointer self, const load_sample& sample) {
+  auto& st = self->state;
+  if (!st.balance->add_sample(sample.shard, sample.window, sample.tokens)) return;
+  if (st.moving || !st.config.manifest.eplb.enabled) return;
+  if (auto proposal = st.balance->plan_if_due()) start_migration(self, std::move(*proposal));
+}
+
+void on_switched(supervisor_pointer self, const std::string& worker, uint64_t epoch) {
+  auto& st = self->state;
+  if (!st.moving || st.moving->target.epoch != epoch) return;
+  st.moving->switched.insert(worker);
+  check_switched(self);
+}
+
+std::string migration_json(const supervisor_state& st) {
+  if (!st.moving) return "null";
+  nlohmann::json j;
+  j["epoch"] = st.moving->target.epoch;
+  j["phase"] = st.moving->at == migration::phase::preparing ? "preparing" : "switching";
+  j["moved_slots"] = st.moving->moved_slots;
+  j["shards_prepared"] = st.moving->prepared.size();
+  j["workers_switched"] = st.moving->switched.size();
+  j["elapsed_s"] = seconds_since(st.moving->started);
+  return j.dump();
+}
+
+}  // namespace brigade::actors
