@@ -3,6 +3,8 @@ find_package(Threads REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(fmt REQUIRED)
 find_package(CLI11 REQUIRED)
+# UCX is the data plane (Debian libucx-dev ships ucx-config.cmake: ucx::ucp, ucx::ucs).
+find_package(ucx 1.13 REQUIRED CONFIG)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 

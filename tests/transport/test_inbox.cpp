@@ -1,0 +1,121 @@
+#include "tests/transport/test_inbox.hpp"
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <random>
+
+namespace brigade::transport::testing {
+
+channel_options inbox::options(bool drop_duplicates) {
+  channel_options o;
+  o.drop_duplicates = drop_duplicates;
+  o.on_message = [this](received_message& m) {
+    recorded_message r;
+    r.from = m.from;
+    r.channel = m.channel;
+    r.sequence = m.sequence;
+    r.header = std::string(m.header.as_chars());
+    r.payload = std::move(m.payload);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      messages_.push_back(std::move(r));
+    }
+    changed_.notify_all();
+  };
+  o.on_receive_error = [this](peer_id from, channel_id channel, const error& why) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      failures_.push_back(recorded_failure{from, channel, why});
+    }
+    changed_.notify_all();
+  };
+  return o;
+}
+
+bool inbox::wait_for_messages(std::size_t count, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return changed_.wait_for(lock, timeout, [&] { return messages_.size() >= count; });
+}
+
+bool inbox::wait_for_failures(std::size_t count, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return changed_.wait_for(lock, timeout, [&] { return failures_.size() >= count; });
+}
+
+std::vector<recorded_message> inbox::messages() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return messages_;
+}
+
+std::vector<recorded_failure> inbox::failures() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failures_;
+}
+
+std::size_t inbox::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return messages_.size();
+}
+
+transport_config test_config(peer_id self, const std::string& tls) {
+  transport_config c;
+  c.self_id = self;
+  c.tls = tls;
+  c.net_devices = "lo";
+  return c;
+}
+
+transport_pair::transport_pair(const std::string& tls, bool drop_duplicates,
+                               transport_config overrides_a, bool use_overrides) {
+  transport_config config_a = use_overrides ? overrides_a : test_config(1, tls);
+  auto started_a = node_transport::start(config_a);
+  REQUIRE(started_a.ok());
+  auto started_b = node_transport::start(test_config(2, tls));
+  REQUIRE(started_b.ok());
+  a = std::move(*started_a);
+  b = std::move(*started_b);
+  REQUIRE(a->open_channel(1, inbox_a.options(drop_duplicates)).ok());
+  REQUIRE(b->open_channel(1, inbox_b.options(drop_duplicates)).ok());
+  const auto address_a = a->local_address();
+  const auto address_b = b->local_address();
+  status ab = a->connect(2, byte_view(address_b.data(), address_b.size()));
+  INFO((ab ? std::string() : ab.err().describe()));
+  REQUIRE(ab.ok());
+  status ba = b->connect(1, byte_view(address_a.data(), address_a.size()));
+  INFO((ba ? std::string() : ba.err().describe()));
+  REQUIRE(ba.ok());
+}
+
+byte_buffer random_payload(std::size_t bytes, std::uint64_t seed) {
+  byte_buffer out = byte_buffer::allocate(bytes);
+  std::mt19937_64 rng(seed);
+  std::size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    const std::uint64_t v = rng();
+    std::memcpy(out.data() + i, &v, 8);
+  }
+  for (; i < bytes; ++i)
+    out.data()[i] = static_cast<std::byte>(rng());
+  return out;
+}
+
+std::uint64_t checksum(byte_view bytes) {
+  std::uint64_t hash = 0xcbf29ce484222325ull;
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    hash ^= static_cast<std::uint64_t>(bytes.data()[i]);
+    hash *= 0x100000001b3ull;
+  }
+  return hash;
+}
+
+status send_and_wait(node_transport& from, peer_id to, channel_id channel, std::string header,
+                     byte_buffer payload) {
+  send_future done;
+  status queued = from.send(to, channel, header, std::move(payload), done.handler());
+  if (!queued) return queued;
+  std::optional<status> outcome = done.wait_for(wait_limit);
+  REQUIRE(outcome.has_value());
+  return *outcome;
+}
+
+}  // namespace brigade::transport::testing

@@ -1,0 +1,79 @@
+// Test helpers: a thread-safe inbox that records what a channel receives, and a pair of
+// connected transports in one process.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "transport/channel_options.hpp"
+#include "transport/node_transport.hpp"
+
+namespace brigade::transport::testing {
+
+/// Generous bound on every wait in these tests: they fail instead of hanging.
+inline constexpr std::chrono::milliseconds wait_limit{20000};
+
+/// The two TLS sets every transport test runs over.
+inline const char* const tcp_tls = "tcp";
+inline const char* const shm_tls = "posix,sysv,cma,self";
+
+struct recorded_message {
+  peer_id from = 0;
+  channel_id channel = 0;
+  std::uint64_t sequence = 0;
+  std::string header;
+  byte_buffer payload;
+};
+
+struct recorded_failure {
+  peer_id from = 0;
+  channel_id channel = 0;
+  error why;
+};
+
+class inbox {
+ public:
+  /// Channel options that record into this inbox.
+  channel_options options(bool drop_duplicates = false);
+
+  /// Waits until at least `count` messages arrived; false on timeout.
+  bool wait_for_messages(std::size_t count, std::chrono::milliseconds timeout = wait_limit);
+  bool wait_for_failures(std::size_t count, std::chrono::milliseconds timeout = wait_limit);
+  std::vector<recorded_message> messages() const;
+  std::vector<recorded_failure> failures() const;
+  std::size_t size() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<recorded_message> messages_;
+  std::vector<recorded_failure> failures_;
+};
+
+/// Configuration for a test transport: loopback only, explicit TLS.
+transport_config test_config(peer_id self, const std::string& tls);
+
+/// Two transports in this process, connected both ways, each with `inbox` on channel 1.
+struct transport_pair {
+  transport_pair(const std::string& tls, bool drop_duplicates = false,
+                 transport_config overrides_a = {}, bool use_overrides = false);
+  std::unique_ptr<node_transport> a;
+  std::unique_ptr<node_transport> b;
+  inbox inbox_a;
+  inbox inbox_b;
+};
+
+/// A payload of `bytes` pseudo-random bytes from `seed`.
+byte_buffer random_payload(std::size_t bytes, std::uint64_t seed);
+/// FNV-1a 64 of the bytes.
+std::uint64_t checksum(byte_view bytes);
+/// Sends and waits for the outcome; fails the test on timeout.
+status send_and_wait(node_transport& from, peer_id to, channel_id channel, std::string header,
+                     byte_buffer payload);
+
+}  // namespace brigade::transport::testing
