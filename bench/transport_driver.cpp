@@ -54,8 +54,15 @@ void transport_driver::send_ping() {
 }
 
 void transport_driver::on_pong() {
-  ping_.pongs.fetch_add(1, std::memory_order_release);
-  if (!ping_.from_progress_thread || ping_.remaining <= 0) return;
+  if (!ping_.from_progress_thread) {
+    {
+      std::lock_guard<std::mutex> lock(ping_.mutex);
+      ++ping_.pongs;
+    }
+    ping_.answered.notify_one();
+    return;
+  }
+  if (ping_.remaining <= 0) return;
   const clock::time_point now = clock::now();
   if (ping_.record) ping_.round_trips_us.push_back(elapsed_us(ping_.sent_at, now));
   if (--ping_.remaining == 0) {
@@ -84,16 +91,15 @@ result<double> transport_driver::cross_thread_round_trip_us(int count) {
   transport_.post([this] { ping_.from_progress_thread = false; });
   std::vector<double> samples;
   samples.reserve(static_cast<std::size_t>(count));
+  std::unique_lock<std::mutex> lock(ping_.mutex);
   for (int i = 0; i < count; ++i) {
-    const std::uint64_t before = ping_.pongs.load(std::memory_order_acquire);
+    const std::uint64_t before = ping_.pongs;
     const clock::time_point start = clock::now();
     if (status s = transport_.send(peer_node, ping_channel, byte_view(), ping_payload_); !s) {
       return s.err();
     }
-    while (ping_.pongs.load(std::memory_order_acquire) == before) {
-      if (clock::now() - start > measurement_limit) {
-        return error(errc::unavailable, "bench transport: a ping got no answer");
-      }
+    if (!ping_.answered.wait_for(lock, measurement_limit, [&] { return ping_.pongs != before; })) {
+      return error(errc::unavailable, "bench transport: a ping got no answer");
     }
     samples.push_back(elapsed_us(start, clock::now()));
   }

@@ -3,10 +3,11 @@
 // between messages, as ucx_perftest has none).
 #pragma once
 
-#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <future>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,8 @@ class transport_driver {
   /// Round-trip times in microseconds of `count` 8 B pings after `warmup` unrecorded ones; each
   /// pong sends the next ping from the progress thread.
   result<std::vector<double>> ping_pong(int warmup, int count);
-  /// Median round trip in microseconds when another thread sends each ping and waits.
+  /// Median round trip in microseconds when another thread sends each ping and sleeps until the
+  /// pong wakes it, as an actor thread would.
   result<double> cross_thread_round_trip_us(int count);
   /// Seconds to send `count` messages of `bytes` bytes with at most `window` in flight, until the
   /// peer acknowledges the last one.
@@ -40,7 +42,10 @@ class transport_driver {
     clock::time_point sent_at;
     std::vector<double> round_trips_us;
     std::promise<status> done;
-    std::atomic<std::uint64_t> pongs{0};
+    /// Pongs seen, for the cross-thread round trip, whose sender sleeps until one arrives.
+    std::mutex mutex;
+    std::condition_variable answered;
+    std::uint64_t pongs = 0;
   };
   struct stream_state {
     int to_send = 0;

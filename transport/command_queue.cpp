@@ -19,6 +19,7 @@ status command_queue::push_send(std::unique_ptr<send_operation>& op) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (closed_) return error(errc::cancelled, "transport: shutting down; the send was not queued");
     queued_.push_back(command{std::move(op), {}});
+    has_work_.store(true, std::memory_order_release);
   }
   wake_if_sleeping();
   return ok_status();
@@ -35,6 +36,7 @@ status command_queue::push_task(std::function<void()> task) {
     }
     ++queued_tasks_;
     queued_.push_back(command{nullptr, std::move(task)});
+    has_work_.store(true, std::memory_order_release);
   }
   wake_if_sleeping();
   return ok_status();
@@ -51,7 +53,9 @@ std::vector<command_queue::command> command_queue::close() {
 
 bool command_queue::take(std::vector<command>& out) {
   out.clear();
+  if (!has_work_.load(std::memory_order_acquire)) return false;
   std::lock_guard<std::mutex> lock(mutex_);
+  has_work_.store(false, std::memory_order_relaxed);
   if (queued_.empty()) return false;
   out.swap(queued_);
   queued_tasks_ = 0;

@@ -57,6 +57,8 @@ class command_queue {
   std::mutex mutex_;
   std::vector<command> queued_;
   std::size_t queued_tasks_ = 0;
+  /// Mirrors !queued_.empty() so that an idle progress thread polls without taking the lock.
+  std::atomic<bool> has_work_{false};
   bool closed_ = false;
   std::atomic<bool> sleeping_{false};
   int wake_fd_ = -1;

@@ -1,24 +1,26 @@
 #include "transport/frame_header.hpp"
 
+#include <cstring>
 #include <string>
 
 namespace brigade::transport {
 namespace {
 
+// The wire format is little-endian, as is every host brigade runs on; memcpy of whole fields
+// compiles to plain loads and stores.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "brigade frames assume a little-endian host");
+
 template <class T>
 void put(std::byte* out, size_t offset, T value) {
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    out[offset + i] = static_cast<std::byte>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xFF);
-  }
+  std::memcpy(out + offset, &value, sizeof value);
 }
 
 template <class T>
 T get(const std::byte* in, size_t offset) {
-  std::uint64_t value = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    value |= static_cast<std::uint64_t>(in[offset + i]) << (8 * i);
-  }
-  return static_cast<T>(value);
+  T value;
+  std::memcpy(&value, in + offset, sizeof value);
+  return value;
 }
 
 }  // namespace

@@ -24,8 +24,22 @@ struct inbound::receive : intrusive_list_hook<receive> {
   inbound* owner = nullptr;
   /// Its failure was already reported (the sender departed); UCX still holds the receive.
   bool failed = false;
-  status outcome;
+  /// UCX's handle while the receive is in flight.
+  void* request = nullptr;
 };
+
+inbound::delivery& inbound::delivery_batch::add(peer_id from, channel_id channel,
+                                                std::uint64_t sequence, const std::byte* header,
+                                                std::size_t header_bytes) {
+  delivery& d = deliveries.emplace_back();
+  d.from = from;
+  d.channel = channel;
+  d.sequence = sequence;
+  d.header_offset = headers.size();
+  d.header_bytes = header_bytes;
+  headers.insert(headers.end(), header, header + header_bytes);
+  return d;
+}
 
 namespace {
 
@@ -106,27 +120,29 @@ ucs_status_t inbound::handle_message(const void* header, size_t header_length, v
     stats_counters::bump(stats_.dropped_duplicates);
     return UCS_OK;
   }
-  auto r = std::make_unique<receive>();
-  r->from = frame->sender;
-  r->channel = frame->channel;
-  r->sequence = frame->sequence;
-  r->length = length;
-  r->owner = this;
   const auto* user_header = static_cast<const std::byte*>(header) + frame_header::wire_bytes;
-  r->header.assign(user_header, user_header + frame->header_bytes);
   if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+    auto r = std::make_unique<receive>();
+    r->from = frame->sender;
+    r->channel = frame->channel;
+    r->sequence = frame->sequence;
+    r->length = length;
+    r->owner = this;
+    r->header.assign(user_header, user_header + frame->header_bytes);
     r->descriptor = data;
     announced_.push_back(std::move(r));
     return UCS_INPROGRESS;
   }
-  result<byte_buffer> buffer = allocate(frame->channel, state, r->from, length);
+  delivery& d =
+      ready_.add(frame->sender, frame->channel, frame->sequence, user_header, frame->header_bytes);
+  d.state = &state;
+  result<byte_buffer> buffer = allocate(frame->channel, state, frame->sender, length);
   if (buffer) {
     if (length) std::memcpy(buffer->data(), data, length);
-    r->payload = std::move(*buffer);
+    d.payload = std::move(*buffer);
   } else {
-    r->outcome = buffer.err();
+    d.outcome = buffer.err();
   }
-  ready_.push_back(std::move(r));
   return UCS_OK;
 }
 
@@ -169,17 +185,20 @@ void inbound::start_rendezvous(std::unique_ptr<receive> r) {
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
     param.memh = r->registration->handle();
   }
+  stats_counters::bump(stats_.rendezvous_receives_started);
   const ucs_status_ptr_t request =
       ucp_am_recv_data_nbx(worker_, r->descriptor, r->payload.data(), r->length, &param);
   r->descriptor = nullptr;
   if (request == nullptr) {
-    ready_.push_back(std::move(r));
+    finish_rendezvous(std::move(r), ok_status());
   } else if (UCS_PTR_IS_ERR(request)) {
-    r->outcome = ucx_error(errc::unavailable,
-                           "transport: cannot receive a message from " + sender_name(r->from),
-                           UCS_PTR_STATUS(request));
-    ready_.push_back(std::move(r));
+    const peer_id from = r->from;
+    finish_rendezvous(std::move(r),
+                      ucx_error(errc::unavailable,
+                                "transport: cannot receive a message from " + sender_name(from),
+                                UCS_PTR_STATUS(request)));
   } else {
+    r->request = request;
     in_flight_[r->from].push_back(r.release());
   }
 }
@@ -190,13 +209,19 @@ void inbound::on_receive_done(void* request, ucs_status_t s, size_t, void* user_
   if (intrusive_list<receive>* list = r->list()) list->remove(r);
   std::unique_ptr<receive> owned(r);
   if (owned->failed) return;
+  status outcome;
   if (s != UCS_OK) {
-    owned->outcome =
+    outcome =
         ucx_error(errc::unavailable,
                   "transport: receiving a message from " + sender_name(r->from) + " failed", s);
   }
-  inbound* self = owned->owner;
-  self->ready_.push_back(std::move(owned));
+  owned->owner->finish_rendezvous(std::move(owned), std::move(outcome));
+}
+
+void inbound::finish_rendezvous(std::unique_ptr<receive> r, status outcome) {
+  delivery& d = ready_.add(r->from, r->channel, r->sequence, r->header.data(), r->header.size());
+  d.payload = std::move(r->payload);
+  d.outcome = std::move(outcome);
 }
 
 bool inbound::after_progress() {
@@ -208,40 +233,44 @@ bool inbound::after_progress() {
       start_rendezvous(std::move(r));
     worked = true;
   }
-  if (!ready_.empty()) {
+  if (!ready_.deliveries.empty()) {
     // Handlers may call into the transport: deliver a stable batch.
-    delivering_.swap(ready_);
-    for (auto& r : delivering_)
-      deliver(*r);
+    std::swap(delivering_, ready_);
+    for (delivery& d : delivering_.deliveries)
+      deliver(d, delivering_.headers);
     delivering_.clear();
     worked = true;
   }
   return worked;
 }
 
-void inbound::deliver(receive& r) {
-  if (departed(r.from)) {
+void inbound::deliver(delivery& d, const std::vector<std::byte>& headers) {
+  if (departed(d.from)) {
     stats_counters::bump(stats_.dropped_unroutable);
     return;
   }
-  if (!r.outcome.ok()) {
-    report_failure(r.from, r.channel, r.outcome.err());
+  if (!d.outcome.ok()) {
+    report_failure(d.from, d.channel, d.outcome.err());
     return;
   }
-  const auto channel = channels_.find(r.channel);
-  if (channel == channels_.end() || !channel->second.options.on_message) {
+  channel_state* state = d.state;
+  if (!state) {
+    const auto channel = channels_.find(d.channel);
+    if (channel != channels_.end()) state = &channel->second;
+  }
+  if (!state || !state->options.on_message) {
     stats_counters::bump(stats_.dropped_unroutable);
     return;
   }
   stats_counters::bump(stats_.delivered_messages);
-  stats_counters::bump(stats_.delivered_bytes, r.payload.size());
+  stats_counters::bump(stats_.delivered_bytes, d.payload.size());
   received_message message;
-  message.from = r.from;
-  message.channel = r.channel;
-  message.sequence = r.sequence;
-  message.header = byte_view(r.header.data(), r.header.size());
-  message.payload = std::move(r.payload);
-  channel->second.options.on_message(message);
+  message.from = d.from;
+  message.channel = d.channel;
+  message.sequence = d.sequence;
+  message.header = byte_view(headers.data() + d.header_offset, d.header_bytes);
+  message.payload = std::move(d.payload);
+  state->options.on_message(message);
 }
 
 void inbound::report_failure(peer_id from, channel_id channel, const error& why) {
@@ -277,6 +306,21 @@ void inbound::depart(peer_id peer, const error& why) {
   in_flight_.erase(in_flight);
   for (const auto& [channel, reason] : failures)
     report_failure(peer, channel, reason);
+}
+
+void inbound::release_requests() {
+  const auto release = [](intrusive_list<receive>& list) {
+    for (receive* r = list.front(); r; r = list.next(r)) {
+      if (r->request) ucp_request_free(r->request);
+      r->request = nullptr;
+    }
+  };
+  for (auto& entry : in_flight_)
+    release(entry.second);
+  release(orphans_);
+  for (auto& r : announced_)
+    ucp_am_data_release(worker_, r->descriptor);
+  announced_.clear();
 }
 
 void inbound::admit(peer_id peer) {

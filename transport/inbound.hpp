@@ -53,6 +53,9 @@ class inbound {
   /// Stops accepting messages from `peer`: its announced and in-flight receives fail with
   /// `why` now, and messages that still arrive from it are dropped.
   void depart(peer_id peer, const error& why);
+  /// Shutdown, last step before the worker is destroyed: hands every request and descriptor UCX
+  /// still holds back to it (no callback follows).
+  void release_requests();
   /// Accepts messages from `peer` again (it was connected anew) with fresh sequence numbers.
   void admit(peer_id peer);
 
@@ -62,6 +65,30 @@ class inbound {
     channel_options options;
     /// Per-sender duplicate detection, when the channel asks for it.
     std::unordered_map<peer_id, sequence_window> windows;
+  };
+  /// A message ready for its handler, or a receive that failed and must be reported. Its header
+  /// bytes live in the batch's header arena, so an eager message costs no allocation of its own.
+  struct delivery {
+    peer_id from = 0;
+    channel_id channel = 0;
+    std::uint64_t sequence = 0;
+    std::size_t header_offset = 0;
+    std::size_t header_bytes = 0;
+    byte_buffer payload;
+    status outcome;
+    /// The channel, when known at arrival (entries of channels_ never move or go away).
+    channel_state* state = nullptr;
+  };
+  /// Deliveries in arrival order and the header bytes they point into.
+  struct delivery_batch {
+    std::vector<delivery> deliveries;
+    std::vector<std::byte> headers;
+    delivery& add(peer_id from, channel_id channel, std::uint64_t sequence, const std::byte* header,
+                  std::size_t header_bytes);
+    void clear() {
+      deliveries.clear();
+      headers.clear();
+    }
   };
 
   static ucs_status_t on_active_message(void* arg, const void* header, size_t header_length,
@@ -73,9 +100,11 @@ class inbound {
                               const ucp_am_recv_param_t* param);
   result<byte_buffer> allocate(channel_id id, channel_state& channel, peer_id from, size_t bytes);
   void start_rendezvous(std::unique_ptr<receive> r);
-  void deliver(receive& r);
+  /// Moves a finished rendezvous receive into the ready batch.
+  void finish_rendezvous(std::unique_ptr<receive> r, status outcome);
+  void deliver(delivery& d, const std::vector<std::byte>& headers);
   void report_failure(peer_id from, channel_id channel, const error& why);
-  bool departed(peer_id peer) const { return departed_.count(peer) != 0; }
+  bool departed(peer_id peer) const { return !departed_.empty() && departed_.count(peer) != 0; }
   void remember_departure(peer_id peer);
 
   ucp_worker_h worker_;
@@ -88,9 +117,9 @@ class inbound {
   /// Departures in order, so the set stays within config.max_departed_peers.
   std::deque<std::pair<peer_id, std::uint64_t>> departure_order_;
   std::uint64_t departures_ = 0;
-  /// Messages complete and waiting for their handler.
-  std::vector<std::unique_ptr<receive>> ready_;
-  std::vector<std::unique_ptr<receive>> delivering_;
+  /// Messages complete and waiting for their handler; handlers run on a swapped-out batch.
+  delivery_batch ready_;
+  delivery_batch delivering_;
   /// Rendezvous messages announced, whose data is not yet being received.
   std::vector<std::unique_ptr<receive>> announced_;
   /// Rendezvous receives in UCX's hands, per sender.

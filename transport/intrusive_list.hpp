@@ -33,6 +33,8 @@ class intrusive_list {
   bool empty() const { return head_ == nullptr; }
   std::size_t size() const { return size_; }
   T* front() const { return head_; }
+  /// The element after `item`, or nullptr.
+  static T* next(T* item) { return hook(item).next_; }
 
   void push_back(T* item) {
     hook(item).list_ = this;

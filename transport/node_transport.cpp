@@ -1,5 +1,7 @@
 #include "transport/node_transport.hpp"
 
+#include <cstring>
+
 #include "transport/frame_header.hpp"
 #include "transport/progress_engine.hpp"
 #include "transport/worker_address.hpp"
@@ -88,8 +90,7 @@ status node_transport::send(peer_id peer, channel_id channel, byte_view header, 
   op->channel = channel;
   op->am_header.resize(frame_header::wire_bytes + header.size());
   if (!header.empty()) {
-    std::copy(header.data(), header.data() + header.size(),
-              op->am_header.begin() + frame_header::wire_bytes);
+    std::memcpy(op->am_header.data() + frame_header::wire_bytes, header.data(), header.size());
   }
   op->payload = std::move(payload);
   op->done = std::move(done);

@@ -51,6 +51,7 @@ class outbound {
   bool connected(peer_id peer) const { return peers_.count(peer) != 0; }
 
   void submit(std::unique_ptr<send_operation> op);
+  bool has_delayed() const { return !delayed_.empty(); }
   /// Posts delayed sends whose time has come; true if there were any.
   bool post_due_delays(clock::time_point now);
   /// Milliseconds until the next delayed send is due, or -1 if none is waiting.
@@ -64,6 +65,9 @@ class outbound {
   void close_all(bool force, const error& why);
   /// Shutdown, after close_all: fails the sends still waiting on flushing endpoints.
   void abandon_closing(const error& why);
+  /// Shutdown, last step before the worker is destroyed: hands every request UCX still holds
+  /// back to it (no callback follows). The operations are freed with this object.
+  void release_requests();
   /// True once every endpoint close has completed.
   bool all_closed() const { return peers_.empty() && closing_.empty(); }
 

@@ -113,7 +113,7 @@ void progress_engine::run(std::promise<void>* started) {
   clock::time_point idle_since;
   while (!stop_requested_.load(std::memory_order_acquire)) {
     bool worked = run_commands();
-    worked |= out_->post_due_delays(clock::now());
+    if (out_->has_delayed()) worked |= out_->post_due_delays(clock::now());
     worked |= progress();
     if (worked) {
       idle = false;
@@ -249,6 +249,8 @@ void progress_engine::shutdown() {
     progress();
   out_->abandon_closing(why);
   progress();
+  out_->release_requests();
+  in_->release_requests();
 }
 
 }  // namespace brigade::transport

@@ -14,6 +14,7 @@ transport_stats stats_counters::snapshot() const {
   s.dropped_malformed = dropped_malformed.load(relaxed);
   s.dropped_unroutable = dropped_unroutable.load(relaxed);
   s.failed_receives = failed_receives.load(relaxed);
+  s.rendezvous_receives_started = rendezvous_receives_started.load(relaxed);
   s.faults_applied = faults_applied.load(relaxed);
   s.registration_hits = registration_hits.load(relaxed);
   s.registration_misses = registration_misses.load(relaxed);

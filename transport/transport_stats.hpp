@@ -17,6 +17,7 @@ struct transport_stats {
   std::uint64_t dropped_malformed = 0;   ///< Frames that failed to decode.
   std::uint64_t dropped_unroutable = 0;  ///< No such channel, or the sender was disconnected.
   std::uint64_t failed_receives = 0;
+  std::uint64_t rendezvous_receives_started = 0;
   std::uint64_t faults_applied = 0;
   std::uint64_t registration_hits = 0;
   std::uint64_t registration_misses = 0;
@@ -33,6 +34,7 @@ struct stats_counters {
   std::atomic<std::uint64_t> dropped_malformed{0};
   std::atomic<std::uint64_t> dropped_unroutable{0};
   std::atomic<std::uint64_t> failed_receives{0};
+  std::atomic<std::uint64_t> rendezvous_receives_started{0};
   std::atomic<std::uint64_t> faults_applied{0};
   std::atomic<std::uint64_t> registration_hits{0};
   std::atomic<std::uint64_t> registration_misses{0};

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
+#include <thread>
 
 namespace brigade::transport::testing {
 
@@ -84,6 +85,43 @@ transport_pair::transport_pair(const std::string& tls, bool drop_duplicates,
   status ba = b->connect(1, byte_view(address_a.data(), address_a.size()));
   INFO((ba ? std::string() : ba.err().describe()));
   REQUIRE(ba.ok());
+}
+
+stalled_progress::stalled_progress(node_transport& transport)
+    : stalled_progress(transport, [] {}) {}
+
+stalled_progress::stalled_progress(node_transport& transport, std::function<void()> first) {
+  std::shared_future<void> released = release_.get_future().share();
+  std::promise<void> entered;
+  std::future<void> stalled = entered.get_future();
+  REQUIRE(transport
+              .post([released, &entered, first] {
+                first();
+                entered.set_value();
+                released.wait();
+              })
+              .ok());
+  stalled.wait();
+}
+
+void stalled_progress::release() {
+  if (released_) return;
+  released_ = true;
+  release_.set_value();
+}
+
+bool eventually(const std::function<bool()>& condition) {
+  const auto deadline = std::chrono::steady_clock::now() + wait_limit;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+transport_pair::~transport_pair() {
+  a.reset();
+  b.reset();
 }
 
 byte_buffer random_payload(std::size_t bytes, std::uint64_t seed) {

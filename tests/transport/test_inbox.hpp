@@ -5,6 +5,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -58,15 +61,39 @@ class inbox {
 /// Configuration for a test transport: loopback only, explicit TLS.
 transport_config test_config(peer_id self, const std::string& tls);
 
-/// Two transports in this process, connected both ways, each with `inbox` on channel 1.
+/// Two transports in this process, connected both ways, each with an inbox on channel 1. The
+/// transports stop before any inbox is destroyed, since their handlers point into the inboxes.
 struct transport_pair {
   transport_pair(const std::string& tls, bool drop_duplicates = false,
                  transport_config overrides_a = {}, bool use_overrides = false);
-  std::unique_ptr<node_transport> a;
-  std::unique_ptr<node_transport> b;
+  ~transport_pair();
+  /// A further inbox that lives as long as the pair.
+  inbox& add_inbox() { return extra_inboxes.emplace_back(); }
+
   inbox inbox_a;
   inbox inbox_b;
+  std::deque<inbox> extra_inboxes;
+  std::unique_ptr<node_transport> a;
+  std::unique_ptr<node_transport> b;
 };
+
+/// Blocks a transport's progress thread (from inside a posted task) until released or destroyed,
+/// so a test can hold a peer still while it acts on the other side.
+class stalled_progress {
+ public:
+  explicit stalled_progress(node_transport& transport);
+  /// Like the above, but runs `first` on the progress thread just before stalling it.
+  stalled_progress(node_transport& transport, std::function<void()> first);
+  ~stalled_progress() { release(); }
+  void release();
+
+ private:
+  std::promise<void> release_;
+  bool released_ = false;
+};
+
+/// Polls `condition` until it holds or the wait limit passes.
+bool eventually(const std::function<bool()>& condition);
 
 /// A payload of `bytes` pseudo-random bytes from `seed`.
 byte_buffer random_payload(std::size_t bytes, std::uint64_t seed);
