@@ -58,14 +58,6 @@ std::size_t inbox::size() const {
   return messages_.size();
 }
 
-transport_config test_config(peer_id self, const std::string& tls) {
-  transport_config c;
-  c.self_id = self;
-  c.tls = tls;
-  c.net_devices = "lo";
-  return c;
-}
-
 transport_pair::transport_pair(const std::string& tls, bool drop_duplicates,
                                transport_config overrides_a, bool use_overrides) {
   transport_config config_a = use_overrides ? overrides_a : test_config(1, tls);
@@ -122,28 +114,6 @@ bool eventually(const std::function<bool()>& condition) {
 transport_pair::~transport_pair() {
   a.reset();
   b.reset();
-}
-
-byte_buffer random_payload(std::size_t bytes, std::uint64_t seed) {
-  byte_buffer out = byte_buffer::allocate(bytes);
-  std::mt19937_64 rng(seed);
-  std::size_t i = 0;
-  for (; i + 8 <= bytes; i += 8) {
-    const std::uint64_t v = rng();
-    std::memcpy(out.data() + i, &v, 8);
-  }
-  for (; i < bytes; ++i)
-    out.data()[i] = static_cast<std::byte>(rng());
-  return out;
-}
-
-std::uint64_t checksum(byte_view bytes) {
-  std::uint64_t hash = 0xcbf29ce484222325ull;
-  for (std::size_t i = 0; i < bytes.size(); ++i) {
-    hash ^= static_cast<std::uint64_t>(bytes.data()[i]);
-    hash *= 0x100000001b3ull;
-  }
-  return hash;
 }
 
 status send_and_wait(node_transport& from, peer_id to, channel_id channel, std::string header,

@@ -1,5 +1,5 @@
-// Test helpers: a thread-safe inbox that records what a channel receives, and a pair of
-// connected transports in one process.
+// Catch2 test helpers: a thread-safe inbox that records what a channel receives, a pair of
+// connected transports in one process, and ways to hold a progress thread still.
 #pragma once
 
 #include <chrono>
@@ -13,17 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "tests/transport/test_support.hpp"
 #include "transport/channel_options.hpp"
 #include "transport/node_transport.hpp"
 
 namespace brigade::transport::testing {
-
-/// Generous bound on every wait in these tests: they fail instead of hanging.
-inline constexpr std::chrono::milliseconds wait_limit{20000};
-
-/// The two TLS sets every transport test runs over.
-inline const char* const tcp_tls = "tcp";
-inline const char* const shm_tls = "posix,sysv,cma,self";
 
 struct recorded_message {
   peer_id from = 0;
@@ -57,9 +51,6 @@ class inbox {
   std::vector<recorded_message> messages_;
   std::vector<recorded_failure> failures_;
 };
-
-/// Configuration for a test transport: loopback only, explicit TLS.
-transport_config test_config(peer_id self, const std::string& tls);
 
 /// Two transports in this process, connected both ways, each with an inbox on channel 1. The
 /// transports stop before any inbox is destroyed, since their handlers point into the inboxes.
@@ -95,10 +86,6 @@ class stalled_progress {
 /// Polls `condition` until it holds or the wait limit passes.
 bool eventually(const std::function<bool()>& condition);
 
-/// A payload of `bytes` pseudo-random bytes from `seed`.
-byte_buffer random_payload(std::size_t bytes, std::uint64_t seed);
-/// FNV-1a 64 of the bytes.
-std::uint64_t checksum(byte_view bytes);
 /// Sends and waits for the outcome; fails the test on timeout.
 status send_and_wait(node_transport& from, peer_id to, channel_id channel, std::string header,
                      byte_buffer payload);
