@@ -1,8 +1,10 @@
 // Pieces of `brigade bench transport`: brigade's transport measured between two processes, and
-// ucx_perftest measured with the same UCX settings, side by side.
+// ucx_perftest measured with the same UCX settings, interleaved metric by metric.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "common/result.hpp"
@@ -16,43 +18,57 @@ struct iterations {
   int message_rate = 200000;
   int bandwidth_1mib = 1000;
   int bandwidth_64mib = 20;
+  /// Each metric is measured this many times on each side, alternating; medians are compared.
+  int rounds = 3;
 };
 
-/// One TLS set to measure: its UCX_TLS value, a short name, and the error mode brigade uses.
+/// One TLS set to measure: a short name, its UCX_TLS value, and whether brigade runs it with
+/// UCX peer-failure handling (ucx_perftest then gets -e too, so both pay for it).
 struct tls_case {
   std::string name;
   std::string tls;
   bool peer_errors = false;
 };
 
-/// Figures for one side of the comparison. Latencies are one-way (half a round trip), in
-/// microseconds; bandwidths in MiB/s (2^20 bytes per second, as ucx_perftest counts).
-struct figures {
-  double latency_median_us = 0;
-  double latency_p99_us = 0;
-  double message_rate_per_s = 0;
-  double bandwidth_1mib = 0;
-  double bandwidth_64mib = 0;
+/// One-way latency (half a round trip) in microseconds.
+struct latency_figures {
+  double median_us = 0;
+  double p99_us = 0;
 };
 
-struct brigade_figures : figures {
-  /// The same 8 B round trip started from a thread other than the progress thread.
-  double cross_thread_latency_median_us = 0;
-  /// Round-trip median with busy polling off (the progress thread sleeps between messages).
-  double sleeping_latency_median_us = 0;
-  /// UCX's lanes for the endpoint, as UCX describes them.
-  std::string lanes;
-};
-
-/// Runs the peer side (spawned by the driver): prints its address, connects back, echoes pings
-/// and acknowledges bulk rounds until stdin closes.
+/// Runs the peer side (spawned by brigade_session): prints its address, connects back, echoes
+/// pings and acknowledges bulk rounds until stdin closes.
 int run_peer(const std::string& tls, int cpu, std::uint32_t busy_poll_us);
 
-/// Spawns the peer from `self_exe` and measures brigade's transport.
-result<brigade_figures> measure_brigade(const tls_case& tls, const iterations& n,
-                                        const std::string& self_exe);
+/// brigade's transport in this process talking to a peer process the session spawns.
+class brigade_session {
+ public:
+  static result<std::unique_ptr<brigade_session>> open(const tls_case& tls,
+                                                       std::uint32_t busy_poll_us,
+                                                       const std::string& self_exe);
+  ~brigade_session();
 
-/// Runs ucx_perftest as server and client with the same UCX_TLS and UCX_NET_DEVICES=lo.
-result<figures> measure_perftest(const tls_case& tls, const iterations& n);
+  /// 8 B ping-pong driven from the progress thread.
+  result<latency_figures> latency(int warmup, int count);
+  /// 8 B ping-pong where another thread sends each ping and sleeps until its pong.
+  result<double> cross_thread_latency_median_us(int count);
+  /// 8 B messages per second, up to the peer's acknowledgement of the last.
+  result<double> message_rate(int count);
+  /// MiB/s (2^20 bytes per second, as ucx_perftest counts) for `count` payloads of `bytes`.
+  result<double> bandwidth(std::size_t bytes, int count);
+  /// UCX's description of the endpoint's lanes.
+  std::string lanes();
+
+ private:
+  struct state;
+  explicit brigade_session(std::unique_ptr<state> s);
+  std::unique_ptr<state> state_;
+};
+
+/// ucx_perftest as server and client with the same UCX_TLS and UCX_NET_DEVICES=lo, pinned to
+/// the same CPUs as brigade's progress threads.
+result<latency_figures> perftest_latency(const tls_case& tls, int warmup, int count);
+result<double> perftest_message_rate(const tls_case& tls, int warmup, int count);
+result<double> perftest_bandwidth(const tls_case& tls, std::size_t bytes, int count);
 
 }  // namespace brigade::bench::transport_bench

@@ -1,5 +1,7 @@
 #include "bench/transport_driver.hpp"
 
+#include <x86intrin.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -45,7 +47,7 @@ status transport_driver::wait(std::promise<status>& promise) {
 }
 
 void transport_driver::send_ping() {
-  ping_.sent_at = clock::now();
+  ping_.sent_ticks = __rdtsc();
   status sent = transport_.send(peer_node, ping_channel, byte_view(), ping_payload_);
   if (!sent) {
     ping_.remaining = 0;
@@ -63,8 +65,7 @@ void transport_driver::on_pong() {
     return;
   }
   if (ping_.remaining <= 0) return;
-  const clock::time_point now = clock::now();
-  if (ping_.record) ping_.round_trips_us.push_back(elapsed_us(ping_.sent_at, now));
+  if (ping_.record) ping_.round_trip_ticks.push_back(__rdtsc() - ping_.sent_ticks);
   if (--ping_.remaining == 0) {
     ping_.done.set_value(ok_status());
     return;
@@ -77,13 +78,25 @@ result<std::vector<double>> transport_driver::ping_pong(int warmup, int count) {
     ping_.done = std::promise<status>();
     ping_.from_progress_thread = true;
     ping_.record = record;
-    ping_.round_trips_us.clear();
-    ping_.round_trips_us.reserve(static_cast<std::size_t>(count));
+    ping_.round_trip_ticks.clear();
+    ping_.round_trip_ticks.reserve(static_cast<std::size_t>(count));
     ping_.remaining = record ? count : std::max(warmup, 1);
+    // The run itself calibrates the time stamp counter against the steady clock.
+    const clock::time_point start = clock::now();
+    const std::uint64_t start_ticks = __rdtsc();
     if (status s = transport_.post([this] { send_ping(); }); !s) return s.err();
     if (status s = wait(ping_.done); !s) return s.err();
+    if (!record) continue;
+    const double us_per_tick =
+        elapsed_us(start, clock::now()) / static_cast<double>(__rdtsc() - start_ticks);
+    std::vector<double> round_trips_us;
+    round_trips_us.reserve(ping_.round_trip_ticks.size());
+    for (std::uint64_t ticks : ping_.round_trip_ticks) {
+      round_trips_us.push_back(static_cast<double>(ticks) * us_per_tick);
+    }
+    return round_trips_us;
   }
-  return ping_.round_trips_us;
+  return error(errc::internal, "bench transport: unreachable");
 }
 
 result<double> transport_driver::cross_thread_round_trip_us(int count) {

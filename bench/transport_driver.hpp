@@ -39,8 +39,10 @@ class transport_driver {
     int remaining = 0;
     bool record = false;
     bool from_progress_thread = true;
-    clock::time_point sent_at;
-    std::vector<double> round_trips_us;
+    /// Time stamp counter when the last ping left. Like ucx_perftest, the ping-pong stamps with
+    /// the TSC: clock_gettime costs about as much as the round trip being measured.
+    std::uint64_t sent_ticks = 0;
+    std::vector<std::uint64_t> round_trip_ticks;
     std::promise<status> done;
     /// Pongs seen, for the cross-thread round trip, whose sender sleeps until one arrives.
     std::mutex mutex;

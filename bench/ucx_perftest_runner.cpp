@@ -103,28 +103,26 @@ std::vector<std::string> test(const std::string& name, std::size_t bytes, int co
 
 }  // namespace
 
-result<figures> measure_perftest(const tls_case& tls, const iterations& n) {
-  figures out;
-  result<perftest_line> latency = run_once(tls, test("ucp_am_lat", 8, n.latency, n.warmup));
-  if (!latency) return latency.err();
-  out.latency_median_us = latency->percentile_us;
-  std::vector<std::string> p99_args = test("ucp_am_lat", 8, n.latency, n.warmup);
+result<latency_figures> perftest_latency(const tls_case& tls, int warmup, int count) {
+  result<perftest_line> median = run_once(tls, test("ucp_am_lat", 8, count, warmup));
+  if (!median) return median.err();
+  std::vector<std::string> p99_args = test("ucp_am_lat", 8, count, warmup);
   p99_args.insert(p99_args.end(), {"-R", "99"});
-  result<perftest_line> latency_p99 = run_once(tls, p99_args);
-  if (!latency_p99) return latency_p99.err();
-  out.latency_p99_us = latency_p99->percentile_us;
-  result<perftest_line> rate = run_once(tls, test("ucp_am_bw", 8, n.message_rate, n.warmup));
+  result<perftest_line> p99 = run_once(tls, p99_args);
+  if (!p99) return p99.err();
+  return latency_figures{median->percentile_us, p99->percentile_us};
+}
+
+result<double> perftest_message_rate(const tls_case& tls, int warmup, int count) {
+  result<perftest_line> rate = run_once(tls, test("ucp_am_bw", 8, count, warmup));
   if (!rate) return rate.err();
-  out.message_rate_per_s = rate->message_rate_overall;
-  result<perftest_line> mib =
-      run_once(tls, test("ucp_am_bw", std::size_t{1} << 20, n.bandwidth_1mib, 10));
-  if (!mib) return mib.err();
-  out.bandwidth_1mib = mib->bandwidth_overall;
-  result<perftest_line> big =
-      run_once(tls, test("ucp_am_bw", std::size_t{64} << 20, n.bandwidth_64mib, 2));
-  if (!big) return big.err();
-  out.bandwidth_64mib = big->bandwidth_overall;
-  return out;
+  return rate->message_rate_overall;
+}
+
+result<double> perftest_bandwidth(const tls_case& tls, std::size_t bytes, int count) {
+  result<perftest_line> bw = run_once(tls, test("ucp_am_bw", bytes, count, 2));
+  if (!bw) return bw.err();
+  return bw->bandwidth_overall;
 }
 
 }  // namespace brigade::bench::transport_bench

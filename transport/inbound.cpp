@@ -16,8 +16,6 @@ struct inbound::receive : intrusive_list_hook<receive> {
   std::uint64_t sequence = 0;
   std::vector<std::byte> header;
   byte_buffer payload;
-  /// Rendezvous: UCX's descriptor of the announced data, until the receive starts.
-  void* descriptor = nullptr;
   std::size_t length = 0;
   /// Keeps the receive buffer's registration alive while UCX writes into it.
   std::shared_ptr<memory_registration> registration;
@@ -129,9 +127,7 @@ ucs_status_t inbound::handle_message(const void* header, size_t header_length, v
     r->length = length;
     r->owner = this;
     r->header.assign(user_header, user_header + frame->header_bytes);
-    r->descriptor = data;
-    announced_.push_back(std::move(r));
-    return UCS_INPROGRESS;
+    return start_rendezvous(state, std::move(r), data);
   }
   delivery& d =
       ready_.add(frame->sender, frame->channel, frame->sequence, user_header, frame->header_bytes);
@@ -159,22 +155,20 @@ result<byte_buffer> inbound::allocate(channel_id id, channel_state& channel, pee
   return buffer->size() == bytes ? std::move(*buffer) : buffer->slice(0, bytes);
 }
 
-void inbound::start_rendezvous(std::unique_ptr<receive> r) {
-  const auto channel = channels_.find(r->channel);
-  result<byte_buffer> buffer =
-      channel == channels_.end()
-          ? result<byte_buffer>(error(errc::not_found, "transport: channel " +
-                                                           std::to_string(r->channel) +
-                                                           " was closed while a message arrived"))
-          : allocate(r->channel, channel->second, r->from, r->length);
-  if (buffer && r->length >= config_.rendezvous_threshold_bytes) {
+ucs_status_t inbound::start_rendezvous(channel_state& channel, std::unique_ptr<receive> r,
+                                       void* descriptor) {
+  // Called inside the active-message callback, as soon as the announcement arrives: the data
+  // starts moving without waiting for the rest of the progress round.
+  result<byte_buffer> buffer = allocate(r->channel, channel, r->from, r->length);
+  if (!buffer) {
+    // UCS_OK hands the descriptor back to UCX, which tells the sender to stop waiting.
+    delivery& d = ready_.add(r->from, r->channel, r->sequence, nullptr, 0);
+    d.outcome = buffer.err();
+    return UCS_OK;
+  }
+  if (r->length >= config_.rendezvous_threshold_bytes) {
     result<std::shared_ptr<memory_registration>> registration = registrations_.acquire(*buffer);
     if (registration) r->registration = std::move(*registration);
-  }
-  if (!buffer) {
-    ucp_am_data_release(worker_, r->descriptor);
-    report_failure(r->from, r->channel, buffer.err());
-    return;
   }
   r->payload = std::move(*buffer);
   ucp_request_param_t param{};
@@ -187,8 +181,7 @@ void inbound::start_rendezvous(std::unique_ptr<receive> r) {
   }
   stats_counters::bump(stats_.rendezvous_receives_started);
   const ucs_status_ptr_t request =
-      ucp_am_recv_data_nbx(worker_, r->descriptor, r->payload.data(), r->length, &param);
-  r->descriptor = nullptr;
+      ucp_am_recv_data_nbx(worker_, descriptor, r->payload.data(), r->length, &param);
   if (request == nullptr) {
     finish_rendezvous(std::move(r), ok_status());
   } else if (UCS_PTR_IS_ERR(request)) {
@@ -201,6 +194,8 @@ void inbound::start_rendezvous(std::unique_ptr<receive> r) {
     r->request = request;
     in_flight_[r->from].push_back(r.release());
   }
+  // UCX owns the descriptor from ucp_am_recv_data_nbx on, whatever it returned.
+  return UCS_INPROGRESS;
 }
 
 void inbound::on_receive_done(void* request, ucs_status_t s, size_t, void* user_data) {
@@ -225,23 +220,13 @@ void inbound::finish_rendezvous(std::unique_ptr<receive> r, status outcome) {
 }
 
 bool inbound::after_progress() {
-  bool worked = false;
-  if (!announced_.empty()) {
-    std::vector<std::unique_ptr<receive>> starting;
-    starting.swap(announced_);
-    for (auto& r : starting)
-      start_rendezvous(std::move(r));
-    worked = true;
-  }
-  if (!ready_.deliveries.empty()) {
-    // Handlers may call into the transport: deliver a stable batch.
-    std::swap(delivering_, ready_);
-    for (delivery& d : delivering_.deliveries)
-      deliver(d, delivering_.headers);
-    delivering_.clear();
-    worked = true;
-  }
-  return worked;
+  if (ready_.deliveries.empty()) return false;
+  // Handlers may call into the transport: deliver a stable batch.
+  std::swap(delivering_, ready_);
+  for (delivery& d : delivering_.deliveries)
+    deliver(d, delivering_.headers);
+  delivering_.clear();
+  return true;
 }
 
 void inbound::deliver(delivery& d, const std::vector<std::byte>& headers) {
@@ -285,16 +270,6 @@ void inbound::depart(peer_id peer, const error& why) {
   remember_departure(peer);
   for (auto& entry : channels_)
     entry.second.windows.erase(peer);
-  std::vector<std::unique_ptr<receive>> kept;
-  for (auto& r : announced_) {
-    if (r->from != peer) {
-      kept.push_back(std::move(r));
-      continue;
-    }
-    ucp_am_data_release(worker_, r->descriptor);
-    report_failure(r->from, r->channel, why);
-  }
-  announced_.swap(kept);
   const auto in_flight = in_flight_.find(peer);
   if (in_flight == in_flight_.end()) return;
   std::vector<std::pair<channel_id, error>> failures;
@@ -318,9 +293,6 @@ void inbound::release_requests() {
   for (auto& entry : in_flight_)
     release(entry.second);
   release(orphans_);
-  for (auto& r : announced_)
-    ucp_am_data_release(worker_, r->descriptor);
-  announced_.clear();
 }
 
 void inbound::admit(peer_id peer) {

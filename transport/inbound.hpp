@@ -5,12 +5,12 @@
 //
 // Life of a message:
 //
-//   UCX callback ──> eager: copied into a channel buffer ─────────────┐
-//        │                                                            ├──> handler (after progress)
-//        └──> rendezvous: announced ──> receive into channel buffer ──┘
-//                              │                  │
-//                              └──────────────────┴──> sender departed/failed: error handler now;
-//                                                       UCX releases the receive later
+//   UCX callback ──> eager: copied into a channel buffer ───────────────┐
+//        │                                                              ├──> handler (after
+//        └──> rendezvous: receive into a channel buffer starts at once ─┘     progress)
+//                                   │
+//                                   └──> sender departed/failed: error handler now;
+//                                        UCX releases the receive later
 #pragma once
 
 #include <cstdint>
@@ -46,15 +46,15 @@ class inbound {
   /// Sets (or replaces) what happens to messages on `channel`.
   void open_channel(channel_id channel, channel_options options);
 
-  /// Starts the rendezvous receives announced during the last progress call and delivers every
-  /// complete message to its channel; true if anything happened.
+  /// Delivers every complete message to its channel (and reports failed receives); true if
+  /// anything happened.
   bool after_progress();
 
-  /// Stops accepting messages from `peer`: its announced and in-flight receives fail with
+  /// Stops accepting messages from `peer`: its in-flight receives fail with
   /// `why` now, and messages that still arrive from it are dropped.
   void depart(peer_id peer, const error& why);
-  /// Shutdown, last step before the worker is destroyed: hands every request and descriptor UCX
-  /// still holds back to it (no callback follows).
+  /// Shutdown, last step before the worker is destroyed: hands every request UCX still holds
+  /// back to it (no callback follows).
   void release_requests();
   /// Accepts messages from `peer` again (it was connected anew) with fresh sequence numbers.
   void admit(peer_id peer);
@@ -99,7 +99,10 @@ class inbound {
   ucs_status_t handle_message(const void* header, size_t header_length, void* data, size_t length,
                               const ucp_am_recv_param_t* param);
   result<byte_buffer> allocate(channel_id id, channel_state& channel, peer_id from, size_t bytes);
-  void start_rendezvous(std::unique_ptr<receive> r);
+  /// Starts receiving an announced rendezvous payload into a buffer from the channel's
+  /// allocator; returns what the active-message callback must return.
+  ucs_status_t start_rendezvous(channel_state& channel, std::unique_ptr<receive> r,
+                                void* descriptor);
   /// Moves a finished rendezvous receive into the ready batch.
   void finish_rendezvous(std::unique_ptr<receive> r, status outcome);
   void deliver(delivery& d, const std::vector<std::byte>& headers);
@@ -120,8 +123,6 @@ class inbound {
   /// Messages complete and waiting for their handler; handlers run on a swapped-out batch.
   delivery_batch ready_;
   delivery_batch delivering_;
-  /// Rendezvous messages announced, whose data is not yet being received.
-  std::vector<std::unique_ptr<receive>> announced_;
   /// Rendezvous receives in UCX's hands, per sender.
   std::unordered_map<peer_id, intrusive_list<receive>> in_flight_;
   /// Receives that already failed but UCX still holds.

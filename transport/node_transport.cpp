@@ -85,6 +85,10 @@ status node_transport::send(peer_id peer, channel_id channel, byte_view header, 
                                              std::to_string(engine_->config().max_header_bytes) +
                                              "); put bulk data in the payload");
   }
+  if (engine_->on_progress_thread() &&
+      engine_->out().try_send_now(peer, channel, header, payload, done)) {
+    return ok_status();
+  }
   auto op = std::make_unique<send_operation>();
   op->to = peer;
   op->channel = channel;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "transport/fault_points.hpp"
 #include "transport/frame_header.hpp"
@@ -118,19 +119,60 @@ void outbound::submit(std::unique_ptr<send_operation> op) {
   header.channel = op->channel;
   header.header_bytes = static_cast<std::uint16_t>(op->am_header.size() - frame_header::wire_bytes);
   header.sender = config_.self_id;
-  header.sequence = next_sequence(peer, op->channel);
+  header.sequence = ++sequence_of(peer, op->channel);
   header.payload_bytes = op->payload.size();
   header.encode(op->am_header.data());
   if (fault_points::armed() && apply_faults(op)) return;
   post(peer, std::move(op));
 }
 
-std::uint64_t outbound::next_sequence(peer_state& peer, channel_id channel) {
+std::uint64_t& outbound::sequence_of(peer_state& peer, channel_id channel) {
   for (auto& entry : peer.sequences) {
-    if (entry.first == channel) return ++entry.second;
+    if (entry.first == channel) return entry.second;
   }
-  peer.sequences.emplace_back(channel, 1);
-  return 1;
+  return peer.sequences.emplace_back(channel, 0).second;
+}
+
+bool outbound::try_send_now(peer_id to, channel_id channel, byte_view header,
+                            const byte_buffer& payload, completion_handler& done) {
+  constexpr std::size_t stack_header_bytes = 256;
+  if (payload.size() >= config_.rendezvous_threshold_bytes ||
+      frame_header::wire_bytes + header.size() > stack_header_bytes || fault_points::armed()) {
+    return false;
+  }
+  const auto it = peers_.find(to);
+  // Pending sends to this peer must go first, so a new message may not overtake them.
+  if (it == peers_.end() || !it->second->in_flight.empty()) return false;
+  peer_state& peer = *it->second;
+  std::uint64_t& sequence = sequence_of(peer, channel);
+  frame_header frame;
+  frame.channel = channel;
+  frame.header_bytes = static_cast<std::uint16_t>(header.size());
+  frame.sender = config_.self_id;
+  frame.sequence = sequence + 1;
+  frame.payload_bytes = payload.size();
+  std::byte am_header[stack_header_bytes];
+  frame.encode(am_header);
+  if (!header.empty())
+    std::memcpy(am_header + frame_header::wire_bytes, header.data(), header.size());
+  ucp_request_param_t param{};
+  // The header lives on this stack frame, so UCX must finish with it before returning.
+  param.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+  const ucs_status_ptr_t sent = ucp_am_send_nbx(peer.ep, frame_header::am_id, am_header,
+                                                frame_header::wire_bytes + header.size(),
+                                                payload.data(), payload.size(), &param);
+  if (UCS_PTR_STATUS(sent) == UCS_ERR_NO_RESOURCE) return false;
+  ++sequence;
+  if (sent == nullptr) {
+    stats_counters::bump(stats_.sent_messages);
+    stats_counters::bump(stats_.sent_bytes, payload.size());
+    if (done) finished_.push_back(finished{std::move(done), ok_status(), payload.size(), false});
+    return true;
+  }
+  const error failed = ucx_error(
+      errc::unavailable, "transport: send to " + peer_name(to) + " failed", UCS_PTR_STATUS(sent));
+  finished_.push_back(finished{std::move(done), failed, payload.size(), false});
+  return true;
 }
 
 bool outbound::apply_faults(std::unique_ptr<send_operation>& op) {
@@ -303,7 +345,7 @@ bool outbound::after_progress() {
     } else {
       stats_counters::bump(stats_.failed_sends);
     }
-    outstanding_.fetch_sub(1, std::memory_order_release);
+    if (f.counted) outstanding_.fetch_sub(1, std::memory_order_release);
     if (f.done) f.done(f.outcome);
   }
   running_.clear();

@@ -51,6 +51,13 @@ class outbound {
   bool connected(peer_id peer) const { return peers_.count(peer) != 0; }
 
   void submit(std::unique_ptr<send_operation> op);
+  /// The progress thread's fast path for a small message: sends it at once with the header built
+  /// on the stack and no operation allocated. Returns false, having done nothing, when the
+  /// message must take submit() instead (large payload, faults armed, unknown peer, earlier
+  /// sends to the peer still pending, or UCX cannot complete it immediately). Such a send is
+  /// not counted against max_outstanding_sends: it is never outstanding.
+  bool try_send_now(peer_id to, channel_id channel, byte_view header, const byte_buffer& payload,
+                    completion_handler& done);
   bool has_delayed() const { return !delayed_.empty(); }
   /// Posts delayed sends whose time has come; true if there were any.
   bool post_due_delays(clock::time_point now);
@@ -80,7 +87,8 @@ class outbound {
   static void on_send_done(void* request, ucs_status_t status, void* user_data);
   static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status);
 
-  std::uint64_t next_sequence(peer_state& peer, channel_id channel);
+  /// The last sequence number used on `channel` to `peer` (0 before the first message).
+  std::uint64_t& sequence_of(peer_state& peer, channel_id channel);
   /// Applies the armed fault points; returns true when they consumed the operation.
   bool apply_faults(std::unique_ptr<send_operation>& op);
   void post(peer_state& peer, std::unique_ptr<send_operation> op);
@@ -109,6 +117,8 @@ class outbound {
     completion_handler done;
     status outcome;
     std::size_t payload_bytes = 0;
+    /// Admitted through max_outstanding_sends (false for try_send_now).
+    bool counted = true;
   };
   std::vector<finished> finished_;
   std::vector<finished> running_;

@@ -109,24 +109,25 @@ void progress_engine::run(std::promise<void>* started) {
   pin_thread();
   started->set_value();
   const auto busy_poll = std::chrono::microseconds(config_.busy_poll_us);
-  bool idle = false;
+  // Reading the clock costs as much as a poll of the worker, so an idle loop looks at it only
+  // every clock_stride turns.
+  constexpr unsigned clock_stride = 64;
+  unsigned idle_turns = 0;
   clock::time_point idle_since;
   while (!stop_requested_.load(std::memory_order_acquire)) {
     bool worked = run_commands();
     if (out_->has_delayed()) worked |= out_->post_due_delays(clock::now());
     worked |= progress();
     if (worked) {
-      idle = false;
+      idle_turns = 0;
       continue;
     }
-    const clock::time_point now = clock::now();
-    if (!idle) {
-      idle = true;
-      idle_since = now;
+    if (config_.busy_poll_us > 0) {
+      if (idle_turns++ == 0) idle_since = clock::now();
+      if (idle_turns % clock_stride != 0 || clock::now() - idle_since < busy_poll) continue;
     }
-    if (now - idle_since < busy_poll) continue;
     sleep();
-    idle = false;
+    idle_turns = 0;
   }
   shutdown();
 }
@@ -156,13 +157,16 @@ bool progress_engine::run_commands() {
 }
 
 bool progress_engine::progress() {
+  // Deliveries and completions run after every progress call, not after a whole batch of them:
+  // a completion then refills the send window, and a message reaches its handler, without
+  // waiting behind unrelated events.
   bool worked = false;
   for (int round = 0; round < max_progress_rounds; ++round) {
-    if (ucp_worker_progress(worker_->handle()) == 0) break;
+    const bool progressed = ucp_worker_progress(worker_->handle()) != 0;
+    const bool handled = in_->after_progress() | out_->after_progress();
+    if (!progressed && !handled) break;
     worked = true;
   }
-  worked |= in_->after_progress();
-  worked |= out_->after_progress();
   for (auto& [peer, why] : out_->take_failed_peers()) {
     drop_peer(peer, why, true);
     worked = true;
