@@ -144,7 +144,7 @@ ucs_status_t inbound::handle_message(const void* header, size_t header_length, v
 
 result<byte_buffer> inbound::allocate(channel_id id, channel_state& channel, peer_id from,
                                       size_t bytes) {
-  if (!channel.options.allocate) return byte_buffer::allocate(bytes);
+  if (!channel.options.allocate) return arena_.allocate(bytes);
   result<byte_buffer> buffer = channel.options.allocate(from, id, bytes);
   if (!buffer) return buffer;
   if (buffer->size() < bytes) {

@@ -25,6 +25,7 @@
 #include "common/result.hpp"
 #include "transport/channel_options.hpp"
 #include "transport/intrusive_list.hpp"
+#include "transport/payload_arena.hpp"
 #include "transport/registration_cache.hpp"
 #include "transport/sequence_window.hpp"
 #include "transport/transport_config.hpp"
@@ -120,6 +121,8 @@ class inbound {
   /// Departures in order, so the set stays within config.max_departed_peers.
   std::deque<std::pair<peer_id, std::uint64_t>> departure_order_;
   std::uint64_t departures_ = 0;
+  /// Where payloads of channels without their own allocator land.
+  payload_arena arena_;
   /// Messages complete and waiting for their handler; handlers run on a swapped-out batch.
   delivery_batch ready_;
   delivery_batch delivering_;
