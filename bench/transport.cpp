@@ -4,6 +4,8 @@
 // This machine is shared and noisy, so each metric is measured in alternating rounds (brigade,
 // then perftest, then brigade, ...) and the medians are compared: load that comes and goes hits
 // both sides alike.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -172,7 +174,16 @@ void print_table(const comparison& c, int rounds) {
       c.cross_thread_latency_us, c.no_busy_poll_latency_us);
 }
 
-void print_json(const std::vector<comparison>& results, const iterations& n) {
+/// Keeps stdout for the JSON object alone: UCX and anything else that prints goes to stderr
+/// while the benchmark runs. Returns the descriptor of the real stdout.
+int reserve_stdout_for_json() {
+  std::fflush(stdout);
+  const int real_stdout = dup(STDOUT_FILENO);
+  dup2(STDERR_FILENO, STDOUT_FILENO);
+  return real_stdout;
+}
+
+void print_json(const std::vector<comparison>& results, const iterations& n, int out_fd) {
   nlohmann::json out = {{"benchmark", "transport"},
                         {"iterations",
                          {{"latency", n.latency},
@@ -183,7 +194,14 @@ void print_json(const std::vector<comparison>& results, const iterations& n) {
                         {"results", nlohmann::json::array()}};
   for (const comparison& c : results)
     out["results"].push_back(comparison_json(c));
-  std::printf("%s\n", out.dump(2).c_str());
+  const std::string text = out.dump(2) + "\n";
+  std::fflush(stdout);
+  std::size_t written = 0;
+  while (written < text.size()) {
+    const ssize_t n_written = write(out_fd, text.data() + written, text.size() - written);
+    if (n_written <= 0) break;
+    written += static_cast<std::size_t>(n_written);
+  }
 }
 
 }  // namespace
@@ -216,6 +234,7 @@ int transport(int argc, char** argv) {
   if (peer) return run_peer(peer_tls, cpu, busy_poll_us);
   if (quick) n = iterations{100, 2000, 20000, 100, 4, 1};
 
+  const int json_fd = json ? reserve_stdout_for_json() : STDOUT_FILENO;
   std::vector<comparison> results;
   for (const tls_case& tls : cases_for(which)) {
     if (!json) std::fprintf(stderr, "measuring %s ...\n", tls.name.c_str());
@@ -227,7 +246,7 @@ int transport(int argc, char** argv) {
     results.push_back(std::move(*c));
   }
   if (json) {
-    print_json(results, n);
+    print_json(results, n, json_fd);
   } else {
     for (const comparison& c : results)
       print_table(c, n.rounds);

@@ -2,6 +2,7 @@
 // itself, with the pipe to that process standing in for the control plane.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -27,6 +28,16 @@ int driver_cpu() {
 }
 int peer_cpu() {
   return std::thread::hardware_concurrency() > 1 ? 1 : -1;
+}
+
+/// The peer's next protocol line. UCX writes its own log lines ("[time] [host:pid] ...") to
+/// stdout, which is this pipe, so those are passed on to stderr and skipped.
+result<std::string> read_peer_line(subprocess& peer) {
+  while (true) {
+    result<std::string> line = peer.read_line(milliseconds(30000));
+    if (!line || line->empty() || (*line)[0] != '[') return line;
+    std::fprintf(stderr, "peer: %s\n", line->c_str());
+  }
 }
 
 double percentile(std::vector<double> samples, double rank) {
@@ -87,7 +98,7 @@ result<std::unique_ptr<brigade_session>> brigade_session::open(const tls_case& t
   s->peer = std::move(*peer);
   s->transport = std::move(*started);
   s->driver = std::make_unique<transport_driver>(*s->transport);
-  result<std::string> line = s->peer->read_line(milliseconds(30000));
+  result<std::string> line = read_peer_line(*s->peer);
   if (!line || line->rfind("ADDR ", 0) != 0) {
     return error(errc::unavailable,
                  "bench transport: the peer did not start: " + (line ? *line : line.err().message));
@@ -96,7 +107,7 @@ result<std::unique_ptr<brigade_session>> brigade_session::open(const tls_case& t
   status connected = s->transport->connect(peer_node, byte_view(address.data(), address.size()));
   if (!connected) return connected.err();
   s->peer->write_line("ADDR " + to_hex(s->transport->local_address()));
-  line = s->peer->read_line(milliseconds(30000));
+  line = read_peer_line(*s->peer);
   if (!line || *line != "READY") {
     return error(errc::unavailable, "bench transport: the peer could not connect back: " +
                                         (line ? *line : line.err().message));

@@ -29,6 +29,7 @@ TEST_CASE("a slice shares its buffer's owner", "[transport][buffers]") {
 TEST_CASE("arena slices are aligned, disjoint and freed with their last user",
           "[transport][buffers]") {
   payload_arena arena;
+  CHECK(arena.allocate(0).size() == 0);
   std::vector<byte_buffer> slices;
   for (std::size_t bytes : {1, 8, 15, 16, 17, 100, 512}) {
     byte_buffer b = arena.allocate(bytes);

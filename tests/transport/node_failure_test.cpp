@@ -29,6 +29,7 @@ TEST_CASE("disconnect fails in-flight and delayed sends at once", "[transport][f
   INFO("UCX_TLS=" << tls);
   transport_pair pair(tls);
   REQUIRE(send_and_wait(*pair.a, 2, 1, "warm up", byte_buffer::copy_of("x")).ok());
+  REQUIRE(pair.inbox_b.wait_for_messages(1));
   // B stands still, so a rendezvous send to it cannot complete.
   stalled_progress hold(*pair.b);
   send_future large;
@@ -43,6 +44,10 @@ TEST_CASE("disconnect fails in-flight and delayed sends at once", "[transport][f
   }
   CHECK(!large.ready());
   REQUIRE(pair.a->disconnect(2, "declared dead by the test").ok());
+  // Should this ever fail, these say whether B saw the large message despite the stall.
+  const transport_stats stalled = pair.b->stats();
+  INFO("B delivered " << stalled.delivered_messages << ", started "
+                      << stalled.rendezvous_receives_started << " rendezvous receives");
   require_unavailable(large, "declared dead by the test");
   require_unavailable(delayed, "declared dead by the test");
   send_future after;

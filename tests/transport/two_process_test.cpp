@@ -48,11 +48,14 @@ class two_processes {
   }
   ~two_processes() { local.reset(); }
 
+  /// The child's next answer. UCX logs ("[time] [host:pid] ...") to the same stdout; skip them.
   std::string read() {
-    result<std::string> line = child->read_line(wait_limit);
-    INFO((line ? std::string() : line.err().describe()));
-    REQUIRE(line.ok());
-    return *line;
+    while (true) {
+      result<std::string> line = child->read_line(wait_limit);
+      INFO((line ? std::string() : line.err().describe()));
+      REQUIRE(line.ok());
+      if (line->empty() || (*line)[0] != '[') return *line;
+    }
   }
   std::string command(const std::string& line) {
     REQUIRE(child->write_line(line).ok());
