@@ -89,6 +89,11 @@ result<perftest_line> run_once(const tls_case& tls, const std::vector<std::strin
     result<int> code = client->wait(milliseconds(5000));
     server->wait(milliseconds(5000));
     if (output && code && *code == 0) return parse_final_line(*output);
+    if (code && *code == 127) {
+      return error(errc::not_found,
+                   "ucx_perftest could not be run; install Debian's ucx-utils "
+                   "(scripts/install-deps.sh)");
+    }
     last_error = output ? *output : output.err().message;
   }
   return error(errc::unavailable, "ucx_perftest failed (UCX_TLS=" + tls.tls + "):\n" + last_error);

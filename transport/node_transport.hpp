@@ -42,7 +42,8 @@ class node_transport {
   /// Creates the UCX worker and starts its progress thread.
   static result<std::unique_ptr<node_transport>> start(const transport_config& config);
   /// Runs the work already submitted, flushes endpoints (bounded by close_timeout_ms), fails
-  /// what is left with `cancelled` and stops the progress thread.
+  /// what is left with `cancelled` and stops the progress thread. Not from one of this
+  /// transport's own handlers: it joins the thread they run on.
   ~node_transport();
   node_transport(const node_transport&) = delete;
   node_transport& operator=(const node_transport&) = delete;

@@ -15,7 +15,8 @@ struct outbound::peer_state {
   peer_id id = 0;
   ucp_ep_h ep = nullptr;
   outbound* owner = nullptr;
-  /// Next sequence number per channel; a node talks on few channels, so a flat list is fastest.
+  /// Last sequence number used per channel; a node talks on few channels, so a flat list is
+  /// fastest.
   std::vector<std::pair<channel_id, std::uint64_t>> sequences;
   intrusive_list<send_operation> in_flight;
   /// Set once disconnect() or a failure started closing the endpoint: UCX errors are ignored.

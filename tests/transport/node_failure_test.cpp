@@ -34,14 +34,15 @@ TEST_CASE("disconnect fails in-flight and delayed sends at once", "[transport][f
   stalled_progress hold(*pair.b);
   send_future large;
   REQUIRE(pair.a->send(2, 1, "large", random_payload(8 * mib, 1), large.handler()).ok());
+  // Faults apply when the progress thread takes a send off its queue, so the rule stays set
+  // until the peer is gone; it names its own channel to leave the large send alone.
   fault_rule slow;
   slow.kind = fault_kind::delay;
+  slow.channel = 2;
   slow.delay_ms = 60000;
+  scoped_fault held("held", slow);
   send_future delayed;
-  {
-    scoped_fault held("held", slow);
-    REQUIRE(pair.a->send(2, 1, "delayed", byte_buffer::copy_of("d"), delayed.handler()).ok());
-  }
+  REQUIRE(pair.a->send(2, 2, "delayed", byte_buffer::copy_of("d"), delayed.handler()).ok());
   CHECK(!large.ready());
   REQUIRE(pair.a->disconnect(2, "declared dead by the test").ok());
   // Should this ever fail, these say whether B saw the large message despite the stall.
