@@ -355,7 +355,7 @@ bool outbound::after_progress() {
 
 std::vector<std::pair<peer_id, error>> outbound::take_failed_peers() {
   std::vector<std::pair<peer_id, error>> out;
-  if (!failed_peers_.empty()) out.swap(failed_peers_);
+  out.swap(failed_peers_);
   return out;
 }
 

@@ -65,6 +65,7 @@ class outbound {
   int ms_until_next_delay(clock::time_point now) const;
   /// Runs the handlers of completed sends and reaps closed endpoints; true if anything happened.
   bool after_progress();
+  bool has_failed_peers() const { return !failed_peers_.empty(); }
   /// Peers whose endpoints UCX reported as failed since the last call, with the reason.
   std::vector<std::pair<peer_id, error>> take_failed_peers();
 

@@ -167,11 +167,10 @@ bool progress_engine::progress() {
     if (!progressed && !handled) break;
     worked = true;
   }
-  for (auto& [peer, why] : out_->take_failed_peers()) {
+  if (!out_->has_failed_peers()) return worked;
+  for (auto& [peer, why] : out_->take_failed_peers())
     drop_peer(peer, why, true);
-    worked = true;
-  }
-  return worked;
+  return true;
 }
 
 void progress_engine::sleep() {
