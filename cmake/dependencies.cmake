@@ -18,7 +18,8 @@ if(NOT TARGET CAF::core)
     INTERFACE_LINK_LIBRARIES CAF::core)
 endif()
 
-
+# UCX is the data plane (Debian libucx-dev ships ucx-config.cmake: ucx::ucp, ucx::ucs).
+find_package(ucx 1.13 REQUIRED CONFIG)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 # ICU: Unicode normalization (NFC) and character properties for the tokenizer.
