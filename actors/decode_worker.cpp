@@ -28,7 +28,6 @@ struct running_sequence {
   int32_t next_index = 0;      // generation index of the next token
   int32_t produced = 0;        // tokens produced in this attempt (the handed-over one included)
   int32_t cached_tokens = 0;
-  router_actor router;
   bool cancelled = false;
 };
 
@@ -111,11 +110,10 @@ result<bool> accept(decode_pointer self, kv_handoff& h) {
   s.next_index = s.params.draw_offset + 1;
   s.produced = 1;
   s.cached_tokens = h.cached_tokens;
-  s.router = std::move(h.router);
   const finish f = finish_for(s, s.tokens.back(), c.max_positions);
   token_update u{s.request, s.attempt, s.params.draw_offset, {s.tokens.back()},
                  static_cast<int32_t>(f), s.cached_tokens};
-  self->send(s.router, std::vector<token_update>{u});
+  self->send(st.config.router, std::vector<token_update>{u});
   if (f == finish::none) {
     st.seqs.emplace(s.request, std::move(s));
   } else {
@@ -130,7 +128,7 @@ void finish_step(decode_pointer self) {
   auto& st = self->state;
   const auto& c = st.ctx->config;
   const std::vector<float>& logits = st.driver->logits();
-  std::map<router_actor, std::vector<token_update>> updates;
+  std::vector<token_update> updates;
   for (size_t i = 0; i < st.in_step.size(); ++i) {
     auto it = st.seqs.find(st.in_step[i]);
     if (it == st.seqs.end()) continue;
@@ -146,12 +144,12 @@ void finish_step(decode_pointer self) {
     s.tokens.push_back(token);
     s.produced += 1;
     const finish f = finish_for(s, token, c.max_positions);
-    updates[s.router].push_back(token_update{s.request, s.attempt, s.next_index, {token},
-                                             static_cast<int32_t>(f), s.cached_tokens});
+    updates.push_back(token_update{s.request, s.attempt, s.next_index, {token},
+                                   static_cast<int32_t>(f), s.cached_tokens});
     s.next_index += 1;
     if (f != finish::none) release(st, s.request);
   }
-  for (auto& [router, list] : updates) self->send(router, std::move(list));
+  if (!updates.empty()) self->send(st.config.router, std::move(updates));
   st.busy = false;
   apply_pending_layout(self, st.experts);
   ++st.steps_done;
@@ -167,7 +165,7 @@ void abandon_step(decode_pointer self, const std::string& reason) {
   for (uint64_t request : st.in_step) {
     auto it = st.seqs.find(request);
     if (it == st.seqs.end()) continue;
-    self->send(it->second.router, job_failed{request, it->second.attempt, reason, true});
+    self->send(st.config.router, job_failed{request, it->second.attempt, reason, true});
     release(st, request);
   }
   st.busy = false;
@@ -274,7 +272,7 @@ decode_worker_actor::behavior_type decode_behavior(decode_pointer self,
         out.detail = nlohmann::json{{"free_kv_blocks", s.pool->free_blocks()},
                                     {"kv_blocks", s.pool->capacity()},
                                     {"stalled", s.experts.stalled},
-                                    {"epoch", s.experts.shards.layout->epoch}}
+                                    {"epoch", s.experts.shards.layout.epoch}}
                          .dump();
         return out;
       },

@@ -45,13 +45,12 @@ struct kv_handoff {
   /// draw_offset is the generation index of tokens.back(); max_tokens counts it.
   generation_params params;
   int32_t cached_tokens = 0;
-  router_actor router;  ///< Where token updates go.
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_handoff& x) {
   return f(caf::meta::type_name("kv_handoff"), x.request, x.attempt, x.tokens, x.block_tokens,
-           x.kv, x.params, x.cached_tokens, x.router);
+           x.kv, x.params, x.cached_tokens);
 }
 
 using decode_worker_actor =
@@ -69,6 +68,7 @@ struct decode_worker_config {
   int block_tokens = 16;
   std::chrono::milliseconds stall_timeout{10000};
   layout_ack_actor layout_acks;  ///< Told when the worker switches layout epochs.
+  router_actor router;           ///< Where token updates and failures go.
 };
 
 decode_worker_actor spawn_decode_worker(caf::actor_system& sys,

@@ -37,9 +37,9 @@ struct expert_client {
 
 template <class Self>
 void adopt_shards(Self* self, expert_client& c, shard_set next) {
-  const bool new_epoch = !c.shards.layout || c.shards.layout->epoch != next.layout->epoch;
+  const bool new_epoch = c.shards.shards.empty() || c.shards.layout.epoch != next.layout.epoch;
   c.shards = std::move(next);
-  if (new_epoch && c.acks) self->send(c.acks, switched_atom_v, c.owner, c.shards.layout->epoch);
+  if (new_epoch && c.acks) self->send(c.acks, switched_atom_v, c.owner, c.shards.layout.epoch);
 }
 
 /// A new shard set arrived. A new layout waits for the step boundary unless the worker is idle or
@@ -47,7 +47,7 @@ void adopt_shards(Self* self, expert_client& c, shard_set next) {
 /// Returns true when the caller must resend its stalled layer.
 template <class Self>
 bool receive_shards(Self* self, expert_client& c, shard_set next, bool busy) {
-  const bool same_epoch = c.shards.layout && c.shards.layout->epoch == next.layout->epoch;
+  const bool same_epoch = !c.shards.shards.empty() && c.shards.layout.epoch == next.layout.epoch;
   if (busy && !c.stalled && !same_epoch) {
     c.pending = std::move(next);
     return false;
@@ -76,7 +76,7 @@ template <class Self>
 void dispatch_layer(Self* self, expert_client& c, model::step_driver& driver, uint64_t step,
                     const uint64_t* current_step, std::function<void()> on_done) {
   const model::routing& r = driver.routes();
-  const expert_layout& layout = *c.shards.layout;
+  const expert_layout& layout = c.shards.layout;
   const int layer = driver.layer();
   const size_t shards = c.shards.shards.size();
   std::vector<std::vector<int32_t>> step_slots(shards), phys(shards);

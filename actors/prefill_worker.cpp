@@ -103,7 +103,6 @@ void hand_off(prefill_pointer self, active_job& a, const float* logits_row) {
   h.tokens = a.job.tokens;
   h.tokens.push_back(first);
   h.params = a.job.params;
-  h.router = a.job.router;
   prefill_job job = a.job;
   job.tokens.clear();
   self->request(a.job.decode, std::chrono::seconds(30), std::move(h))
@@ -271,7 +270,7 @@ prefill_worker_actor::behavior_type prefill_behavior(prefill_pointer self,
         out.detail = nlohmann::json{{"tokens_prefilled", s.tokens_done},
                                     {"free_kv_blocks", s.pool->free_blocks()},
                                     {"stalled", s.experts.stalled},
-                                    {"epoch", s.experts.shards.layout->epoch}}
+                                    {"epoch", s.experts.shards.layout.epoch}}
                          .dump();
         return out;
       },

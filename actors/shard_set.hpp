@@ -1,10 +1,10 @@
 // The expert shards a worker sends activations to, with the layout that maps experts to them.
 #pragma once
 
-#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/meta/load_callback.hpp>
+#include <caf/meta/type_name.hpp>
 #include <caf/typed_actor.hpp>
 
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,12 +17,25 @@ namespace brigade::actors {
 /// Where workers report the layout epoch they route with (the supervisor).
 using layout_ack_actor = caf::typed_actor<caf::reacts_to<switched_atom, std::string, uint64_t>>;
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, expert_layout& x) {
+  // log2phy is derived: rebuilt after loading, never sent.
+  auto rebuild = [&]() -> caf::error {
+    x.index();
+    return caf::none;
+  };
+  return f(caf::meta::type_name("expert_layout"), x.epoch, x.shards, x.slots_per_shard, x.experts,
+           x.phy2log, caf::meta::load_callback(rebuild));
+}
+
 struct shard_set {
   std::vector<expert_shard_actor> shards;  ///< Indexed like the layout's shards.
-  std::shared_ptr<const expert_layout> layout;
+  expert_layout layout;
 };
 
-}  // namespace brigade::actors
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shard_set& x) {
+  return f(caf::meta::type_name("shard_set"), x.shards, x.layout);
+}
 
-// Shard sets travel between actors of one process only; issue 4's nodes send layouts by value.
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(brigade::actors::shard_set)
+}  // namespace brigade::actors

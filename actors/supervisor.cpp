@@ -44,6 +44,7 @@ void spawn_child(supervisor_pointer self, supervised_child& c) {
     cfg.kv_tokens = m.decode.kv_tokens;
     cfg.block_tokens = m.block_tokens;
     cfg.layout_acks = acks;
+    cfg.router = st.router;
     c.handle = caf::actor_cast<caf::actor>(spawn_decode_worker(self->system(), st.ctx, cfg, st.shards));
     self->send(st.router, worker_atom_v,
                worker_up{"decode", c.index, c.name, c.handle, m.decode.max_running});
@@ -198,7 +199,7 @@ static supervisor_actor::behavior_type supervisor_behavior(
   st.balance = std::make_unique<rebalancer>(
       st.ctx->config, st.config.layout,
       rebalance_options{e.sample_interval_steps, e.replan_interval_steps, e.margin, 64});
-  st.shards.layout = std::make_shared<const expert_layout>(st.config.layout);
+  st.shards.layout = st.config.layout;
   self->set_down_handler([self](caf::down_msg& dm) { on_child_down(self, dm); });
   self->set_exit_handler([self](caf::exit_msg& msg) {
     // Shutting down: stop restarting, take every child down, then go.

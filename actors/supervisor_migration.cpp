@@ -52,7 +52,7 @@ void check_switched(supervisor_pointer self) {
 void begin_switch(supervisor_pointer self) {
   auto& st = self->state;
   st.moving->at = migration::phase::switching;
-  st.shards.layout = std::make_shared<const expert_layout>(st.moving->target);
+  st.shards.layout = st.moving->target;
   broadcast_shards(self);
   check_switched(self);
 }
@@ -115,7 +115,7 @@ void roll_back(supervisor_pointer self, const std::string& why) {
   st.balance->rolled_back(epoch, seconds_since(st.moving->started), why);
   st.moving.reset();
   if (workers_moved) {
-    st.shards.layout = std::make_shared<const expert_layout>(st.balance->current());
+    st.shards.layout = st.balance->current();
     broadcast_shards(self);
   }
 }
