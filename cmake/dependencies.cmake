@@ -3,6 +3,8 @@ find_package(Threads REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(fmt REQUIRED)
 find_package(CLI11 REQUIRED)
+# Boost.Beast and Asio (header-only) for the HTTP server.
+find_package(Boost 1.74 REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 # ICU: Unicode normalization (NFC) and character properties for the tokenizer.
