@@ -2,8 +2,6 @@
 
 namespace brigade::bench {
 
-int engine(int, char**) {
-  return std::fprintf(stderr, "bench engine: not built yet\n"), 1;
-}
+int engine(int, char**) { return std::fprintf(stderr, "bench engine: not built yet\n"), 1; }
 
 }  // namespace brigade::bench
