@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "bench/load_generator.hpp"
+#include "bench/table.hpp"
 #include "gpu/backend.hpp"
 #include "model/loaded_model.hpp"
 #include "model/model_writer.hpp"
@@ -81,26 +82,31 @@ void print_table(const serve_bench_options& o, const std::vector<level_result>& 
   std::printf("brigade bench serve: %s\n", model_line.c_str());
   std::printf("prompt %d tokens, %d output tokens, greedy, streamed completions over HTTP\n\n",
               o.prompt_tokens, o.max_tokens);
-  std::printf("%5s %5s %8s %10s %9s %9s %9s %9s %11s %8s\n", "conc", "reqs", "req/s", "out tok/s",
-              "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "direct t/s", "HTTP/dir");
-  std::printf("%5s %5s %8s %10s %9s %9s %9s %9s %11s %8s\n", "", "", "", "", "ms", "ms", "ms", "ms",
-              "", "");
+  table t({"concurrency", "requests", "req/s", "out tok/s", "TTFT p50 ms", "TTFT p99 ms",
+           "TPOT p50 ms", "TPOT p99 ms", "direct tok/s", "HTTP/direct"});
   for (const auto& l : levels) {
     const nlohmann::json h = figures(l.http);
     const double direct_tps = l.direct.output_tokens_per_s();
-    std::printf("%5d %5d %8.2f %10.1f %9.1f %9.1f %9.2f %9.2f %11.1f %8.3f\n", l.concurrency,
-                l.requests, h["requests_per_s"].get<double>(),
-                h["output_tokens_per_s"].get<double>(), h["ttft_ms_p50"].get<double>(),
-                h["ttft_ms_p99"].get<double>(), h["tpot_ms_p50"].get<double>(),
-                h["tpot_ms_p99"].get<double>(), direct_tps,
-                ratio(l.http.output_tokens_per_s(), direct_tps));
-    if (l.http.errors + l.direct.errors > 0) {
-      std::printf("      errors: %d HTTP, %d direct; first: %s\n", l.http.errors, l.direct.errors,
-                  (l.http.first_error + l.direct.first_error).c_str());
-    }
+    t.add_row({std::to_string(l.concurrency), std::to_string(l.requests),
+               fixed(h["requests_per_s"].get<double>(), 2),
+               fixed(h["output_tokens_per_s"].get<double>(), 1),
+               fixed(h["ttft_ms_p50"].get<double>(), 1), fixed(h["ttft_ms_p99"].get<double>(), 1),
+               fixed(h["tpot_ms_p50"].get<double>(), 2), fixed(h["tpot_ms_p99"].get<double>(), 2),
+               o.direct ? fixed(direct_tps, 1) : "-",
+               o.direct ? fixed(ratio(l.http.output_tokens_per_s(), direct_tps), 3) : "-"});
   }
-  std::printf("\nHTTP/dir: output tokens/s through HTTP over straight into the engine service.\n");
-  std::printf("actor overhead ratio: needs the actor topology (not built yet)\n");
+  std::printf("%s", t.render().c_str());
+  for (const auto& l : levels) {
+    if (l.http.errors + l.direct.errors == 0) continue;
+    std::printf("concurrency %d: %d HTTP and %d direct requests failed; first: %s\n", l.concurrency,
+                l.http.errors, l.direct.errors,
+                (l.http.first_error + l.direct.first_error).c_str());
+  }
+  std::printf(
+      "\nHTTP/direct: output tokens/s through HTTP over the same requests submitted straight\n"
+      "to the engine service in the same run.\n"
+      "actor overhead ratio: needs the actor topology behind inference_service (not built "
+      "yet).\n");
 }
 
 nlohmann::json to_json(const serve_bench_options& o, const std::vector<level_result>& levels,

@@ -14,6 +14,10 @@
 #include "gpu/dtype.hpp"
 #include "gpu/tensor.hpp"
 
+namespace brigade {
+class thread_pool;
+}
+
 namespace brigade::gpu {
 
 /// A weight matrix [rows = out features, cols = in features] as it lies in host memory (a mapped
@@ -128,7 +132,7 @@ class backend {
   virtual void synchronize() = 0;
 };
 
-/// The CPU reference backend, using the process-wide thread pool.
-std::unique_ptr<backend> make_cpu_backend();
+/// The CPU reference backend, on `pool` (the process-wide thread pool when null).
+std::unique_ptr<backend> make_cpu_backend(thread_pool* pool = nullptr);
 
 }  // namespace brigade::gpu

@@ -35,6 +35,7 @@ const cpu::packed_matrix& packed(const matrix& m) { return static_cast<const cpu
 
 class cpu_backend final : public backend {
  public:
+  explicit cpu_backend(thread_pool& pool) : pool_(pool) {}
   std::string name() const override { return "cpu"; }
 
   activation alloc(int rows, int cols) override {
@@ -114,11 +115,13 @@ class cpu_backend final : public backend {
   void synchronize() override {}
 
  private:
-  thread_pool& pool_ = thread_pool::shared();
+  thread_pool& pool_;
 };
 
 }  // namespace
 
-std::unique_ptr<backend> make_cpu_backend() { return std::make_unique<cpu_backend>(); }
+std::unique_ptr<backend> make_cpu_backend(thread_pool* pool) {
+  return std::make_unique<cpu_backend>(pool ? *pool : thread_pool::shared());
+}
 
 }  // namespace brigade::gpu
