@@ -227,6 +227,10 @@ family<gauge>& registry::add_gauge(const std::string& name, const std::string& h
 family<histogram>& registry::add_histogram(const std::string& name, const std::string& help,
                                            const std::vector<double>& upper_bounds,
                                            const std::vector<std::string>& label_names) {
+  if (!std::is_sorted(upper_bounds.begin(), upper_bounds.end()) ||
+      std::adjacent_find(upper_bounds.begin(), upper_bounds.end()) != upper_bounds.end()) {
+    throw std::logic_error("metric " + name + ": bucket bounds must be strictly ascending");
+  }
   return add<histogram>(name, help, metric_type::histogram, label_names, upper_bounds);
 }
 

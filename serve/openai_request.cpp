@@ -272,13 +272,14 @@ bool read_stop_ids(field_reader& r, const request_context& ctx, std::vector<int3
 bool read_scenario(field_reader& r, std::string& scenario) {
   const json* v = r.find("scenario");
   if (!v) return true;
-  const bool ok =
-      v->is_string() && !v->get<std::string>().empty() && v->get<std::string>().size() <= 64 &&
-      std::all_of(v->get<std::string>().begin(), v->get<std::string>().end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
-      });
+  const std::string name = v->is_string() ? v->get<std::string>() : std::string();
+  const bool ok = !name.empty() && name.size() <= 64 &&
+                  std::all_of(name.begin(), name.end(), [](char c) {
+                    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+                           c == '-';
+                  });
   if (!ok) return r.fail("scenario", "scenario must be a name of [a-z0-9_-], e.g. \"chat\"");
-  scenario = v->get<std::string>();
+  scenario = name;
   return true;
 }
 

@@ -100,7 +100,7 @@ TEST_CASE("parse_request fills OpenAI's defaults and brigade's extensions", "[se
   ctx.default_seed = 99;
 
   auto p = parse_request(api_kind::completion, R"({"model": "tiny", "prompt": [1, 2, 3]})", ctx);
-  REQUIRE(std::holds_alternative<parsed_request>(p));
+  if (auto* e = std::get_if<api_error>(&p)) FAIL("refused: " << e->param << ": " << e->message);
   const parsed_request& c = std::get<parsed_request>(p);
   REQUIRE(c.generation.prompt == std::vector<int32_t>{1, 2, 3});
   REQUIRE(c.generation.max_tokens == 16);
@@ -116,7 +116,7 @@ TEST_CASE("parse_request fills OpenAI's defaults and brigade's extensions", "[se
                              "ignore_eos": true, "stop_token_ids": [9], "seed": 5, "top_k": 3,
                              "scenario": "agent", "stop": "##"})",
                          ctx);
-  REQUIRE(std::holds_alternative<parsed_request>(q));
+  if (auto* e = std::get_if<api_error>(&q)) FAIL("refused: " << e->param << ": " << e->message);
   const parsed_request& h = std::get<parsed_request>(q);
   REQUIRE(h.generation.max_tokens ==
           ctx.info.context_tokens - static_cast<int>(h.generation.prompt.size()));
