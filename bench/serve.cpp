@@ -30,7 +30,7 @@ namespace {
 struct serve_bench_options {
   bool json = false;
   std::vector<int> levels = {1, 8, 32, 64};
-  int min_requests = 16;  // Per level: max(min_requests, 2 x concurrency).
+  int min_requests = 32;  // Per level: max(min_requests, 4 x concurrency).
   int prompt_tokens = 32;
   int max_tokens = 32;
   bool direct = true;
@@ -75,6 +75,13 @@ nlohmann::json figures(const load_result& r) {
 
 double ratio(double a, double b) {
   return b > 0 ? a / b : 0.0;
+}
+
+void append(load_result& into, const load_result& part) {
+  into.wall_s += part.wall_s;
+  into.samples.insert(into.samples.end(), part.samples.begin(), part.samples.end());
+  if (into.errors == 0) into.first_error = part.first_error;
+  into.errors += part.errors;
 }
 
 void print_table(const serve_bench_options& o, const std::vector<level_result>& levels,
@@ -140,7 +147,7 @@ int serve(int argc, char** argv) {
                "brigade bench serve"};
   app.add_flag("--json", o.json, "print one JSON object with every figure");
   app.add_option("--levels", o.levels, "concurrency levels")->delimiter(',')->capture_default_str();
-  app.add_option("--min-requests", o.min_requests, "requests per level at least (2 x concurrency)")
+  app.add_option("--min-requests", o.min_requests, "requests per level at least (4 x concurrency)")
       ->capture_default_str();
   app.add_option("--prompt-tokens", o.prompt_tokens, "prompt length")->capture_default_str();
   app.add_option("--max-tokens", o.max_tokens, "output tokens per request")->capture_default_str();
@@ -206,9 +213,13 @@ int serve(int argc, char** argv) {
   for (int c : o.levels) {
     level_result l;
     l.concurrency = c;
-    l.requests = std::max(o.min_requests, 2 * c);
-    l.http = run_http_load({"127.0.0.1", server.port(), c, l.requests, body});
-    if (o.direct) l.direct = run_direct_load(service, c, l.requests, direct_request);
+    l.requests = std::max(o.min_requests, 4 * c);
+    // HTTP and direct runs alternate in two halves, so that a change in the machine's load
+    // during the level weighs on both sides of the ratio alike.
+    for (int half : {l.requests / 2, l.requests - l.requests / 2}) {
+      append(l.http, run_http_load({"127.0.0.1", server.port(), c, half, body}));
+      if (o.direct) append(l.direct, run_direct_load(service, c, half, direct_request));
+    }
     levels.push_back(std::move(l));
   }
   server.stop();

@@ -63,6 +63,8 @@ struct http_client::impl {
       return error(errc::unavailable,
                    "cannot connect to " + host + ":" + std::to_string(port) + ": " + ec.message());
     }
+    // Requests go out in one write; without Nagle nothing waits for an ACK behind them.
+    socket->set_option(tcp::no_delay(true), ec);
     return ok_status();
   }
 

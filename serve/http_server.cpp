@@ -467,6 +467,12 @@ void do_accept(http_server::state& st) {
           st.backoff->async_wait([&st](beast::error_code) { do_accept(st); });
           return;
         }
+        // Stream chunks are small writes: with Nagle's algorithm, each would wait for the ACK of
+        // the
+        // one before (up to the client's delayed-ACK time, ~40 ms), so tokens would arrive in
+        // bursts.
+        beast::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
         const bool reject = st.connections.load() >= st.options.max_connections;
         auto s = std::make_shared<session>(std::move(socket), st, reject);
         {
