@@ -3,12 +3,14 @@
 // (p50, p99) measured at the client. Beside each HTTP run, the same requests go straight into the
 // service (no HTTP), so the table shows what the HTTP layer costs, measured side by side.
 //
-// Hook for the actor topology: `services` below lists what is measured behind the HTTP server.
-// Today it holds the single-process engine_service only; when the actor router implements
-// inference_service, add it there and the benchmark reports actor_overhead_ratio (engine output
-// tokens/s over actors' at each concurrency). Until then the JSON carries null and a note.
+// Hook for the actor topology: start_harness() decides what runs behind the HTTP server; today
+// the single-process engine_service only. When the actor router implements inference_service,
+// build it there beside the engine, run each level against both in alternating halves as the
+// direct runs are, and report actor_overhead_ratio (engine output tokens/s over the actors'). Until
+// then the JSON carries null and a note.
 #include <unistd.h>
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -138,6 +140,93 @@ nlohmann::json to_json(const serve_bench_options& o, const std::vector<level_res
   return out;
 }
 
+// The generated model, the service and the HTTP server of one run; the destructor stops them
+// and removes the model's files, whichever way the run ends.
+struct harness {
+  std::filesystem::path dir;
+  std::unique_ptr<model::tokenizer> tok;
+  std::unique_ptr<gpu::backend> dev;
+  std::unique_ptr<model::loaded_model> loaded;
+  std::unique_ptr<serve::engine_service> service;
+  std::unique_ptr<serve::api_handler> handler;
+  std::unique_ptr<serve::http_server> server;
+
+  ~harness() {
+    if (server) server->stop();
+    if (service) service->stop();
+    std::error_code ignored;
+    if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
+  }
+};
+
+// The one place that decides what runs behind the HTTP server (see the note at the top).
+status start_harness(const serve_bench_options& o, harness& h) {
+  h.dir = std::filesystem::temp_directory_path() /
+          ("brigade-bench-serve-" + std::to_string(::getpid()));
+  model::model_spec spec;
+  spec.seed = 7;
+  if (status w = model::write_random_model(spec, h.dir.string()); !w) return w;
+  auto tok = model::tokenizer::load(h.dir.string());
+  if (!tok) return tok.err();
+  h.tok = std::make_unique<model::tokenizer>(std::move(tok.value()));
+  h.dev = gpu::make_cpu_backend();
+  auto loaded = model::loaded_model::load(h.dir.string(), *h.dev, true);
+  if (!loaded) return loaded.err();
+  h.loaded = std::move(loaded.value());
+  const int max_level = std::max(1, *std::max_element(o.levels.begin(), o.levels.end()));
+  serve::engine_service_options so;
+  so.model_name = "bench";
+  so.max_queued = 4 * max_level + 16;
+  so.engine.max_running = max_level;
+  so.engine.kv_tokens = max_level * (o.prompt_tokens + o.max_tokens + 16);
+  h.service = std::make_unique<serve::engine_service>(*h.loaded, *h.dev, so);
+  h.service->start();
+  h.handler =
+      std::make_unique<serve::api_handler>(*h.service, *h.tok, serve::api_handler_options{});
+  serve::http_server_options ho;
+  ho.port = 0;
+  h.server = std::make_unique<serve::http_server>(*h.handler, ho);
+  return h.server->start();
+}
+
+std::vector<level_result> run_levels(const serve_bench_options& o, harness& h) {
+  const int vocab = h.loaded->config.vocab_size;
+  auto body = [&](int i) {
+    nlohmann::json b = {{"model", "bench"},
+                        {"prompt", prompt_ids(i, o.prompt_tokens, vocab)},
+                        {"max_tokens", o.max_tokens},
+                        {"temperature", 0},
+                        {"ignore_eos", true},
+                        {"stream", true},
+                        {"stream_options", {{"include_usage", true}}}};
+    return b.dump();
+  };
+  std::atomic<int64_t> direct_ids{int64_t{1} << 40};  // Apart from the HTTP layer's ids.
+  auto direct_request = [&](int i) {
+    serve::generation_request r;
+    r.id = direct_ids++;
+    r.prompt = prompt_ids(i, o.prompt_tokens, vocab);
+    r.max_tokens = o.max_tokens;
+    return r;
+  };
+  const uint16_t port = h.server->port();
+  run_http_load({"127.0.0.1", port, 1, 2, body});  // Warm-up.
+  std::vector<level_result> levels;
+  for (int c : o.levels) {
+    level_result l;
+    l.concurrency = c;
+    l.requests = std::max(o.min_requests, 4 * c);
+    // HTTP and direct runs alternate in two halves, so that a change in the machine's load
+    // during the level weighs on both sides of the ratio alike.
+    for (int half : {l.requests / 2, l.requests - l.requests / 2}) {
+      append(l.http, run_http_load({"127.0.0.1", port, c, half, body}));
+      if (o.direct) append(l.direct, run_direct_load(*h.service, c, half, direct_request));
+    }
+    levels.push_back(std::move(l));
+  }
+  return levels;
+}
+
 }  // namespace
 
 int serve(int argc, char** argv) {
@@ -154,80 +243,19 @@ int serve(int argc, char** argv) {
   app.add_flag("--no-direct", no_direct, "skip the runs straight into the service");
   CLI11_PARSE(app, argc, argv);
   o.direct = !no_direct;
+  if (o.levels.empty() || o.prompt_tokens < 1 || o.max_tokens < 1) {
+    std::fprintf(stderr, "bench serve: give at least one level and positive token counts\n");
+    return 2;
+  }
 
-  namespace fs = std::filesystem;
-  const fs::path dir =
-      fs::temp_directory_path() / ("brigade-bench-serve-" + std::to_string(::getpid()));
-  model::model_spec spec;
-  spec.seed = 7;
-  if (status w = model::write_random_model(spec, dir.string()); !w) {
-    std::fprintf(stderr, "bench serve: %s\n", w.err().message.c_str());
-    return 1;
-  }
-  auto tok = model::tokenizer::load(dir.string());
-  auto dev = gpu::make_cpu_backend();
-  auto loaded = model::loaded_model::load(dir.string(), *dev, true);
-  if (!tok || !loaded) {
-    std::fprintf(stderr, "bench serve: cannot load the generated model\n");
-    return 1;
-  }
-  const int max_level = *std::max_element(o.levels.begin(), o.levels.end());
-  serve::engine_service_options so;
-  so.model_name = "bench";
-  so.max_queued = 4 * max_level + 16;
-  so.engine.max_running = std::max(max_level, 1);
-  so.engine.kv_tokens = std::max(max_level, 1) * (o.prompt_tokens + o.max_tokens + 16);
-  serve::engine_service service(*loaded.value(), *dev, so);
-  service.start();
-  serve::api_handler handler(service, tok.value(), {});
-  serve::http_server_options ho;
-  ho.port = 0;
-  serve::http_server server(handler, ho);
-  if (status s = server.start(); !s) {
+  harness h;
+  if (status s = start_harness(o, h); !s) {
     std::fprintf(stderr, "bench serve: %s\n", s.err().message.c_str());
     return 1;
   }
-  const int vocab = loaded.value()->config.vocab_size;
-  int next_id = 1 << 30;  // Direct requests' ids, apart from the HTTP layer's.
-  auto body = [&](int i) {
-    nlohmann::json b = {{"model", "bench"},
-                        {"prompt", prompt_ids(i, o.prompt_tokens, vocab)},
-                        {"max_tokens", o.max_tokens},
-                        {"temperature", 0},
-                        {"ignore_eos", true},
-                        {"stream", true},
-                        {"stream_options", {{"include_usage", true}}}};
-    return b.dump();
-  };
-  std::atomic<int> direct_ids{next_id};
-  auto direct_request = [&](int i) {
-    serve::generation_request r;
-    r.id = direct_ids++;
-    r.prompt = prompt_ids(i, o.prompt_tokens, vocab);
-    r.max_tokens = o.max_tokens;
-    return r;
-  };
-
-  run_http_load({"127.0.0.1", server.port(), 1, 2, body});  // Warm-up.
-  std::vector<level_result> levels;
-  for (int c : o.levels) {
-    level_result l;
-    l.concurrency = c;
-    l.requests = std::max(o.min_requests, 4 * c);
-    // HTTP and direct runs alternate in two halves, so that a change in the machine's load
-    // during the level weighs on both sides of the ratio alike.
-    for (int half : {l.requests / 2, l.requests - l.requests / 2}) {
-      append(l.http, run_http_load({"127.0.0.1", server.port(), c, half, body}));
-      if (o.direct) append(l.direct, run_direct_load(service, c, half, direct_request));
-    }
-    levels.push_back(std::move(l));
-  }
-  server.stop();
-  service.stop();
-  fs::remove_all(dir);
-
+  const std::vector<level_result> levels = run_levels(o, h);
   std::ostringstream model_line;
-  const auto& cfg = loaded.value()->config;
+  const auto& cfg = h.loaded->config;
   model_line << cfg.model_type << ", " << cfg.num_layers << " layers, hidden " << cfg.hidden_size
              << ", " << cfg.num_experts << " experts top-" << cfg.top_k << ", CPU backend";
   if (o.json) {
