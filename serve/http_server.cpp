@@ -164,6 +164,7 @@ class session : public std::enable_shared_from_this<session> {
   bool writing_ = false;
   bool head_sent_ = false;
   bool last_sent_ = false;
+  bool chunked_ = true;
   std::string pending_;  // Stream bytes not yet written, coalesced into one chunk.
   std::string writing_buf_;
 };
@@ -299,8 +300,11 @@ void session::start_generation(generation_start start) {
     stream_head_->set(http::field::server, "brigade");
     stream_head_->set(http::field::content_type, "text/event-stream");
     stream_head_->set(http::field::cache_control, "no-cache");
+    // HTTP/1.0 has no chunked encoding: there the stream is the raw body, ended by closing.
+    chunked_ = parser_->get().version() >= 11;
+    if (!chunked_) keep_alive_ = false;
     stream_head_->keep_alive(keep_alive_);
-    stream_head_->chunked(true);
+    stream_head_->chunked(chunked_);
     stream_sr_.emplace(*stream_head_);
     st_.handler.metrics().http_response(200);
     pending_ = gen_->open();
@@ -379,10 +383,11 @@ void session::pump() {
     pending_.clear();
     writing_ = true;
     arm_timer(st_.options.write_timeout_s);
+    if (!chunked_) return net::async_write(socket_, net::buffer(writing_buf_), done);
     return net::async_write(socket_, http::make_chunk(net::buffer(writing_buf_)), done);
   }
   if (!answered_) return;
-  if (!last_sent_) {
+  if (!last_sent_ && chunked_) {
     last_sent_ = true;
     writing_ = true;
     arm_timer(st_.options.write_timeout_s);

@@ -342,3 +342,25 @@ TEST_CASE("past the connection bound, a new connection gets 503", "[serve]") {
   auto third = server.client();
   REQUIRE(third->request("GET", "/health")->status == 200);
 }
+
+TEST_CASE("an HTTP/1.0 client gets its stream unchunked, ended by closing", "[serve]") {
+  test_server server;
+  json body = completion_body(3);
+  body["stream"] = true;
+  const std::string text = body.dump();
+  auto raw = raw_exchange("127.0.0.1", server.port(),
+                          "POST /v1/completions HTTP/1.0\r\nContent-Type: application/json\r\n"
+                          "Content-Length: " +
+                              std::to_string(text.size()) + "\r\n\r\n" + text);
+  REQUIRE(raw.ok());
+  INFO("answer: " << raw.value());
+  REQUIRE(raw->rfind("HTTP/1.0 200", 0) == 0);
+  REQUIRE(raw->find("chunked") == std::string::npos);
+  const size_t body_at = raw->find("\r\n\r\n");
+  REQUIRE(body_at != std::string::npos);
+  std::vector<std::string> events;
+  sse_reader reader;
+  REQUIRE(reader.feed(raw->substr(body_at + 4), events));
+  REQUIRE(events.size() >= 3);
+  REQUIRE(events.back() == "[DONE]");
+}
