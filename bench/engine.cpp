@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 
 #include "bench/table.hpp"
 #include "common/thread_pool.hpp"
@@ -180,17 +181,20 @@ double decode_tokens_per_s(const model::loaded_model& m, gpu::backend& dev, int 
   model::engine_options opt;
   opt.max_running = batch;
   opt.max_step_tokens = std::max(batch, 256);
-  opt.kv_tokens = batch * (32 + steps + 8);
+  // Every sequence must fit at once: whole blocks of prompt + generated tokens each.
+  const int per_seq = (32 + steps + 2 + opt.block_tokens - 1) / opt.block_tokens * opt.block_tokens;
+  opt.kv_tokens = batch * per_seq;
   model::engine eng(m, dev, opt);
   model::request_options req;
   req.max_tokens = steps + 2;
   for (int b = 0; b < batch; ++b) (void)eng.submit(bench_prompt(32, b, m.config.vocab_size), req);
   std::vector<model::token_event> ev;
   // Prefill until every sequence produced its first token, then time pure decode steps.
-  while (true) {
+  std::set<int64_t> started;
+  while (static_cast<int>(started.size()) < batch) {
     ev.clear();
-    eng.step(ev);
-    if (static_cast<int>(ev.size()) == batch) break;
+    if (!eng.step(ev)) return 0.0;
+    for (const auto& e : ev) started.insert(e.request);
   }
   const auto start = clock_type::now();
   for (int s = 0; s < steps; ++s) {
@@ -208,6 +212,8 @@ int engine(int argc, char** argv) {
   CLI::App app{"Engine throughput and kernel speed beside OpenBLAS", "brigade bench engine"};
   app.add_flag("--json", as_json, "print one JSON object");
   app.add_flag("--quick", quick, "fewer steps (for smoke tests)");
+  bool kernel_only = false;
+  app.add_flag("--kernel-only", kernel_only, "measure only the expert FFN kernel beside OpenBLAS");
   app.add_option("--work-dir", work_dir, "where the generated benchmark model is kept")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -230,6 +236,14 @@ int engine(int argc, char** argv) {
   std::fprintf(stderr, "measuring the expert FFN kernel ...\n");
   std::vector<ffn_figures> ffn;
   for (int rows : {8, 32, 128, 512}) ffn.push_back(measure_ffn(rows, spec.hidden, spec.moe_inter, pool));
+  if (kernel_only) {
+    for (const auto& f : ffn) {
+      std::printf("rows %4d: ours bf16 %6.1f, f32 %6.1f, OpenBLAS %6.1f GFLOP/s (%.2fx, %.2fx)\n",
+                  f.rows, f.ours_bf16_gflops, f.ours_f32_gflops, f.openblas_gflops,
+                  f.ours_bf16_gflops / f.openblas_gflops, f.ours_f32_gflops / f.openblas_gflops);
+    }
+    return 0;
+  }
   std::fprintf(stderr, "measuring prefill and decode ...\n");
   const double prefill = prefill_tokens_per_s(m, *dev, 512);
   const int steps = quick ? 8 : 32;

@@ -20,7 +20,9 @@ const command commands[] = {
      "write a small random checkpoint in the Hugging Face format"},
     {"generate", brigade::cli::generate, "generate text offline with the single-process engine"},
     {"serve", brigade::cli::serve, "serve the OpenAI-compatible HTTP API"},
-    {"bench", brigade::cli::bench, "run a benchmark: engine, serve"},
+    {"bench", brigade::cli::bench, "run a benchmark: engine, balance, tokenizer, serve"},
+    {"plan-experts", brigade::cli::plan_experts,
+     "plan a layout of experts onto shard slots from measured loads"},
 };
 
 void print_help() {

@@ -105,6 +105,12 @@ class backend {
   /// Stores each token's keys and values at its position in its sequence's blocks.
   virtual void kv_write(kv_storage& kv, int layer, const tensor& k, const tensor& v,
                         const attention_batch& batch) = 0;
+  /// Copies one block of one layer to the host: keys, then values, each
+  /// [block_tokens, kv_heads * head_dim]. Used to hand KV blocks from worker to worker.
+  virtual void read_kv_block(const kv_storage& kv, int layer, int block, float* host_keys,
+                             float* host_values) = 0;
+  virtual void write_kv_block(kv_storage& kv, int layer, int block, const float* host_keys,
+                              const float* host_values) = 0;
   /// Causal attention of each token over positions [0, its position] of its sequence, or only
   /// the last `window` of them when window > 0 (sliding-window attention).
   virtual void attention(const tensor& q, const kv_storage& kv, int layer,

@@ -4,6 +4,8 @@
 #include <unicode/normalizer2.h>
 #include <unicode/stringpiece.h>
 
+#include <cstdint>
+
 namespace brigade::model {
 namespace {
 
@@ -33,7 +35,9 @@ bool is_ascii(std::string_view text) {
 // ASCII text is already in every normalization form, which spares ICU on most input.
 std::string normalizer::apply(std::string_view text) const {
   std::string current(text);
-  if (forms_.empty() || is_ascii(text)) return current;
+  // ICU measures strings in int32_t; text past 2 GiB (far beyond any prompt) stays as it is.
+  const bool too_long = text.size() > static_cast<std::size_t>(INT32_MAX);
+  if (forms_.empty() || too_long || is_ascii(text)) return current;
   for (form f : forms_) {
     UErrorCode status = U_ZERO_ERROR;
     const icu::Normalizer2* n = instance(f, status);

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <vector>
 
 #include "model/byte_level.hpp"
 #include "model/pre_tokenizer.hpp"
@@ -50,6 +52,27 @@ nlohmann::json tiny_tokenizer_json() {
         {"merges", merges}}}};
 }
 
+namespace {
+
+// Removes this process's scratch directories at exit, so repeated runs leave nothing behind.
+// Other processes' directories are left alone: ctest runs test cases in parallel.
+struct scratch_registry {
+  std::mutex mutex;
+  std::vector<std::filesystem::path> dirs;
+  ~scratch_registry() {
+    std::error_code ec;
+    for (const auto& d : dirs)
+      std::filesystem::remove_all(d, ec);
+  }
+};
+
+scratch_registry& registry() {
+  static scratch_registry r;
+  return r;
+}
+
+}  // namespace
+
 std::string scratch_dir(const std::string& label) {
   static std::atomic<int> counter{0};
   const std::filesystem::path dir =
@@ -57,6 +80,9 @@ std::string scratch_dir(const std::string& label) {
       (label + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  scratch_registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  r.dirs.push_back(dir);
   return dir.string();
 }
 

@@ -16,7 +16,7 @@ namespace brigade::model::testing {
 /// <|im_end|>=301 (special), <think>=302 (not special). Qwen's split pattern, NFC.
 nlohmann::json tiny_tokenizer_json();
 
-/// A fresh empty directory under the build tree, unique to this call.
+/// A fresh empty directory under the build tree, unique to this call, removed at exit.
 std::string scratch_dir(const std::string& label);
 
 /// Writes `tokenizer` (and `config` unless null) into a fresh directory and loads it.
