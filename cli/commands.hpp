@@ -13,5 +13,6 @@ int bench(int argc, char** argv);
 int run_default(int argc, char** argv);
 int serve(int argc, char** argv);
 int plan_experts(int argc, char** argv);
+int replay(int argc, char** argv);
 
 }  // namespace brigade::cli
