@@ -4,6 +4,7 @@ namespace brigade::bench {
 
 // Declared here rather than in a shared header: each benchmark is one function in its own file.
 int engine(int argc, char** argv);
+int serve(int argc, char** argv);
 int balance(int argc, char** argv);
 int tokenizer(int argc, char** argv);
 int transport(int argc, char** argv);
@@ -11,6 +12,7 @@ int transport(int argc, char** argv);
 const bench_entry* registered_benchmarks(int* count) {
   static const bench_entry entries[] = {
       {"engine", engine, "prefill/decode tokens/s and expert FFN GFLOP/s beside OpenBLAS"},
+      {"serve", serve, "HTTP requests/s, tokens/s, TTFT and TPOT at concurrency 1, 8, 32, 64"},
       {"balance", balance, "expert-placement planner beside DeepSeek's EPLB on drifting loads"},
       {"tokenizer", tokenizer, "tokenizer encode/decode MB/s on one core, cold and warm cache"},
       {"transport", transport, "UCX transport latency, rate and bandwidth beside ucx_perftest"},

@@ -1,5 +1,5 @@
-// `brigade run-default`: what `make run` starts. Until serving lands it generates offline from
-// the embedded default model.
+// `brigade run-default`: what `make run` starts: `brigade serve` on the embedded default model,
+// listening on 127.0.0.1:8000. Extra arguments go to serve (e.g. --listen 0.0.0.0:8080).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -9,14 +9,16 @@
 namespace brigade::cli {
 
 int run_default(int argc, char** argv) {
-  std::vector<std::string> args = {"brigade generate", "--model", BRIGADE_DEFAULT_MODEL_DIR,
-                                   "--prompt", "The brigade of experts", "--max-tokens", "32"};
-  for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+  std::vector<std::string> args = {"brigade serve", "--model", BRIGADE_DEFAULT_MODEL_DIR};
+  for (int i = 1; i < argc; ++i)
+    args.emplace_back(argv[i]);
   std::vector<char*> cargs;
-  for (auto& a : args) cargs.push_back(a.data());
-  std::printf("brigade: generating from the embedded default model (%s)\n",
+  for (auto& a : args)
+    cargs.push_back(a.data());
+  std::printf("brigade: serving the embedded default model (%s); Ctrl-C stops it\n",
               BRIGADE_DEFAULT_MODEL_DIR);
-  return generate(static_cast<int>(cargs.size()), cargs.data());
+  std::fflush(stdout);
+  return serve(static_cast<int>(cargs.size()), cargs.data());
 }
 
 }  // namespace brigade::cli

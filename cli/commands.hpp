@@ -11,6 +11,7 @@ int make_model(int argc, char** argv);
 int generate(int argc, char** argv);
 int bench(int argc, char** argv);
 int run_default(int argc, char** argv);
+int serve(int argc, char** argv);
 int plan_experts(int argc, char** argv);
 int replay(int argc, char** argv);
 

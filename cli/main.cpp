@@ -19,6 +19,7 @@ const command commands[] = {
     {"make-model", brigade::cli::make_model,
      "write a small random checkpoint in the Hugging Face format"},
     {"generate", brigade::cli::generate, "generate text offline with the single-process engine"},
+    {"serve", brigade::cli::serve, "serve the OpenAI-compatible HTTP API"},
     {"bench", brigade::cli::bench, "run a benchmark (brigade bench --help lists them)"},
     {"plan-experts", brigade::cli::plan_experts,
      "plan a layout of experts onto shard slots from measured loads"},

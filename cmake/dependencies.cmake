@@ -20,6 +20,9 @@ endif()
 
 # UCX is the data plane (Debian libucx-dev ships ucx-config.cmake: ucx::ucp, ucx::ucs).
 find_package(ucx 1.13 REQUIRED CONFIG)
+# Boost.Beast and Asio (header-only) for the HTTP server.
+find_package(Boost 1.74 REQUIRED)
+
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 # ICU: Unicode normalization (NFC) and character properties for the tokenizer.

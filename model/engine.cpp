@@ -179,6 +179,34 @@ void engine::run_until_idle() {
   while (step(events)) events.clear();
 }
 
+status engine::cancel(int64_t request) {
+  for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+    if ((*it)->id == request) {
+      waiting_.erase(it);
+      return ok_status();
+    }
+  }
+  for (auto it = active_.begin(); it != active_.end(); ++it) {
+    if ((*it)->id == request) {
+      pool_.release_all((*it)->blocks);
+      active_.erase(it);
+      return ok_status();
+    }
+  }
+  return error(errc::not_found,
+               "request " + std::to_string(request) + " is not waiting or running");
+}
+
+status engine::release(int64_t request) {
+  for (auto it = done_.begin(); it != done_.end(); ++it) {
+    if ((*it)->id == request) {
+      done_.erase(it);
+      return ok_status();
+    }
+  }
+  return error(errc::not_found, "request " + std::to_string(request) + " is not finished");
+}
+
 namespace {
 template <class Seqs>
 auto* find_seq(Seqs& seqs, int64_t id) {

@@ -8,6 +8,10 @@
 //   submit --> waiting --(KV blocks reserved)--> prefilling --(last prompt chunk)--> decoding
 //                                                                                       |
 //                            finished <--(stop token | max tokens | context full)-------+
+//
+// cancel() removes a waiting or running sequence at once (its KV blocks return to the pool);
+// release() forgets a finished one. A server calls one of them for every request it submits, so
+// the engine holds only live sequences.
 #pragma once
 
 #include <cstdint>
@@ -65,6 +69,10 @@ class engine {
   bool step(std::vector<token_event>& events);
   /// Runs until every submitted request finished.
   void run_until_idle();
+  /// Drops a waiting or running request and frees its KV blocks; not_found when it is neither.
+  status cancel(int64_t request);
+  /// Forgets a finished request's output; not_found when it is not finished.
+  status release(int64_t request);
 
   /// Tokens generated so far for a request, and the logits rows when keep_logits was set.
   const std::vector<int32_t>& output(int64_t request) const;

@@ -1,0 +1,329 @@
+// `brigade bench serve`: the HTTP server under closed-loop load at several concurrencies, on a
+// generated model: requests/s, output tokens/s, time to first token and time per output token
+// (p50, p99) measured at the client. Three runs per level, alternating in two halves so that the
+// machine's changing load weighs on all alike:
+//   - HTTP -> engine_service (the single-process engine): the headline figures;
+//   - the same requests straight into engine_service, no HTTP: what the HTTP layer costs;
+//   - HTTP -> the actor topology (router, prefill and decode workers, expert shards) from the
+//     embedded default manifest: actor_overhead_ratio = engine output tokens/s over the actors'.
+#include <unistd.h>
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "actors/topology.hpp"
+#include "bench/load_generator.hpp"
+#include "bench/table.hpp"
+#include "deploy/manifest.hpp"
+#include "gpu/backend.hpp"
+#include "model/loaded_model.hpp"
+#include "model/model_writer.hpp"
+#include "model/tokenizer.hpp"
+#include "serve/api_handler.hpp"
+#include "serve/engine_service.hpp"
+#include "serve/http_server.hpp"
+
+namespace brigade::bench {
+namespace {
+
+struct serve_bench_options {
+  bool json = false;
+  std::vector<int> levels = {1, 8, 32, 64};
+  int min_requests = 32;  // Per level: max(min_requests, 4 x concurrency).
+  int prompt_tokens = 32;
+  int max_tokens = 32;
+  bool direct = true;
+  bool actors = true;
+};
+
+std::vector<int32_t> prompt_ids(int request, int tokens, int vocab) {
+  // Distinct prompts per request, so that a prefix cache cannot turn the benchmark into hits.
+  std::vector<int32_t> ids;
+  uint64_t x = 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(request + 1);
+  for (int i = 0; i < tokens; ++i) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 29;
+    ids.push_back(static_cast<int32_t>(3 + x % static_cast<uint64_t>(vocab - 3)));
+  }
+  return ids;
+}
+
+struct level_result {
+  int concurrency = 0;
+  int requests = 0;
+  load_result http;    // HTTP -> engine_service.
+  load_result direct;  // engine_service without HTTP.
+  load_result actors;  // HTTP -> actor topology.
+};
+
+nlohmann::json figures(const load_result& r) {
+  std::vector<double> ttft, tpot;
+  for (const auto& s : r.samples) {
+    ttft.push_back(s.ttft_s * 1e3);
+    tpot.push_back(s.tpot_s * 1e3);
+  }
+  return {{"requests_per_s", r.requests_per_s()},
+          {"output_tokens_per_s", r.output_tokens_per_s()},
+          {"ttft_ms_p50", percentile(ttft, 50)},
+          {"ttft_ms_p99", percentile(ttft, 99)},
+          {"tpot_ms_p50", percentile(tpot, 50)},
+          {"tpot_ms_p99", percentile(tpot, 99)},
+          {"completed", r.samples.size()},
+          {"errors", r.errors},
+          {"wall_s", r.wall_s}};
+}
+
+double ratio(double a, double b) {
+  return b > 0 ? a / b : 0.0;
+}
+
+void append(load_result& into, const load_result& part) {
+  into.wall_s += part.wall_s;
+  into.samples.insert(into.samples.end(), part.samples.begin(), part.samples.end());
+  if (into.errors == 0) into.first_error = part.first_error;
+  into.errors += part.errors;
+}
+
+std::string dash_or(bool on, const std::string& text) {
+  return on ? text : "-";
+}
+
+void print_table(const serve_bench_options& o, const std::vector<level_result>& levels,
+                 const std::string& model_line) {
+  std::printf("brigade bench serve: %s\n", model_line.c_str());
+  std::printf("prompt %d tokens, %d output tokens, greedy, streamed completions over HTTP\n\n",
+              o.prompt_tokens, o.max_tokens);
+  table t({"conc", "reqs", "req/s", "out tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99",
+           "direct tok/s", "HTTP/direct", "actors tok/s", "actors TTFT p50", "actors TPOT p50",
+           "engine/actors"});
+  for (const auto& l : levels) {
+    const nlohmann::json h = figures(l.http);
+    const nlohmann::json a = figures(l.actors);
+    const double tps = l.http.output_tokens_per_s();
+    t.add_row({std::to_string(l.concurrency), std::to_string(l.requests),
+               fixed(h["requests_per_s"].get<double>(), 2), fixed(tps, 1),
+               fixed(h["ttft_ms_p50"].get<double>(), 1), fixed(h["ttft_ms_p99"].get<double>(), 1),
+               fixed(h["tpot_ms_p50"].get<double>(), 2), fixed(h["tpot_ms_p99"].get<double>(), 2),
+               dash_or(o.direct, fixed(l.direct.output_tokens_per_s(), 1)),
+               dash_or(o.direct, fixed(ratio(tps, l.direct.output_tokens_per_s()), 3)),
+               dash_or(o.actors, fixed(l.actors.output_tokens_per_s(), 1)),
+               dash_or(o.actors, fixed(a["ttft_ms_p50"].get<double>(), 1)),
+               dash_or(o.actors, fixed(a["tpot_ms_p50"].get<double>(), 2)),
+               dash_or(o.actors, fixed(ratio(tps, l.actors.output_tokens_per_s()), 3))});
+  }
+  std::printf("%s", t.render().c_str());
+  for (const auto& l : levels) {
+    const int errors = l.http.errors + l.direct.errors + l.actors.errors;
+    if (errors == 0) continue;
+    std::printf("concurrency %d: %d requests failed; first: %s\n", l.concurrency, errors,
+                (l.http.first_error + l.direct.first_error + l.actors.first_error).c_str());
+  }
+  std::printf(
+      "\nTimes in ms. HTTP/direct: output tokens/s through HTTP over the same requests submitted\n"
+      "straight to the engine service. engine/actors: output tokens/s of HTTP -> engine over\n"
+      "HTTP -> actor topology (one prefill and one decode worker, four expert shards). All three\n"
+      "runs of a level alternate in two halves within the same run.\n");
+}
+
+nlohmann::json to_json(const serve_bench_options& o, const std::vector<level_result>& levels,
+                       const std::string& model_line) {
+  nlohmann::json out = {{"benchmark", "serve"},
+                        {"model", model_line},
+                        {"prompt_tokens", o.prompt_tokens},
+                        {"max_tokens", o.max_tokens},
+                        {"levels", nlohmann::json::array()}};
+  for (const auto& l : levels) {
+    nlohmann::json j = {
+        {"concurrency", l.concurrency}, {"requests", l.requests}, {"http", figures(l.http)}};
+    if (o.direct) {
+      j["direct"] = figures(l.direct);
+      j["http_over_direct_tokens_per_s"] =
+          ratio(l.http.output_tokens_per_s(), l.direct.output_tokens_per_s());
+    }
+    if (o.actors) {
+      j["actors"] = figures(l.actors);
+      j["actor_overhead_ratio"] =
+          ratio(l.http.output_tokens_per_s(), l.actors.output_tokens_per_s());
+    }
+    out["levels"].push_back(j);
+  }
+  return out;
+}
+
+// The generated model, the services and their HTTP servers for one run; the destructor stops
+// them and removes the model's files, whichever way the run ends.
+struct harness {
+  std::filesystem::path dir;
+  std::unique_ptr<model::tokenizer> tok;
+  std::unique_ptr<gpu::backend> dev;
+  std::unique_ptr<model::loaded_model> loaded;
+  std::unique_ptr<serve::engine_service> service;
+  std::unique_ptr<serve::api_handler> handler;
+  std::unique_ptr<serve::http_server> server;
+  std::unique_ptr<actors::topology> topo;
+  std::unique_ptr<serve::api_handler> topo_handler;
+  std::unique_ptr<serve::http_server> topo_server;
+
+  ~harness() {
+    if (server) server->stop();
+    if (service) service->stop();
+    if (topo_server) topo_server->stop();
+    topo_server.reset();
+    topo_handler.reset();
+    topo.reset();
+    std::error_code ignored;
+    if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
+  }
+};
+
+int max_level_of(const serve_bench_options& o) {
+  return std::max(1, *std::max_element(o.levels.begin(), o.levels.end()));
+}
+
+status start_engine(const serve_bench_options& o, harness& h) {
+  auto tok = model::tokenizer::load(h.dir.string());
+  if (!tok) return tok.err();
+  h.tok = std::make_unique<model::tokenizer>(std::move(tok.value()));
+  h.dev = gpu::make_cpu_backend();
+  auto loaded = model::loaded_model::load(h.dir.string(), *h.dev, true);
+  if (!loaded) return loaded.err();
+  h.loaded = std::move(loaded.value());
+  const int max_level = max_level_of(o);
+  serve::engine_service_options so;
+  so.model_name = "bench";
+  so.max_queued = 4 * max_level + 16;
+  so.engine.max_running = max_level;
+  so.engine.kv_tokens = max_level * (o.prompt_tokens + o.max_tokens + 16);
+  h.service = std::make_unique<serve::engine_service>(*h.loaded, *h.dev, so);
+  h.service->start();
+  h.handler =
+      std::make_unique<serve::api_handler>(*h.service, *h.tok, serve::api_handler_options{});
+  serve::http_server_options ho;
+  ho.port = 0;
+  h.server = std::make_unique<serve::http_server>(*h.handler, ho);
+  return h.server->start();
+}
+
+// The embedded default topology, sized like the engine: as many running sequences, as much KV.
+status start_actors(const serve_bench_options& o, harness& h) {
+  const int max_level = max_level_of(o);
+  deploy::manifest m = deploy::default_manifest(h.dir.string());
+  m.admission_queue = 4 * max_level + 16;
+  m.decode.max_running = max_level;
+  m.decode.kv_tokens =
+      std::max(m.decode.kv_tokens, max_level * (o.prompt_tokens + o.max_tokens + 16));
+  auto topo = actors::topology::start(m);
+  if (!topo) return topo.err();
+  h.topo = std::move(topo.value());
+  h.topo_handler =
+      std::make_unique<serve::api_handler>(h.topo->service(), *h.tok, serve::api_handler_options{});
+  serve::http_server_options ho;
+  ho.port = 0;
+  h.topo_server = std::make_unique<serve::http_server>(*h.topo_handler, ho);
+  return h.topo_server->start();
+}
+
+status start_harness(const serve_bench_options& o, harness& h) {
+  h.dir = std::filesystem::temp_directory_path() /
+          ("brigade-bench-serve-" + std::to_string(::getpid()));
+  model::model_spec spec;
+  spec.seed = 7;
+  if (status w = model::write_random_model(spec, h.dir.string()); !w) return w;
+  if (status e = start_engine(o, h); !e) return e;
+  return o.actors ? start_actors(o, h) : ok_status();
+}
+
+std::vector<level_result> run_levels(const serve_bench_options& o, harness& h) {
+  const int vocab = h.loaded->config.vocab_size;
+  auto body_for = [&](const std::string& model_name) {
+    return [&, model_name](int i) {
+      nlohmann::json b = {{"model", model_name},
+                          {"prompt", prompt_ids(i, o.prompt_tokens, vocab)},
+                          {"max_tokens", o.max_tokens},
+                          {"temperature", 0},
+                          {"ignore_eos", true},
+                          {"stream", true},
+                          {"stream_options", {{"include_usage", true}}}};
+      return b.dump();
+    };
+  };
+  const std::function<std::string(int)> engine_body = body_for(h.service->info().model_name);
+  const std::function<std::string(int)> actors_body =
+      o.actors ? body_for(h.topo->service().info().model_name) : engine_body;
+  std::atomic<int64_t> direct_ids{int64_t{1} << 40};  // Apart from the HTTP layer's ids.
+  auto direct_request = [&](int i) {
+    serve::generation_request r;
+    r.id = direct_ids++;
+    r.prompt = prompt_ids(i, o.prompt_tokens, vocab);
+    r.max_tokens = o.max_tokens;
+    return r;
+  };
+  const uint16_t port = h.server->port();
+  run_http_load({"127.0.0.1", port, 1, 2, engine_body});  // Warm-up.
+  if (o.actors) run_http_load({"127.0.0.1", h.topo_server->port(), 1, 2, actors_body});
+  std::vector<level_result> levels;
+  for (int c : o.levels) {
+    level_result l;
+    l.concurrency = c;
+    l.requests = std::max(o.min_requests, 4 * c);
+    for (int half : {l.requests / 2, l.requests - l.requests / 2}) {
+      append(l.http, run_http_load({"127.0.0.1", port, c, half, engine_body}));
+      if (o.direct) append(l.direct, run_direct_load(*h.service, c, half, direct_request));
+      if (o.actors) {
+        append(l.actors, run_http_load({"127.0.0.1", h.topo_server->port(), c, half, actors_body}));
+      }
+    }
+    levels.push_back(std::move(l));
+  }
+  return levels;
+}
+
+}  // namespace
+
+int serve(int argc, char** argv) {
+  serve_bench_options o;
+  bool no_direct = false, no_actors = false;
+  CLI::App app{"HTTP serving throughput and latency at several concurrencies",
+               "brigade bench serve"};
+  app.add_flag("--json", o.json, "print one JSON object with every figure");
+  app.add_option("--levels", o.levels, "concurrency levels")->delimiter(',')->capture_default_str();
+  app.add_option("--min-requests", o.min_requests, "requests per level at least (4 x concurrency)")
+      ->capture_default_str();
+  app.add_option("--prompt-tokens", o.prompt_tokens, "prompt length")->capture_default_str();
+  app.add_option("--max-tokens", o.max_tokens, "output tokens per request")->capture_default_str();
+  app.add_flag("--no-direct", no_direct, "skip the runs straight into the engine service");
+  app.add_flag("--no-actors", no_actors, "skip the runs against the actor topology");
+  CLI11_PARSE(app, argc, argv);
+  o.direct = !no_direct;
+  o.actors = !no_actors;
+  if (o.levels.empty() || o.prompt_tokens < 1 || o.max_tokens < 1) {
+    std::fprintf(stderr, "bench serve: give at least one level and positive token counts\n");
+    return 2;
+  }
+
+  harness h;
+  if (status s = start_harness(o, h); !s) {
+    std::fprintf(stderr, "bench serve: %s\n", s.err().message.c_str());
+    return 1;
+  }
+  const std::vector<level_result> levels = run_levels(o, h);
+  std::ostringstream model_line;
+  const auto& cfg = h.loaded->config;
+  model_line << cfg.model_type << ", " << cfg.num_layers << " layers, hidden " << cfg.hidden_size
+             << ", " << cfg.num_experts << " experts top-" << cfg.top_k << ", CPU backend";
+  if (o.json) {
+    std::printf("%s\n", to_json(o, levels, model_line.str()).dump().c_str());
+  } else {
+    print_table(o, levels, model_line.str());
+  }
+  int errors = 0;
+  for (const auto& l : levels)
+    errors += l.http.errors + l.direct.errors + l.actors.errors;
+  return errors == 0 ? 0 : 1;
+}
+
+}  // namespace brigade::bench

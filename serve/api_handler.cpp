@@ -1,0 +1,155 @@
+#include "serve/api_handler.hpp"
+
+#include <chrono>
+#include <random>
+
+#include "serve/openai_request.hpp"
+#include "serve/openai_response.hpp"
+
+namespace brigade::serve {
+namespace {
+
+constexpr std::string_view models_path = "/v1/models";
+
+std::string_view path_of(std::string_view target) {
+  const size_t q = target.find('?');
+  return q == std::string_view::npos ? target : target.substr(0, q);
+}
+
+http_reply not_found(std::string_view path) {
+  api_error e;
+  e.http_status = 404;
+  e.type = "not_found_error";
+  e.message = "no route " + std::string(path) +
+              "; brigade serves /v1/completions, /v1/chat/completions, /v1/models, /v1/actors, "
+              "/health, /ready and /metrics";
+  return api_handler::error_reply(e);
+}
+
+http_reply method_not_allowed(std::string_view method, std::string_view path, const char* allow) {
+  api_error e;
+  e.http_status = 405;
+  e.message = std::string(method) + " is not allowed on " + std::string(path) + "; use " + allow;
+  http_reply r = api_handler::error_reply(e);
+  r.allow = allow;
+  return r;
+}
+
+uint64_t splitmix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+int64_t unix_now_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+api_handler::api_handler(inference_service& service, const model::tokenizer& tok,
+                         const api_handler_options& options)
+    : service_(service),
+      tok_(tok),
+      auth_(options.api_keys),
+      eos_ids_(options.eos_ids),
+      seed_base_(std::random_device{}()),
+      request_metrics_(registry_) {}
+
+http_reply api_handler::error_reply(const api_error& e) {
+  http_reply r;
+  r.status = e.http_status;
+  r.body = error_body(e);
+  return r;
+}
+
+http_reply api_handler::refused(const error& err) {
+  return error_reply(from_service_error(err));
+}
+
+std::variant<http_reply, generation_start> api_handler::handle(const http_request_view& req,
+                                                               clock::time_point received) {
+  const std::string_view path = path_of(req.target);
+  const bool is_api = path.rfind("/v1/", 0) == 0;
+  if (is_api && !auth_.allows(req.authorization)) {
+    api_error e;
+    e.http_status = 401;
+    e.message = req.authorization.empty()
+                    ? "this server needs an API key: send the header Authorization: Bearer <key>"
+                    : "the API key is not valid";
+    e.code = "invalid_api_key";
+    http_reply r = error_reply(e);
+    r.www_authenticate = true;
+    return r;
+  }
+  if (path == "/v1/completions" || path == "/v1/chat/completions") {
+    if (req.method != "POST") return method_not_allowed(req.method, path, "POST");
+    return start_generation(path == "/v1/completions" ? api_kind::completion : api_kind::chat,
+                            req.body, received);
+  }
+  http_reply r = get_route(path);
+  if (r.status != 404 && req.method != "GET") return method_not_allowed(req.method, path, "GET");
+  return r;
+}
+
+http_reply api_handler::get_route(std::string_view path) {
+  http_reply r;
+  if (path == "/health") {
+    r.body = R"({"status":"ok"})";
+  } else if (path == "/ready") {
+    const bool ready = service_.ready();
+    r.status = ready ? 200 : 503;
+    r.body = ready ? R"({"status":"ready"})" : R"({"status":"starting"})";
+  } else if (path == "/metrics") {
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = metrics_text();
+  } else if (path == models_path) {
+    r.body = models_response(service_.info());
+  } else if (path.rfind(std::string(models_path) + "/", 0) == 0) {
+    const service_info info = service_.info();
+    if (path.substr(models_path.size() + 1) != info.model_name) return not_found(path);
+    r.body = model_response(info);
+  } else if (path == "/v1/actors") {
+    r.body = service_.actors_json();
+  } else {
+    return not_found(path);
+  }
+  return r;
+}
+
+std::variant<http_reply, generation_start> api_handler::start_generation(
+    api_kind kind, std::string_view body, clock::time_point received) {
+  const int64_t id = next_id_++;
+  request_context ctx;
+  ctx.info = service_.info();
+  ctx.tok = &tok_;
+  ctx.format = model::chat_format_for(ctx.info.model_type);
+  ctx.eos_ids = eos_ids_;
+  ctx.default_seed = splitmix(seed_base_ ^ static_cast<uint64_t>(id));
+  parse_outcome parsed = parse_request(kind, body, ctx);
+  if (auto* e = std::get_if<api_error>(&parsed)) return error_reply(*e);
+  parsed_request& p = std::get<parsed_request>(parsed);
+  response_meta meta;
+  meta.kind = kind;
+  meta.id = (kind == api_kind::chat ? "chatcmpl-" : "cmpl-") + std::to_string(id);
+  meta.created_unix_s = unix_now_s();
+  meta.model = ctx.info.model_name;
+  meta.include_usage = p.include_usage;
+  generation_start start;
+  start.stream = std::make_unique<generation_stream>(p, meta, tok_, request_metrics_, received);
+  start.request = std::move(p.generation);
+  start.request.id = id;
+  return start;
+}
+
+std::string api_handler::metrics_text() {
+  // One scrape at a time: collect_metrics turns the service's totals into counter increments.
+  std::lock_guard<std::mutex> lock(scrape_mutex_);
+  service_.collect_metrics(registry_);
+  return registry_.prometheus_text();
+}
+
+}  // namespace brigade::serve

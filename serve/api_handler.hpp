@@ -1,0 +1,97 @@
+// Routing and answering HTTP requests, apart from the sockets: the Beast session hands each
+// parsed request here and gets back either a reply to write now or a generation to start.
+//
+//   GET  /health                  200 while the process runs
+//   GET  /ready                   200 once the service accepts requests, 503 before
+//   GET  /metrics                 Prometheus text
+//   GET  /v1/models[/NAME]        the served model            (API key)
+//   GET  /v1/actors               the registry snapshot        (API key)
+//   POST /v1/completions          OpenAI completions           (API key)
+//   POST /v1/chat/completions     OpenAI chat completions      (API key)
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "common/metrics.hpp"
+#include "model/tokenizer.hpp"
+#include "serve/api_error.hpp"
+#include "serve/auth.hpp"
+#include "serve/generation_stream.hpp"
+#include "serve/inference_service.hpp"
+#include "serve/request_metrics.hpp"
+
+namespace brigade::serve {
+
+/// The parts of an HTTP request the API looks at.
+struct http_request_view {
+  std::string_view method;
+  std::string_view target;
+  std::string_view authorization;
+  std::string_view body;
+};
+
+/// A complete (not streamed) HTTP answer.
+struct http_reply {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::string allow;              ///< The Allow header of a 405.
+  bool www_authenticate = false;  ///< Sends "WWW-Authenticate: Bearer" (401).
+};
+
+/// A generation to submit, with the stream that will turn its tokens into the answer.
+struct generation_start {
+  generation_request request;
+  std::unique_ptr<generation_stream> stream;
+};
+
+struct api_handler_options {
+  std::vector<std::string> api_keys;  ///< Empty: no authentication.
+  std::vector<int32_t> eos_ids;       ///< Stop ids of every request unless it sets ignore_eos.
+};
+
+class api_handler {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  /// `service` and `tok` must outlive the handler.
+  api_handler(inference_service& service, const model::tokenizer& tok,
+              const api_handler_options& options);
+
+  /// A reply to write now, or a generation to submit.
+  std::variant<http_reply, generation_start> handle(const http_request_view& req,
+                                                    clock::time_point received);
+  /// The reply when submit() refused a generation (400, 429 or 503).
+  http_reply refused(const error& err);
+  /// A reply holding an OpenAI error object.
+  static http_reply error_reply(const api_error& e);
+
+  inference_service& service() { return service_; }
+  request_metrics& metrics() { return request_metrics_; }
+  /// Everything /metrics shows: the service's metrics and the request metrics.
+  std::string metrics_text();
+
+ private:
+  std::variant<http_reply, generation_start> start_generation(api_kind kind, std::string_view body,
+                                                              clock::time_point received);
+  http_reply get_route(std::string_view path);
+
+  inference_service& service_;
+  const model::tokenizer& tok_;
+  api_key_auth auth_;
+  std::vector<int32_t> eos_ids_;
+  uint64_t seed_base_;
+  std::atomic<int64_t> next_id_{1};
+  std::mutex scrape_mutex_;
+  metrics::registry registry_;
+  request_metrics request_metrics_;
+};
+
+}  // namespace brigade::serve

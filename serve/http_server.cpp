@@ -1,0 +1,600 @@
+// The only translation unit of the server that includes Beast (they compile slowly).
+#include "serve/http_server.hpp"
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <condition_variable>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "common/log.hpp"
+
+namespace brigade::serve {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+namespace {
+
+constexpr size_t header_limit_bytes = 16 * 1024;
+// Bytes a client may send while its answer is generated (a pipelined next request).
+constexpr size_t pipelined_limit_bytes = 64 * 1024;
+
+std::string_view sv(beast::string_view s) {
+  return {s.data(), s.size()};
+}
+
+class session;
+
+}  // namespace
+
+struct http_server::state : std::enable_shared_from_this<http_server::state> {
+  state(api_handler& h, const http_server_options& o)
+      : handler(h),
+        options(o),
+        ioc(std::make_unique<net::io_context>()),
+        acceptor(net::make_strand(*ioc)),
+        backoff(acceptor->get_executor()) {}
+
+  // Handlers still queued hold connections, whose destructors use the members below: destroy
+  // the I/O objects first, then the io_context (and those handlers) while the rest is alive.
+  ~state() {
+    backoff.reset();
+    acceptor.reset();
+    ioc.reset();
+  }
+
+  void generation_started(int64_t id) {
+    std::lock_guard<std::mutex> lock(mutex);
+    active_ids.insert(id);
+  }
+  void generation_ended(int64_t id) {
+    std::lock_guard<std::mutex> lock(mutex);
+    active_ids.erase(id);
+    changed.notify_all();
+  }
+
+  api_handler& handler;
+  http_server_options options;
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::unordered_set<int64_t> active_ids;                         // Guarded by mutex.
+  std::unordered_map<session*, std::weak_ptr<session>> sessions;  // Guarded by mutex.
+  bool started = false;                                           // Guarded by mutex.
+  bool stopped = false;                                           // Guarded by mutex.
+
+  std::unique_ptr<net::io_context> ioc;
+  std::optional<tcp::acceptor> acceptor;
+  std::optional<net::steady_timer> backoff;  // Pauses accepting after an accept error.
+  std::vector<std::thread> threads;
+  uint16_t port = 0;
+  std::atomic<int> connections{0};
+  std::atomic<int> busy{0};  // Connections between reading a request and finishing its answer.
+  std::atomic<int> threads_running{0};
+};
+
+namespace {
+
+// One connection. Every handler runs on the connection's strand (the socket's executor).
+class session : public std::enable_shared_from_this<session> {
+ public:
+  session(tcp::socket socket, http_server::state& st, bool reject)
+      : socket_(std::move(socket)), timer_(socket_.get_executor()), st_(st), reject_(reject) {
+    ++st_.connections;
+  }
+  ~session() {
+    --st_.connections;
+    std::lock_guard<std::mutex> lock(st_.mutex);
+    st_.sessions.erase(this);
+  }
+
+  net::any_io_executor executor() { return socket_.get_executor(); }
+
+  void start() {
+    net::dispatch(executor(), [self = shared_from_this()] {
+      if (!self->reject_) return self->do_read();
+      api_error e;
+      e.http_status = 503;
+      e.type = "server_overloaded";
+      e.message = "the server has too many open connections; retry later";
+      self->keep_alive_ = false;
+      self->busy_begin();
+      self->write_whole(api_handler::error_reply(e));
+    });
+  }
+
+  void close();
+  void deliver_tokens(int64_t id, const std::vector<int32_t>& tokens);
+  void deliver_finished(int64_t id, finish_reason reason, const generation_usage& usage);
+  void deliver_error(int64_t id, const error& err);
+
+ private:
+  void do_read();
+  void on_header(beast::error_code ec);
+  void read_body();
+  void on_read(beast::error_code ec);
+  void on_read_error(beast::error_code ec);
+  void handle_request();
+  void start_generation(generation_start start);
+  void emit(const std::string& bytes);
+  void write_whole(const http_reply& reply);
+  void pump();
+  void on_stream_written(beast::error_code ec);
+  void response_done();
+  void start_watch();
+  void on_watch(beast::error_code ec, size_t n);
+  void client_gone();
+  void arm_timer(int seconds);
+  void busy_begin() {
+    if (!busy_) ++st_.busy;
+    busy_ = true;
+  }
+  void busy_end() {
+    if (busy_) {
+      --st_.busy;
+      std::lock_guard<std::mutex> lock(st_.mutex);
+      st_.changed.notify_all();
+    }
+    busy_ = false;
+  }
+
+  tcp::socket socket_;
+  net::steady_timer timer_;
+  http_server::state& st_;
+  bool reject_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::shared_ptr<http::response<http::string_body>> whole_;
+  std::optional<http::response<http::empty_body>> stream_head_;
+  std::optional<http::response_serializer<http::empty_body>> stream_sr_;
+  std::unique_ptr<generation_stream> gen_;
+  int64_t gen_id_ = 0;
+  bool keep_alive_ = true;
+  bool close_after_ = false;  // The request could not be read whole: answer, then close.
+  bool closed_ = false;
+  bool busy_ = false;
+  bool answered_ = false;  // The generation's last bytes are queued.
+  bool watching_ = false;
+  bool resume_after_watch_ = false;
+  bool writing_ = false;
+  bool head_sent_ = false;
+  bool last_sent_ = false;
+  bool chunked_ = true;
+  std::string pending_;  // Stream bytes not yet written, coalesced into one chunk.
+  std::string writing_buf_;
+};
+
+// Carries the service's callbacks onto the connection's strand.
+class session_sink final : public generation_sink {
+ public:
+  session_sink(std::shared_ptr<http_server::state> st, std::shared_ptr<session> s, int64_t id)
+      : st_(std::move(st)), session_(std::move(s)), id_(id) {}
+
+  void on_tokens(const std::vector<int32_t>& tokens) override {
+    net::post(session_->executor(),
+              [s = session_, id = id_, tokens] { s->deliver_tokens(id, tokens); });
+  }
+  void on_finished(finish_reason reason, const generation_usage& usage) override {
+    net::post(session_->executor(),
+              [s = session_, id = id_, reason, usage] { s->deliver_finished(id, reason, usage); });
+    st_->generation_ended(id_);
+  }
+  void on_error(const error& err) override {
+    net::post(session_->executor(), [s = session_, id = id_, err] { s->deliver_error(id, err); });
+    st_->generation_ended(id_);
+  }
+
+ private:
+  // Declared first so that it is destroyed last: the session's socket needs the io_context.
+  std::shared_ptr<http_server::state> st_;
+  std::shared_ptr<session> session_;
+  int64_t id_;
+};
+
+void session::arm_timer(int seconds) {
+  timer_.expires_after(std::chrono::seconds(seconds));
+  timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (ec) return;  // Cancelled or re-armed.
+    log::debug("http", "connection timed out");
+    self->client_gone();
+  });
+}
+
+void session::do_read() {
+  if (closed_) return;
+  parser_.emplace();
+  parser_->header_limit(header_limit_bytes);
+  parser_->body_limit(st_.options.max_body_bytes);
+  arm_timer(st_.options.idle_timeout_s);
+  http::async_read_header(
+      socket_, buffer_, *parser_,
+      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+}
+
+void session::on_header(beast::error_code ec) {
+  if (ec) return on_read_error(ec);
+  const auto& req = parser_->get();
+  if (!beast::iequals(req[http::field::expect], "100-continue")) return read_body();
+  // curl sends large bodies only after "100 Continue"; answer it rather than make it wait.
+  static const std::string continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
+  net::async_write(socket_, net::buffer(continue_line),
+                   [self = shared_from_this()](beast::error_code wec, size_t) {
+                     if (wec) return self->close();
+                     self->read_body();
+                   });
+}
+
+void session::read_body() {
+  http::async_read(
+      socket_, buffer_, *parser_,
+      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+}
+
+void session::on_read(beast::error_code ec) {
+  timer_.cancel();
+  if (ec) return on_read_error(ec);
+  handle_request();
+}
+
+void session::on_read_error(beast::error_code ec) {
+  timer_.cancel();
+  if (ec == http::error::end_of_stream || ec == net::error::eof ||
+      ec == net::error::operation_aborted || ec == net::error::connection_reset ||
+      ec == net::error::bad_descriptor || closed_) {
+    return close();
+  }
+  api_error e;
+  if (ec == http::error::body_limit) {
+    e.http_status = 413;
+    e.message =
+        "the request body is larger than " + std::to_string(st_.options.max_body_bytes) + " bytes";
+  } else if (ec == http::error::header_limit) {
+    e.http_status = 431;
+    e.message =
+        "the request headers are larger than " + std::to_string(header_limit_bytes) + " bytes";
+  } else {
+    e.message = "malformed HTTP request: " + ec.message();
+  }
+  keep_alive_ = false;
+  close_after_ = true;
+  busy_begin();
+  write_whole(api_handler::error_reply(e));
+}
+
+void session::handle_request() {
+  busy_begin();
+  const auto received = api_handler::clock::now();
+  auto& req = parser_->get();
+  keep_alive_ = req.keep_alive();
+  http_request_view view;
+  view.method = sv(req.method_string());
+  view.target = sv(req.target());
+  view.authorization = sv(req[http::field::authorization]);
+  view.body = req.body();
+  auto outcome = st_.handler.handle(view, received);
+  if (auto* reply = std::get_if<http_reply>(&outcome)) return write_whole(*reply);
+  start_generation(std::move(std::get<generation_start>(outcome)));
+}
+
+void session::start_generation(generation_start start) {
+  gen_ = std::move(start.stream);
+  gen_id_ = start.request.id;
+  answered_ = false;
+  head_sent_ = last_sent_ = false;
+  pending_.clear();
+  st_.generation_started(gen_id_);
+  auto sink = std::make_shared<session_sink>(st_.shared_from_this(), shared_from_this(), gen_id_);
+  status submitted = st_.handler.service().submit(std::move(start.request), std::move(sink));
+  if (!submitted) {
+    st_.generation_ended(gen_id_);
+    gen_.reset();
+    return write_whole(st_.handler.refused(submitted.err()));
+  }
+  if (gen_->streaming()) {
+    stream_head_.emplace(http::status::ok, parser_->get().version());
+    stream_head_->set(http::field::server, "brigade");
+    stream_head_->set(http::field::content_type, "text/event-stream");
+    stream_head_->set(http::field::cache_control, "no-cache");
+    // HTTP/1.0 has no chunked encoding: there the stream is the raw body, ended by closing.
+    chunked_ = parser_->get().version() >= 11;
+    if (!chunked_) keep_alive_ = false;
+    stream_head_->keep_alive(keep_alive_);
+    stream_head_->chunked(chunked_);
+    stream_sr_.emplace(*stream_head_);
+    st_.handler.metrics().http_response(200);
+    pending_ = gen_->open();
+    pump();
+  }
+  start_watch();
+}
+
+void session::deliver_tokens(int64_t id, const std::vector<int32_t>& tokens) {
+  if (id != gen_id_ || !gen_ || closed_) return;
+  const std::string bytes = gen_->on_tokens(tokens);
+  if (gen_->stop_matched()) st_.handler.service().cancel(gen_id_);
+  emit(bytes);
+}
+
+void session::deliver_finished(int64_t id, finish_reason reason, const generation_usage& usage) {
+  if (id != gen_id_ || !gen_ || closed_) return;
+  emit(gen_->on_finished(reason, usage));
+}
+
+void session::deliver_error(int64_t id, const error& err) {
+  if (id != gen_id_ || !gen_ || closed_) return;
+  emit(gen_->on_error(err));
+}
+
+// Sends what the generation produced; the first time it is complete, finishes the answer.
+void session::emit(const std::string& bytes) {
+  if (answered_) return;
+  if (gen_->streaming()) {
+    pending_ += bytes;
+    answered_ = gen_->complete();
+    return pump();
+  }
+  if (!gen_->complete()) return;
+  answered_ = true;
+  http_reply reply;
+  reply.status = gen_->whole_status();
+  reply.body = bytes;
+  write_whole(reply);
+}
+
+void session::write_whole(const http_reply& reply) {
+  if (closed_) return;
+  const unsigned version = parser_ && parser_->is_header_done() ? parser_->get().version() : 11;
+  whole_ = std::make_shared<http::response<http::string_body>>(
+      static_cast<http::status>(reply.status), version);
+  whole_->set(http::field::server, "brigade");
+  whole_->set(http::field::content_type, reply.content_type);
+  if (!reply.allow.empty()) whole_->set(http::field::allow, reply.allow);
+  if (reply.www_authenticate) whole_->set(http::field::www_authenticate, "Bearer");
+  whole_->keep_alive(keep_alive_ && !close_after_);
+  whole_->body() = reply.body;
+  whole_->prepare_payload();
+  st_.handler.metrics().http_response(reply.status);
+  arm_timer(st_.options.write_timeout_s);
+  http::async_write(socket_, *whole_, [self = shared_from_this()](beast::error_code ec, size_t) {
+    self->timer_.cancel();
+    if (ec) return self->client_gone();
+    self->response_done();
+  });
+}
+
+// Writes the stream's header, then its bytes as chunks, then the last chunk, one at a time.
+void session::pump() {
+  if (writing_ || closed_) return;
+  auto done = [self = shared_from_this()](beast::error_code ec, size_t) {
+    self->on_stream_written(ec);
+  };
+  if (!head_sent_) {
+    writing_ = true;
+    arm_timer(st_.options.write_timeout_s);
+    return http::async_write_header(socket_, *stream_sr_, done);
+  }
+  if (!pending_.empty()) {
+    writing_buf_.swap(pending_);
+    pending_.clear();
+    writing_ = true;
+    arm_timer(st_.options.write_timeout_s);
+    if (!chunked_) return net::async_write(socket_, net::buffer(writing_buf_), done);
+    return net::async_write(socket_, http::make_chunk(net::buffer(writing_buf_)), done);
+  }
+  if (!answered_) return;
+  if (!last_sent_ && chunked_) {
+    last_sent_ = true;
+    writing_ = true;
+    arm_timer(st_.options.write_timeout_s);
+    return net::async_write(socket_, http::make_chunk_last(), done);
+  }
+  response_done();
+}
+
+void session::on_stream_written(beast::error_code ec) {
+  timer_.cancel();
+  writing_ = false;
+  if (ec) return client_gone();
+  head_sent_ = true;
+  pump();
+}
+
+void session::response_done() {
+  busy_end();
+  gen_.reset();
+  stream_sr_.reset();
+  stream_head_.reset();
+  whole_.reset();
+  if (!keep_alive_ || close_after_) return close();
+  if (watching_) {
+    // The watch read must end before the next request is read from the same buffer.
+    resume_after_watch_ = true;
+    beast::error_code ignored;
+    socket_.cancel(ignored);
+    return;
+  }
+  do_read();
+}
+
+// While an answer is generated, a read notices a client that hangs up.
+void session::start_watch() {
+  if (closed_ || buffer_.size() >= pipelined_limit_bytes) return;
+  watching_ = true;
+  socket_.async_read_some(
+      buffer_.prepare(4096),
+      [self = shared_from_this()](beast::error_code ec, size_t n) { self->on_watch(ec, n); });
+}
+
+void session::on_watch(beast::error_code ec, size_t n) {
+  watching_ = false;
+  if (resume_after_watch_) {
+    resume_after_watch_ = false;
+    if (!ec) buffer_.commit(n);
+    return do_read();
+  }
+  if (ec == net::error::operation_aborted && closed_) return;
+  if (ec) return client_gone();
+  buffer_.commit(n);  // A pipelined request: keep it for the next read.
+  if (gen_) start_watch();
+}
+
+void session::client_gone() {
+  if (gen_ && !gen_->complete()) {
+    gen_->client_gone();
+    st_.handler.service().cancel(gen_id_);
+  }
+  close();
+}
+
+void session::close() {
+  if (closed_) return;
+  closed_ = true;
+  busy_end();
+  timer_.cancel();
+  beast::error_code ignored;
+  socket_.shutdown(tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+}
+
+void do_accept(http_server::state& st) {
+  st.acceptor->async_accept(
+      net::make_strand(*st.ioc), [&st](beast::error_code ec, tcp::socket socket) {
+        if (ec == net::error::operation_aborted || !st.acceptor->is_open()) return;
+        if (ec) {
+          // Usually out of file descriptors: wait a little instead of spinning.
+          log::warn("http", "accept failed: " + ec.message());
+          st.backoff->expires_after(std::chrono::milliseconds(50));
+          st.backoff->async_wait([&st](beast::error_code) { do_accept(st); });
+          return;
+        }
+        // Stream chunks are small writes: with Nagle's algorithm, each would wait for the ACK of
+        // the
+        // one before (up to the client's delayed-ACK time, ~40 ms), so tokens would arrive in
+        // bursts.
+        beast::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
+        const bool reject = st.connections.load() >= st.options.max_connections;
+        auto s = std::make_shared<session>(std::move(socket), st, reject);
+        {
+          std::lock_guard<std::mutex> lock(st.mutex);
+          st.sessions[s.get()] = s;
+        }
+        s->start();
+        do_accept(st);
+      });
+}
+
+}  // namespace
+
+http_server::http_server(api_handler& handler, const http_server_options& options)
+    : state_(std::make_shared<state>(handler, options)) {}
+
+http_server::~http_server() {
+  stop();
+}
+
+status http_server::start() {
+  state& st = *state_;
+  beast::error_code ec;
+  const auto address = net::ip::make_address(st.options.host, ec);
+  if (ec) return error(errc::invalid_argument, "'" + st.options.host + "' is not an IP address");
+  const tcp::endpoint endpoint(address, st.options.port);
+  const std::string where = st.options.host + ":" + std::to_string(st.options.port);
+  st.acceptor->open(endpoint.protocol(), ec);
+  if (!ec) st.acceptor->set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) st.acceptor->bind(endpoint, ec);
+  if (!ec) st.acceptor->listen(net::socket_base::max_listen_connections, ec);
+  if (ec) return error(errc::io_error, "cannot listen on " + where + ": " + ec.message());
+  st.port = st.acceptor->local_endpoint().port();
+  {
+    std::lock_guard<std::mutex> lock(st.mutex);
+    st.started = true;
+  }
+  do_accept(st);
+  const int threads = std::max(1, st.options.io_threads);
+  st.threads_running = threads;
+  for (int i = 0; i < threads; ++i) {
+    st.threads.emplace_back([&st] {
+      st.ioc->run();
+      --st.threads_running;
+      st.changed.notify_all();
+    });
+  }
+  return ok_status();
+}
+
+uint16_t http_server::port() const {
+  return state_->port;
+}
+
+std::string http_server::url() const {
+  return "http://" + state_->options.host + ":" + std::to_string(state_->port);
+}
+
+void http_server::stop_accepting() {
+  auto st = state_;
+  net::dispatch(st->acceptor->get_executor(), [st] {
+    beast::error_code ignored;
+    st->acceptor->close(ignored);
+    st->backoff->cancel();
+  });
+}
+
+int http_server::active_generations() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return static_cast<int>(state_->active_ids.size());
+}
+
+int http_server::open_connections() const {
+  return state_->connections.load();
+}
+
+void http_server::stop() {
+  state& st = *state_;
+  std::vector<int64_t> active;
+  {
+    std::lock_guard<std::mutex> lock(st.mutex);
+    if (st.stopped) return;
+    st.stopped = true;
+    if (!st.started) return;
+    active.assign(st.active_ids.begin(), st.active_ids.end());
+  }
+  stop_accepting();
+  for (int64_t id : active)
+    st.handler.service().cancel(id);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(st.options.stop_timeout_s);
+  std::unique_lock<std::mutex> lock(st.mutex);
+  if (!st.changed.wait_until(lock, deadline, [&] { return st.active_ids.empty(); })) {
+    log::error("http", std::to_string(st.active_ids.size()) +
+                           " generations did not end in time; closing their connections");
+  }
+  // Let answers already complete reach their clients, then close every connection.
+  st.changed.wait_until(
+      lock, std::min(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(2)),
+      [&] { return st.busy.load() == 0; });
+  std::vector<std::shared_ptr<session>> open;
+  for (auto& [ptr, weak] : st.sessions) {
+    if (auto s = weak.lock()) open.push_back(std::move(s));
+  }
+  lock.unlock();
+  // Without the lock: the last reference to a connection may be dropped here.
+  for (auto& s : open)
+    net::post(s->executor(), [s] { s->close(); });
+  open.clear();
+  lock.lock();
+  st.changed.wait_until(lock, std::chrono::steady_clock::now() + std::chrono::seconds(2),
+                        [&] { return st.threads_running.load() == 0; });
+  lock.unlock();
+  st.ioc->stop();
+  for (auto& t : st.threads)
+    t.join();
+  st.threads.clear();
+}
+
+}  // namespace brigade::serve

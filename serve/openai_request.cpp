@@ -1,0 +1,356 @@
+#include "serve/openai_request.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace brigade::serve {
+namespace {
+
+using nlohmann::json;
+
+// Reads optional fields of one JSON object; the first bad field is kept as the error. A field
+// set to null counts as absent, as in the OpenAI API.
+class field_reader {
+ public:
+  explicit field_reader(const json& body) : body_(body) {}
+
+  std::optional<api_error> error;
+
+  const json* find(const char* name) const {
+    auto it = body_.find(name);
+    return it == body_.end() || it->is_null() ? nullptr : &*it;
+  }
+
+  bool get_bool(const char* name, bool& out) {
+    const json* v = find(name);
+    if (!v) return true;
+    if (!v->is_boolean()) return fail(name, std::string(name) + " must be true or false");
+    out = v->get<bool>();
+    return true;
+  }
+
+  bool get_int(const char* name, int64_t lo, int64_t hi, std::optional<int64_t>& out) {
+    const json* v = find(name);
+    if (!v) return true;
+    if (!v->is_number_integer()) return fail(name, std::string(name) + " must be an integer");
+    const int64_t x = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t{INT64_MAX}
+                          ? INT64_MAX
+                          : v->get<int64_t>();
+    if (x < lo || x > hi) {
+      return fail(name, std::string(name) + " must be in [" + std::to_string(lo) + ", " +
+                            std::to_string(hi) + "], got " + std::to_string(x));
+    }
+    out = x;
+    return true;
+  }
+
+  bool get_number(const char* name, double lo, double hi, bool lo_open, double& out) {
+    const json* v = find(name);
+    if (!v) return true;
+    if (!v->is_number()) return fail(name, std::string(name) + " must be a number");
+    const double x = v->get<double>();
+    if (!std::isfinite(x) || x < lo || x > hi || (lo_open && x == lo)) {
+      return fail(name, std::string(name) + " must be in " + (lo_open ? "(" : "[") + num(lo) +
+                            ", " + num(hi) + "], got " + num(x));
+    }
+    out = x;
+    return true;
+  }
+
+  bool fail(const std::string& param, const std::string& message, const std::string& code = "") {
+    if (!error) error = bad_request(param, message, code);
+    return false;
+  }
+
+ private:
+  static std::string num(double x) {
+    json j = x;
+    return j.dump();
+  }
+  const json& body_;
+};
+
+bool tokens_in_vocab(field_reader& r, const char* param, const std::vector<int32_t>& ids,
+                     int vocab) {
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab) {
+      return r.fail(param, std::string(param) + ": token id " + std::to_string(id) +
+                               " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+    }
+  }
+  return true;
+}
+
+bool int_array(const json& v, std::vector<int32_t>& out) {
+  if (!v.is_array()) return false;
+  for (const json& e : v) {
+    if (!e.is_number_integer()) return false;
+    const int64_t x = e.get<int64_t>();
+    if (x < INT32_MIN || x > INT32_MAX) return false;
+    out.push_back(static_cast<int32_t>(x));
+  }
+  return true;
+}
+
+// Completions: a string, a list of token ids, or a one-element list of either.
+bool read_prompt(field_reader& r, const json& body, const request_context& ctx,
+                 std::vector<int32_t>& ids) {
+  auto it = body.find("prompt");
+  if (it == body.end() || it->is_null()) return r.fail("prompt", "prompt is required");
+  const json* p = &*it;
+  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) {
+    p = &(*p)[0];
+  }
+  if (p->is_string()) {
+    ids = ctx.tok->encode(p->get_ref<const std::string&>());
+  } else if (p->is_array() && p->size() > 1 && !(*p)[0].is_number()) {
+    return r.fail("prompt", "prompt holds " + std::to_string(p->size()) +
+                                " prompts; brigade takes one prompt per request");
+  } else if (!int_array(*p, ids)) {
+    return r.fail("prompt", "prompt must be a string or a list of token ids");
+  }
+  if (ids.empty()) return r.fail("prompt", "prompt is empty");
+  return tokens_in_vocab(r, "prompt", ids, ctx.info.vocab_size);
+}
+
+bool read_content(field_reader& r, const json& m, const std::string& param, std::string& out) {
+  auto c = m.find("content");
+  if (c == m.end() || c->is_null()) return true;
+  if (c->is_string()) {
+    out = c->get<std::string>();
+    return true;
+  }
+  if (!c->is_array()) return r.fail(param, param + " must be a string or a list of parts");
+  for (const json& part : *c) {
+    if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") ||
+        !part["text"].is_string()) {
+      return r.fail(param,
+                    param + ": only parts {\"type\": \"text\", \"text\": ...} are supported");
+    }
+    out += part["text"].get<std::string>();
+  }
+  return true;
+}
+
+bool read_messages(field_reader& r, const json& body, const request_context& ctx,
+                   std::vector<int32_t>& ids) {
+  auto it = body.find("messages");
+  if (it == body.end() || it->is_null()) return r.fail("messages", "messages is required");
+  if (!it->is_array() || it->empty())
+    return r.fail("messages", "messages must be a non-empty list");
+  if (it->size() > static_cast<size_t>(max_messages)) {
+    return r.fail("messages", "messages holds more than " + std::to_string(max_messages));
+  }
+  static const std::set<std::string> roles = {"system", "developer", "user", "assistant"};
+  std::vector<model::chat_message> messages;
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    const std::string param = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return r.fail(param, param + " must be an object");
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string() || !roles.count(role->get<std::string>())) {
+      return r.fail(param + ".role", param + ".role must be system, developer, user or assistant");
+    }
+    model::chat_message msg;
+    msg.role = role->get<std::string>() == "developer" ? "system" : role->get<std::string>();
+    if (!read_content(r, m, param + ".content", msg.content)) return false;
+    messages.push_back(std::move(msg));
+  }
+  ids = ctx.tok->encode(model::render_chat(ctx.format, messages, true));
+  if (ids.empty()) return r.fail("messages", "the messages render to an empty prompt");
+  return true;
+}
+
+// Fields brigade does not implement are refused by name rather than silently ignored.
+bool refuse_unsupported(field_reader& r, api_kind kind) {
+  std::optional<int64_t> n, best_of;
+  if (!r.get_int("n", 1, 1, n)) return false;
+  if (!r.get_int("best_of", 1, 1, best_of)) return false;
+  if (const json* v = r.find("logprobs"); v && !(v->is_boolean() && !v->get<bool>())) {
+    return r.fail("logprobs", "logprobs are not supported");
+  }
+  if (r.find("top_logprobs")) return r.fail("top_logprobs", "logprobs are not supported");
+  bool echo = false;
+  if (!r.get_bool("echo", echo)) return false;
+  if (echo) return r.fail("echo", "echo is not supported");
+  for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
+    double x = 0.0;
+    if (!r.get_number(penalty, -2.0, 2.0, false, x)) return false;
+    if (x != 0.0) return r.fail(penalty, std::string(penalty) + " is not supported (use 0)");
+  }
+  if (const json* v = r.find("logit_bias"); v && !(v->is_object() && v->empty())) {
+    return r.fail("logit_bias", "logit_bias is not supported");
+  }
+  if (const json* v = r.find("suffix"); v && !(v->is_string() && v->get<std::string>().empty())) {
+    return r.fail("suffix", "suffix is not supported");
+  }
+  if (kind == api_kind::chat) {
+    if (const json* v = r.find("tools"); v && !(v->is_array() && v->empty())) {
+      return r.fail("tools", "tools are not supported");
+    }
+    if (const json* v = r.find("response_format");
+        v && !(v->is_object() && v->value("type", json()) == "text")) {
+      return r.fail("response_format", "only response_format {\"type\": \"text\"} is supported");
+    }
+  }
+  return true;
+}
+
+bool read_stop(field_reader& r, std::vector<std::string>& out) {
+  const json* v = r.find("stop");
+  if (!v) return true;
+  std::vector<std::string> all;
+  if (v->is_string()) {
+    all.push_back(v->get<std::string>());
+  } else if (v->is_array()) {
+    for (const json& s : *v) {
+      if (!s.is_string()) return r.fail("stop", "stop must be a string or a list of strings");
+      all.push_back(s.get<std::string>());
+    }
+  } else {
+    return r.fail("stop", "stop must be a string or a list of strings");
+  }
+  if (all.size() > static_cast<size_t>(max_stop_strings)) {
+    return r.fail("stop", "stop holds more than " + std::to_string(max_stop_strings) + " strings");
+  }
+  for (auto& s : all) {
+    if (s.size() > max_stop_string_bytes) {
+      return r.fail("stop", "a stop string is longer than " +
+                                std::to_string(max_stop_string_bytes) + " bytes");
+    }
+    if (!s.empty()) out.push_back(std::move(s));
+  }
+  return true;
+}
+
+bool read_stream(field_reader& r, parsed_request& out) {
+  if (!r.get_bool("stream", out.stream)) return false;
+  const json* opts = r.find("stream_options");
+  if (!opts) return true;
+  if (!out.stream) return r.fail("stream_options", "stream_options needs stream: true");
+  if (!opts->is_object()) return r.fail("stream_options", "stream_options must be an object");
+  field_reader inner(*opts);
+  if (!inner.get_bool("include_usage", out.include_usage)) {
+    return r.fail("stream_options.include_usage", "stream_options.include_usage must be a bool");
+  }
+  return true;
+}
+
+bool read_sampling(field_reader& r, const request_context& ctx, model::sampling_params& s) {
+  double temperature = 1.0, top_p = 1.0;
+  std::optional<int64_t> top_k, seed;
+  if (!r.get_number("temperature", 0.0, 2.0, false, temperature)) return false;
+  if (!r.get_number("top_p", 0.0, 1.0, true, top_p)) return false;
+  if (!r.get_int("top_k", -1, INT32_MAX, top_k)) return false;
+  if (!r.get_int("seed", INT64_MIN, INT64_MAX, seed)) return false;
+  s.temperature = static_cast<float>(temperature);
+  s.top_p = static_cast<float>(top_p);
+  s.top_k = top_k && *top_k > 0 ? static_cast<int>(*top_k) : 0;
+  s.seed = seed ? static_cast<uint64_t>(*seed) : ctx.default_seed;
+  return true;
+}
+
+bool read_stop_ids(field_reader& r, const request_context& ctx, std::vector<int32_t>& stop_ids) {
+  bool ignore_eos = false;
+  if (!r.get_bool("ignore_eos", ignore_eos)) return false;
+  if (!ignore_eos) stop_ids = ctx.eos_ids;
+  const json* v = r.find("stop_token_ids");
+  if (!v) return true;
+  std::vector<int32_t> extra;
+  if (!int_array(*v, extra)) return r.fail("stop_token_ids", "stop_token_ids must be token ids");
+  if (extra.size() > static_cast<size_t>(max_stop_token_ids)) {
+    return r.fail("stop_token_ids",
+                  "stop_token_ids holds more than " + std::to_string(max_stop_token_ids) + " ids");
+  }
+  if (!tokens_in_vocab(r, "stop_token_ids", extra, ctx.info.vocab_size)) return false;
+  stop_ids.insert(stop_ids.end(), extra.begin(), extra.end());
+  return true;
+}
+
+bool read_scenario(field_reader& r, std::string& scenario) {
+  const json* v = r.find("scenario");
+  if (!v) return true;
+  const std::string name = v->is_string() ? v->get<std::string>() : std::string();
+  const bool ok = !name.empty() && name.size() <= 64 &&
+                  std::all_of(name.begin(), name.end(), [](char c) {
+                    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+                           c == '-';
+                  });
+  if (!ok) return r.fail("scenario", "scenario must be a name of [a-z0-9_-], e.g. \"chat\"");
+  scenario = name;
+  return true;
+}
+
+// The prompt must leave room in the context for max_tokens (default: 16 for completions, the
+// rest of the context for chat, as the OpenAI API does).
+bool read_max_tokens(field_reader& r, api_kind kind, const request_context& ctx, int prompt,
+                     int& max_tokens) {
+  const int context = ctx.info.context_tokens;
+  const char* prompt_param = kind == api_kind::chat ? "messages" : "prompt";
+  if (prompt >= context) {
+    return r.fail(prompt_param,
+                  std::string(prompt_param) + " has " + std::to_string(prompt) +
+                      " tokens; this model's context is " + std::to_string(context) + " tokens",
+                  "context_length_exceeded");
+  }
+  const char* name = kind == api_kind::chat && r.find("max_completion_tokens")
+                         ? "max_completion_tokens"
+                         : "max_tokens";
+  std::optional<int64_t> asked;
+  if (!r.get_int(name, 1, INT32_MAX, asked)) return false;
+  const int room = context - prompt;
+  if (asked && *asked > room) {
+    return r.fail(name,
+                  "this model's context is " + std::to_string(context) + " tokens; the prompt " +
+                      "has " + std::to_string(prompt) + ", so " + name + " may be at most " +
+                      std::to_string(room) + ", got " + std::to_string(*asked),
+                  "context_length_exceeded");
+  }
+  max_tokens = asked                    ? static_cast<int>(*asked)
+               : kind == api_kind::chat ? room
+                                        : std::min(16, room);
+  return true;
+}
+
+bool read_model(field_reader& r, const json& body, const request_context& ctx, std::string& model) {
+  auto it = body.find("model");
+  if (it == body.end() || it->is_null()) return r.fail("model", "model is required");
+  if (!it->is_string()) return r.fail("model", "model must be a string");
+  model = it->get<std::string>();
+  if (model != ctx.info.model_name) {
+    return r.fail("model",
+                  "the model '" + model + "' is not served here; this server serves '" +
+                      ctx.info.model_name + "'",
+                  "model_not_found");
+  }
+  return true;
+}
+
+}  // namespace
+
+parse_outcome parse_request(api_kind kind, std::string_view body, const request_context& ctx) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    return bad_request("", std::string("the body is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) return bad_request("", "the body must be a JSON object");
+  parsed_request out;
+  out.kind = kind;
+  field_reader r(j);
+  generation_request& g = out.generation;
+  const bool ok = read_model(r, j, ctx, out.model) && refuse_unsupported(r, kind) &&
+                  (kind == api_kind::chat ? read_messages(r, j, ctx, g.prompt)
+                                          : read_prompt(r, j, ctx, g.prompt)) &&
+                  read_stream(r, out) && read_sampling(r, ctx, g.sampling) &&
+                  read_stop(r, out.stop_strings) && read_stop_ids(r, ctx, g.stop_ids) &&
+                  read_scenario(r, g.scenario) &&
+                  read_max_tokens(r, kind, ctx, static_cast<int>(g.prompt.size()), g.max_tokens);
+  if (!ok) return *r.error;
+  return out;
+}
+
+}  // namespace brigade::serve

@@ -1,0 +1,50 @@
+// Parsing and validating OpenAI request bodies (/v1/completions, /v1/chat/completions) into a
+// generation_request. Every rejection is a 400 whose error names the field at fault.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "model/chat_template.hpp"
+#include "model/tokenizer.hpp"
+#include "serve/api_error.hpp"
+#include "serve/inference_service.hpp"
+
+namespace brigade::serve {
+
+enum class api_kind { completion, chat };
+
+/// A validated request: what to generate and how to answer.
+struct parsed_request {
+  api_kind kind = api_kind::completion;
+  generation_request generation;  ///< Everything but the id, which the server assigns.
+  std::string model;
+  bool stream = false;
+  bool include_usage = false;             ///< stream_options.include_usage.
+  std::vector<std::string> stop_strings;  ///< Text that ends generation (not included).
+};
+
+/// What validation needs to know about the served model.
+struct request_context {
+  service_info info;
+  const model::tokenizer* tok = nullptr;
+  model::chat_format format = model::chat_format::chatml;
+  std::vector<int32_t> eos_ids;  ///< Stop ids unless the request sets ignore_eos.
+  uint64_t default_seed = 0;     ///< Seed when the request gives none.
+};
+
+/// Limits on what a request may ask for; each one is a bound on work or memory.
+constexpr int max_stop_strings = 16;
+constexpr size_t max_stop_string_bytes = 256;
+constexpr int max_stop_token_ids = 64;
+constexpr int max_messages = 4096;
+
+/// Either the parsed request or the 400 to answer.
+using parse_outcome = std::variant<parsed_request, api_error>;
+
+parse_outcome parse_request(api_kind kind, std::string_view body, const request_context& ctx);
+
+}  // namespace brigade::serve

@@ -1,0 +1,206 @@
+// Every kind of bad request gets its 4xx and an OpenAI error object naming the field at fault,
+// and the server keeps answering good requests afterwards.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "serve_fixture.hpp"
+
+using namespace brigade::serve;
+using namespace brigade::serve::testing;
+using nlohmann::json;
+
+namespace {
+
+struct bad_case {
+  const char* what;
+  const char* method;
+  const char* path;
+  std::string body;
+  int status;
+  const char* param;  // nullptr: the error's param is null.
+};
+
+std::string completion(const std::string& fields) {
+  return R"({"model": "tiny", "prompt": "Hello there")" + fields + "}";
+}
+
+std::string chat(const std::string& fields) {
+  return R"({"model": "tiny", "messages": [{"role": "user", "content": "Hi"}])" + fields + "}";
+}
+
+std::vector<bad_case> bad_cases() {
+  std::string ids = "[";
+  for (int i = 0; i < 300; ++i)
+    ids += (i ? ",5" : "5");
+  ids += "]";
+  return {
+      {"malformed JSON", "POST", "/v1/completions", R"({"model": "tiny", "prompt": )", 400,
+       nullptr},
+      {"body is not an object", "POST", "/v1/completions", "[1, 2]", 400, nullptr},
+      {"missing model", "POST", "/v1/completions", R"({"prompt": "Hi"})", 400, "model"},
+      {"model of the wrong type", "POST", "/v1/completions", R"({"model": 7, "prompt": "Hi"})", 400,
+       "model"},
+      {"unknown model", "POST", "/v1/completions", R"({"model": "gpt-9", "prompt": "Hi"})", 400,
+       "model"},
+      {"missing prompt", "POST", "/v1/completions", R"({"model": "tiny"})", 400, "prompt"},
+      {"prompt of the wrong type", "POST", "/v1/completions", R"({"model": "tiny", "prompt": {}})",
+       400, "prompt"},
+      {"empty prompt", "POST", "/v1/completions", R"({"model": "tiny", "prompt": ""})", 400,
+       "prompt"},
+      {"token id outside the vocabulary", "POST", "/v1/completions",
+       R"({"model": "tiny", "prompt": [1, 99999]})", 400, "prompt"},
+      {"several prompts", "POST", "/v1/completions", R"({"model": "tiny", "prompt": ["a", "b"]})",
+       400, "prompt"},
+      {"prompt longer than the context", "POST", "/v1/completions",
+       R"({"model": "tiny", "prompt": )" + ids + "}", 400, "prompt"},
+      {"max_tokens zero", "POST", "/v1/completions", completion(R"(, "max_tokens": 0)"), 400,
+       "max_tokens"},
+      {"max_tokens of the wrong type", "POST", "/v1/completions",
+       completion(R"(, "max_tokens": "10")"), 400, "max_tokens"},
+      {"max_tokens past the context", "POST", "/v1/completions",
+       completion(R"(, "max_tokens": 100000)"), 400, "max_tokens"},
+      {"temperature out of range", "POST", "/v1/completions", completion(R"(, "temperature": -1)"),
+       400, "temperature"},
+      {"temperature of the wrong type", "POST", "/v1/completions",
+       completion(R"(, "temperature": "hot")"), 400, "temperature"},
+      {"top_p zero", "POST", "/v1/completions", completion(R"(, "top_p": 0)"), 400, "top_p"},
+      {"n above 1", "POST", "/v1/completions", completion(R"(, "n": 2)"), 400, "n"},
+      {"logprobs", "POST", "/v1/completions", completion(R"(, "logprobs": 2)"), 400, "logprobs"},
+      {"echo", "POST", "/v1/completions", completion(R"(, "echo": true)"), 400, "echo"},
+      {"stop of the wrong type", "POST", "/v1/completions", completion(R"(, "stop": 5)"), 400,
+       "stop"},
+      {"stream of the wrong type", "POST", "/v1/completions", completion(R"(, "stream": "yes")"),
+       400, "stream"},
+      {"stream_options without stream", "POST", "/v1/completions",
+       completion(R"(, "stream_options": {"include_usage": true})"), 400, "stream_options"},
+      {"seed of the wrong type", "POST", "/v1/completions", completion(R"(, "seed": 1.5)"), 400,
+       "seed"},
+      {"scenario of the wrong type", "POST", "/v1/completions", completion(R"(, "scenario": 3)"),
+       400, "scenario"},
+      {"missing messages", "POST", "/v1/chat/completions", R"({"model": "tiny"})", 400, "messages"},
+      {"empty messages", "POST", "/v1/chat/completions", R"({"model": "tiny", "messages": []})",
+       400, "messages"},
+      {"unknown role", "POST", "/v1/chat/completions",
+       R"({"model": "tiny", "messages": [{"role": "wizard", "content": "x"}]})", 400,
+       "messages[0].role"},
+      {"content of the wrong type", "POST", "/v1/chat/completions",
+       R"({"model": "tiny", "messages": [{"role": "user", "content": 5}]})", 400,
+       "messages[0].content"},
+      {"chat logprobs", "POST", "/v1/chat/completions", chat(R"(, "logprobs": true)"), 400,
+       "logprobs"},
+      {"chat tools", "POST", "/v1/chat/completions",
+       chat(R"(, "tools": [{"type": "function", "function": {"name": "f"}}])"), 400, "tools"},
+      {"chat max_completion_tokens negative", "POST", "/v1/chat/completions",
+       chat(R"(, "max_completion_tokens": -3)"), 400, "max_completion_tokens"},
+      {"GET on a POST route", "GET", "/v1/completions", "", 405, nullptr},
+      {"POST on a GET route", "POST", "/v1/models", "{}", 405, nullptr},
+      {"unknown path", "GET", "/v2/everything", "", 404, nullptr},
+      {"unknown model path", "GET", "/v1/models/gpt-9", "", 404, nullptr},
+  };
+}
+
+void require_error_object(const std::string& body, const char* param) {
+  const json j = parse_json(body);
+  INFO("body: " << body);
+  REQUIRE(j.contains("error"));
+  const json& e = j["error"];
+  REQUIRE(e["message"].is_string());
+  REQUIRE_FALSE(e["message"].get<std::string>().empty());
+  REQUIRE(e["type"].is_string());
+  REQUIRE(e.contains("code"));
+  REQUIRE(e.contains("param"));
+  if (param) {
+    REQUIRE(e["param"] == param);
+  } else {
+    REQUIRE(e["param"].is_null());
+  }
+}
+
+void require_good_completion(http_client& client) {
+  auto r = client.request("POST", "/v1/completions",
+                          R"({"model": "tiny", "prompt": "Hello", "max_tokens": 3, "temperature": 0,
+                              "ignore_eos": true})");
+  REQUIRE(r.ok());
+  INFO("body: " << r->body);
+  REQUIRE(r->status == 200);
+  REQUIRE(parse_json(r->body)["usage"]["completion_tokens"] == 3);
+}
+
+}  // namespace
+
+TEST_CASE("each bad request gets its 4xx and an error object naming the field", "[serve]") {
+  test_server server;
+  auto client = server.client();
+  for (const bad_case& c : bad_cases()) {
+    INFO("case: " << c.what);
+    auto r = client->request(c.method, c.path, c.body);
+    REQUIRE(r.ok());
+    REQUIRE(r->status == c.status);
+    REQUIRE(r->content_type == "application/json");
+    require_error_object(r->body, c.param);
+    if (c.status == 405) REQUIRE_FALSE(r->header("Allow").empty());
+    require_good_completion(*client);
+  }
+  REQUIRE(server.engine->in_flight() == 0);
+}
+
+TEST_CASE("a body over the limit gets 413 and the server answers the next request", "[serve]") {
+  server_options o;
+  o.max_body_bytes = 4096;
+  test_server server(o);
+  auto client = server.client();
+  const std::string huge = R"({"model": "tiny", "prompt": ")" + std::string(8192, 'a') + "\"}";
+  auto r = client->request("POST", "/v1/completions", huge);
+  REQUIRE(r.ok());
+  REQUIRE(r->status == 413);
+  require_error_object(r->body, nullptr);
+  auto fresh = server.client();
+  require_good_completion(*fresh);
+}
+
+TEST_CASE("malformed HTTP gets 400 and the server answers the next request", "[serve]") {
+  test_server server;
+  auto raw = raw_exchange("127.0.0.1", server.port(), "THIS IS NOT HTTP\r\n\r\n");
+  REQUIRE(raw.ok());
+  INFO("answer: " << raw.value());
+  REQUIRE(raw->rfind("HTTP/1.1 400", 0) == 0);
+  REQUIRE(raw->find("\"error\"") != std::string::npos);
+  auto client = server.client();
+  require_good_completion(*client);
+}
+
+TEST_CASE("API keys: 401 without a key or with a wrong one, 200 with a right one", "[serve]") {
+  server_options o;
+  o.api_keys = {"key-one", "key-two"};
+  test_server server(o);
+  auto client = server.client();
+  const std::string body = R"({"model": "tiny", "prompt": "Hi", "max_tokens": 2})";
+
+  auto none = client->request("POST", "/v1/completions", body);
+  REQUIRE(none.ok());
+  REQUIRE(none->status == 401);
+  REQUIRE(none->header("WWW-Authenticate") == "Bearer");
+  require_error_object(none->body, nullptr);
+
+  auto wrong = client->request("POST", "/v1/completions", body, {{"Authorization", "Bearer nope"}});
+  REQUIRE(wrong.ok());
+  REQUIRE(wrong->status == 401);
+
+  auto models = client->request("GET", "/v1/models", "", {{"Authorization", "Bearer key-one1"}});
+  REQUIRE(models.ok());
+  REQUIRE(models->status == 401);
+
+  for (const char* key : {"Bearer key-one", "Bearer key-two", "bearer key-two"}) {
+    INFO("header: " << key);
+    auto ok = client->request("POST", "/v1/completions", body, {{"Authorization", key}});
+    REQUIRE(ok.ok());
+    REQUIRE(ok->status == 200);
+  }
+  // Health, readiness and metrics stay open to probes and scrapers.
+  for (const char* path : {"/health", "/ready", "/metrics"}) {
+    INFO("path: " << path);
+    auto r = client->request("GET", path);
+    REQUIRE(r.ok());
+    REQUIRE(r->status == 200);
+  }
+}
