@@ -32,8 +32,12 @@ std::unique_ptr<caf::actor_system_config> make_config() {
 class actor_service final : public serve::inference_service {
  public:
   actor_service(caf::actor_system& sys, router_actor router, registry_actor registry,
-                serve::service_info info)
-      : sys_(sys), router_(std::move(router)), registry_(std::move(registry)), info_(std::move(info)) {}
+                supervisor_actor supervisor, serve::service_info info)
+      : sys_(sys),
+        router_(std::move(router)),
+        registry_(std::move(registry)),
+        supervisor_(std::move(supervisor)),
+        info_(std::move(info)) {}
 
   status submit(serve::generation_request request,
                 std::shared_ptr<serve::generation_sink> sink) override {
@@ -74,13 +78,68 @@ class actor_service final : public serve::inference_service {
                   .set(s.queue_depth);
             },
             [&](caf::error&) {});
+    self->request(supervisor_, edge_timeout, status_atom_v)
+        .receive([&](const role_status& s) { collect_balance_metrics(s, into); },
+                 [&](caf::error&) {});
+  }
+  std::string experts_json() const override { return ask_text(experts_atom_v, "null"); }
+  std::string events_json(uint64_t since) const override {
+    caf::scoped_actor self{sys_};
+    std::string out = "[]";
+    self->request(supervisor_, edge_timeout, events_atom_v, since)
+        .receive([&](std::string& j) { out = std::move(j); }, [&](caf::error&) {});
+    return out;
+  }
+  status kill_actor(const std::string& name) override {
+    caf::scoped_actor self{sys_};
+    bool killed = false;
+    self->request(supervisor_, edge_timeout, kill_atom_v, name)
+        .receive([&](bool k) { killed = k; }, [&](caf::error&) {});
+    if (!killed) return error(errc::not_found, "no live actor named '" + name + "'");
+    return ok_status();
   }
   void stop() { ready_ = false; }
 
  private:
+  template <class Atom>
+  std::string ask_text(Atom atom, const char* fallback) const {
+    caf::scoped_actor self{sys_};
+    std::string out = fallback;
+    self->request(supervisor_, edge_timeout, atom)
+        .receive([&](std::string& j) { out = std::move(j); }, [&](caf::error&) {});
+    return out;
+  }
+  // Expert balance as Prometheus figures; full matrices stay in /v1/experts.
+  void collect_balance_metrics(const role_status& s, metrics::registry& into) const {
+    const auto d = nlohmann::json::parse(s.detail, nullptr, false);
+    if (!d.is_object()) return;
+    into.add_gauge("brigade_expert_balancedness",
+                   "Mean over max of the per-shard expert load in the last sample window.")
+        .get()
+        .set(d.value("balancedness", 1.0));
+    auto& rebalances = into.add_counter("brigade_eplb_rebalances_total",
+                                        "Expert re-plans by outcome.", {"outcome"});
+    for (const char* outcome : {"adopted", "rolled_back", "rejected"}) {
+      auto& c = rebalances.with({outcome});
+      c.inc(d.value(std::string("rebalances_") + outcome, 0.0) - c.value());
+    }
+    into.add_gauge("brigade_eplb_migration_in_progress", "1 while experts are migrating.")
+        .get()
+        .set(s.in_flight);
+    auto& durations = into.add_histogram("brigade_eplb_migration_duration_seconds",
+                                         "Duration of expert migrations, adopted or rolled back.",
+                                         {0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60})
+                          .get();
+    const auto all = d.value("migration_durations_s", std::vector<double>{});
+    for (size_t i = observed_durations_; i < all.size(); ++i) durations.observe(all[i]);
+    observed_durations_ = all.size();
+  }
+
+  mutable size_t observed_durations_ = 0;  // scrapes are serialised by the HTTP layer
   caf::actor_system& sys_;
   router_actor router_;
   registry_actor registry_;
+  supervisor_actor supervisor_;
   serve::service_info info_;
   std::atomic<bool> ready_{true};
 };
@@ -147,7 +206,7 @@ result<std::unique_ptr<topology>> topology::start(const deploy::manifest& m,
   info.created_unix_s =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
-  p->service = std::make_unique<actor_service>(*p->sys, p->router, p->registry, info);
+  p->service = std::make_unique<actor_service>(*p->sys, p->router, p->registry, p->supervisor, info);
   return std::unique_ptr<topology>(new topology(std::move(p)));
 }
 

@@ -1,4 +1,5 @@
-// `brigade serve`: the OpenAI-compatible HTTP server over the single-process engine.
+// `brigade serve [MANIFEST]`: the OpenAI-compatible HTTP server over the actor topology of a
+// manifest (the embedded default without one), or over the single-process engine (--engine).
 #include <pthread.h>
 #include <CLI/CLI.hpp>
 #include <csignal>
@@ -6,7 +7,9 @@
 #include <set>
 #include <thread>
 
+#include "actors/topology.hpp"
 #include "cli/commands.hpp"
+#include "deploy/manifest.hpp"
 #include "common/progress.hpp"
 #include "gpu/backend.hpp"
 #include "model/loaded_model.hpp"
@@ -44,18 +47,24 @@ result<std::pair<std::string, uint16_t>> parse_listen(const std::string& text) {
 }
 
 struct serve_options {
-  std::string model_dir = BRIGADE_DEFAULT_MODEL_DIR;
-  std::string listen = "127.0.0.1:8000";
+  std::string manifest_path;
+  std::string model_dir;
+  std::string listen;
   std::vector<std::string> api_keys;
+  bool engine = false;
   int drain_timeout_s = 30;
   serve::engine_service_options service;
   serve::http_server_options http;
 };
 
 void add_options(CLI::App& app, serve_options& o) {
-  app.add_option("--model", o.model_dir, "checkpoint directory (default: the embedded model)");
-  app.add_option("--listen", o.listen, "HOST:PORT to listen on; port 0 picks a free one")
-      ->capture_default_str();
+  app.add_option("manifest", o.manifest_path,
+                 "cluster manifest (YAML); without one, the embedded default topology");
+  app.add_option("--model", o.model_dir, "checkpoint directory (overrides the manifest's)");
+  app.add_option("--listen", o.listen,
+                 "HOST:PORT to listen on, port 0 picks a free one (default 127.0.0.1:8000)");
+  app.add_flag("--engine", o.engine,
+               "serve with the single-process engine instead of the actor topology");
   app.add_option("--api-key", o.api_keys, "accept this Bearer key on /v1/ (repeatable)");
   app.add_option("--served-model-name", o.service.model_name,
                  "the name clients send as \"model\" (default: the directory's name)");
@@ -83,8 +92,64 @@ std::vector<int32_t> eos_ids(const model::model_config& config, const model::tok
   return {ids.begin(), ids.end()};
 }
 
+// The manifest to serve: the file's, or the embedded default, with command-line overrides.
+result<deploy::manifest> manifest_for(const serve_options& o) {
+  deploy::manifest m = deploy::default_manifest(BRIGADE_DEFAULT_MODEL_DIR);
+  if (!o.manifest_path.empty()) {
+    auto loaded = deploy::load_manifest(o.manifest_path);
+    if (!loaded) return loaded.err();
+    m = loaded.value();
+  }
+  if (!o.model_dir.empty()) m.model = o.model_dir;
+  if (!o.listen.empty()) m.listen = o.listen;
+  if (!o.api_keys.empty()) m.api_keys = o.api_keys;
+  return m;
+}
+
+// What serves the requests: the actor topology, or the single-process engine.
+struct backend_service {
+  std::unique_ptr<actors::topology> topology;
+  std::unique_ptr<gpu::backend> dev;
+  std::unique_ptr<model::loaded_model> model;
+  std::unique_ptr<serve::engine_service> engine;
+
+  serve::inference_service& service() {
+    return topology ? topology->service() : static_cast<serve::inference_service&>(*engine);
+  }
+  const model::model_config& config() const {
+    return topology ? topology->config() : model->config;
+  }
+  void stop() {
+    if (engine) engine->stop();
+    topology.reset();
+  }
+};
+
+result<backend_service> start_service(const serve_options& o, const deploy::manifest& m) {
+  backend_service b;
+  progress_bar bar("loading " + m.model);
+  auto progress = [&](size_t done, size_t total) { bar.update(done, total); };
+  if (o.engine) {
+    b.dev = gpu::make_cpu_backend();
+    auto loaded = model::loaded_model::load(m.model, *b.dev, true, progress);
+    if (!loaded) return loaded.err();
+    b.model = std::move(loaded.value());
+    serve::engine_service_options opt = o.service;
+    opt.max_queued = m.admission_queue;
+    opt.engine.block_tokens = m.block_tokens;
+    b.engine = std::make_unique<serve::engine_service>(*b.model, *b.dev, opt);
+    b.engine->start();
+  } else {
+    auto topo = actors::topology::start(m, progress);
+    if (!topo) return topo.err();
+    b.topology = std::move(topo.value());
+  }
+  bar.finish();
+  return b;
+}
+
 // Stops taking requests, lets those in flight finish for up to drain_timeout_s, then stops.
-void shut_down(serve::http_server& server, serve::engine_service& service, int drain_timeout_s) {
+void shut_down(serve::http_server& server, backend_service& service, int drain_timeout_s) {
   server.stop_accepting();
   const int in_flight = server.active_generations();
   std::printf("brigade serve: shutting down; %d requests in flight (waiting up to %d s)\n",
@@ -107,7 +172,10 @@ int serve(int argc, char** argv) {
                "brigade serve"};
   add_options(app, o);
   CLI11_PARSE(app, argc, argv);
-  auto listen = parse_listen(o.listen);
+  auto manifest = manifest_for(o);
+  if (!manifest) return fail(manifest.err().message);
+  const deploy::manifest& m = manifest.value();
+  auto listen = parse_listen(m.listen);
   if (!listen) return fail(listen.err().message);
   o.http.host = listen->first;
   o.http.port = listen->second;
@@ -119,24 +187,19 @@ int serve(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto tok = model::tokenizer::load(o.model_dir);
+  auto tok = model::tokenizer::load(m.model);
   if (!tok) return fail(tok.err().message + " (serving needs the model's tokenizer.json)");
-  auto dev = gpu::make_cpu_backend();
-  progress_bar bar("loading " + o.model_dir);
-  auto loaded = model::loaded_model::load(
-      o.model_dir, *dev, true, [&](size_t done, size_t total) { bar.update(done, total); });
-  if (!loaded) return fail(loaded.err().message);
-  bar.finish();
-  const model::model_config& config = loaded.value()->config;
-
-  serve::engine_service service(*loaded.value(), *dev, o.service);
-  service.start();
-  serve::api_handler handler(service, tok.value(), {o.api_keys, eos_ids(config, tok.value())});
+  auto started_service = start_service(o, m);
+  if (!started_service) return fail(started_service.err().message);
+  backend_service& service = started_service.value();
+  serve::api_handler handler(service.service(), tok.value(),
+                             {m.api_keys, eos_ids(service.config(), tok.value())});
   serve::http_server server(handler, o.http);
   if (status started = server.start(); !started) return fail(started.err().message);
-  std::printf("brigade serve: serving '%s' at %s (OpenAI API under /v1)%s\n",
-              service.info().model_name.c_str(), server.url().c_str(),
-              o.api_keys.empty() ? "" : ", API keys required");
+  std::printf("brigade serve: serving '%s' at %s (OpenAI API under /v1) with %s%s\n",
+              service.service().info().model_name.c_str(), server.url().c_str(),
+              o.engine ? "the single-process engine" : "the actor topology",
+              m.api_keys.empty() ? "" : ", API keys required");
   std::fflush(stdout);
 
   int signal_number = 0;

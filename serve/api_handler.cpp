@@ -1,6 +1,9 @@
 #include "serve/api_handler.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "serve/openai_request.hpp"
@@ -22,7 +25,7 @@ http_reply not_found(std::string_view path) {
   e.type = "not_found_error";
   e.message = "no route " + std::string(path) +
               "; brigade serves /v1/completions, /v1/chat/completions, /v1/models, /v1/actors, "
-              "/health, /ready and /metrics";
+              "/v1/experts, /v1/events, /v1/admin/kill, /health, /ready and /metrics";
   return api_handler::error_reply(e);
 }
 
@@ -70,8 +73,24 @@ http_reply api_handler::refused(const error& err) {
   return error_reply(from_service_error(err));
 }
 
-std::variant<http_reply, generation_start> api_handler::handle(const http_request_view& req,
-                                                               clock::time_point received) {
+// The value of `name` in the query of `target` ("/v1/events?since=4"), or "".
+std::string_view query_value(std::string_view target, std::string_view name) {
+  const size_t q = target.find('?');
+  if (q == std::string_view::npos) return {};
+  std::string_view rest = target.substr(q + 1);
+  while (!rest.empty()) {
+    const size_t amp = rest.find('&');
+    const std::string_view pair = rest.substr(0, amp);
+    const size_t eq = pair.find('=');
+    if (pair.substr(0, eq) == name) return eq == std::string_view::npos ? "" : pair.substr(eq + 1);
+    if (amp == std::string_view::npos) break;
+    rest = rest.substr(amp + 1);
+  }
+  return {};
+}
+
+api_handler::outcome api_handler::handle(const http_request_view& req,
+                                         clock::time_point received) {
   const std::string_view path = path_of(req.target);
   const bool is_api = path.rfind("/v1/", 0) == 0;
   if (is_api && !auth_.allows(req.authorization)) {
@@ -90,9 +109,60 @@ std::variant<http_reply, generation_start> api_handler::handle(const http_reques
     return start_generation(path == "/v1/completions" ? api_kind::completion : api_kind::chat,
                             req.body, received);
   }
+  if (path == "/v1/admin/kill") {
+    if (req.method != "POST") return method_not_allowed(req.method, path, "POST");
+    return admin_kill(req.body);
+  }
+  if (path == "/v1/events") {
+    if (req.method != "GET") return method_not_allowed(req.method, path, "GET");
+    event_stream_start start;
+    const std::string since(query_value(req.target, "since"));
+    if (!since.empty()) {
+      char* end = nullptr;
+      start.since = std::strtoull(since.c_str(), &end, 10);
+      if (*end != '\0') {
+        api_error e;
+        e.message = "'since' must be an event sequence number, got '" + since + "'";
+        e.param = "since";
+        return error_reply(e);
+      }
+    }
+    return start;
+  }
   http_reply r = get_route(path);
   if (r.status != 404 && req.method != "GET") return method_not_allowed(req.method, path, "GET");
   return r;
+}
+
+http_reply api_handler::admin_kill(std::string_view body) {
+  const auto j = nlohmann::json::parse(body, nullptr, false);
+  api_error e;
+  if (j.is_discarded() || !j.is_object() || !j.contains("actor") || !j["actor"].is_string()) {
+    e.message = "the body must be a JSON object {\"actor\": \"NAME\"} naming a live actor";
+    e.param = "actor";
+    return error_reply(e);
+  }
+  status killed = service_.kill_actor(j["actor"].get<std::string>());
+  if (!killed) {
+    e.http_status = killed.err().code == errc::not_found ? 404 : 400;
+    e.message = killed.err().message;
+    e.param = "actor";
+    return error_reply(e);
+  }
+  http_reply r;
+  r.body = nlohmann::json{{"killed", j["actor"]}}.dump();
+  return r;
+}
+
+std::string api_handler::next_events(uint64_t& since) {
+  const auto events = nlohmann::json::parse(service_.events_json(since), nullptr, false);
+  std::string out;
+  if (!events.is_array()) return out;
+  for (const auto& ev : events) {
+    out += "event: " + ev.value("kind", std::string("event")) + "\ndata: " + ev.dump() + "\n\n";
+    since = std::max<uint64_t>(since, ev.value("seq", since));
+  }
+  return out;
 }
 
 http_reply api_handler::get_route(std::string_view path) {
@@ -114,13 +184,15 @@ http_reply api_handler::get_route(std::string_view path) {
     r.body = model_response(info);
   } else if (path == "/v1/actors") {
     r.body = service_.actors_json();
+  } else if (path == "/v1/experts") {
+    r.body = service_.experts_json();
   } else {
     return not_found(path);
   }
   return r;
 }
 
-std::variant<http_reply, generation_start> api_handler::start_generation(
+api_handler::outcome api_handler::start_generation(
     api_kind kind, std::string_view body, clock::time_point received) {
   const int64_t id = next_id_++;
   request_context ctx;

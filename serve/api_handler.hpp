@@ -6,6 +6,9 @@
 //   GET  /metrics                 Prometheus text
 //   GET  /v1/models[/NAME]        the served model            (API key)
 //   GET  /v1/actors               the registry snapshot        (API key)
+//   GET  /v1/experts              expert layout and balance    (API key)
+//   GET  /v1/events               expert-balancing events, SSE (API key)
+//   POST /v1/admin/kill           fault injection: {"actor": "decode-0"}  (API key)
 //   POST /v1/completions          OpenAI completions           (API key)
 //   POST /v1/chat/completions     OpenAI chat completions      (API key)
 #pragma once
@@ -52,6 +55,11 @@ struct generation_start {
   std::unique_ptr<generation_stream> stream;
 };
 
+/// An event stream to start: the expert-balancing events after sequence number `since`.
+struct event_stream_start {
+  uint64_t since = 0;
+};
+
 struct api_handler_options {
   std::vector<std::string> api_keys;  ///< Empty: no authentication.
   std::vector<int32_t> eos_ids;       ///< Stop ids of every request unless it sets ignore_eos.
@@ -65,9 +73,12 @@ class api_handler {
   api_handler(inference_service& service, const model::tokenizer& tok,
               const api_handler_options& options);
 
-  /// A reply to write now, or a generation to submit.
-  std::variant<http_reply, generation_start> handle(const http_request_view& req,
-                                                    clock::time_point received);
+  using outcome = std::variant<http_reply, generation_start, event_stream_start>;
+
+  /// A reply to write now, a generation to submit, or an event stream to run.
+  outcome handle(const http_request_view& req, clock::time_point received);
+  /// SSE events for everything after `since`, which moves to the last event sent.
+  std::string next_events(uint64_t& since);
   /// The reply when submit() refused a generation (400, 429 or 503).
   http_reply refused(const error& err);
   /// A reply holding an OpenAI error object.
@@ -79,8 +90,8 @@ class api_handler {
   std::string metrics_text();
 
  private:
-  std::variant<http_reply, generation_start> start_generation(api_kind kind, std::string_view body,
-                                                              clock::time_point received);
+  outcome start_generation(api_kind kind, std::string_view body, clock::time_point received);
+  http_reply admin_kill(std::string_view body);
   http_reply get_route(std::string_view path);
 
   inference_service& service_;

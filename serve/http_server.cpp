@@ -84,7 +84,11 @@ namespace {
 class session : public std::enable_shared_from_this<session> {
  public:
   session(tcp::socket socket, http_server::state& st, bool reject)
-      : socket_(std::move(socket)), timer_(socket_.get_executor()), st_(st), reject_(reject) {
+      : socket_(std::move(socket)),
+        timer_(socket_.get_executor()),
+        poll_timer_(socket_.get_executor()),
+        st_(st),
+        reject_(reject) {
     ++st_.connections;
   }
   ~session() {
@@ -121,6 +125,9 @@ class session : public std::enable_shared_from_this<session> {
   void on_read_error(beast::error_code ec);
   void handle_request();
   void start_generation(generation_start start);
+  void open_stream();
+  void start_events(uint64_t since);
+  void poll_events();
   void emit(const std::string& bytes);
   void write_whole(const http_reply& reply);
   void pump();
@@ -145,6 +152,7 @@ class session : public std::enable_shared_from_this<session> {
 
   tcp::socket socket_;
   net::steady_timer timer_;
+  net::steady_timer poll_timer_;  // Event streams: when to look for new events.
   http_server::state& st_;
   bool reject_;
   beast::flat_buffer buffer_;
@@ -165,6 +173,8 @@ class session : public std::enable_shared_from_this<session> {
   bool head_sent_ = false;
   bool last_sent_ = false;
   bool chunked_ = true;
+  bool events_ = false;  // This connection streams /v1/events until the client leaves.
+  uint64_t events_since_ = 0;
   std::string pending_;  // Stream bytes not yet written, coalesced into one chunk.
   std::string writing_buf_;
 };
@@ -278,7 +288,47 @@ void session::handle_request() {
   view.body = req.body();
   auto outcome = st_.handler.handle(view, received);
   if (auto* reply = std::get_if<http_reply>(&outcome)) return write_whole(*reply);
+  if (auto* ev = std::get_if<event_stream_start>(&outcome)) return start_events(ev->since);
   start_generation(std::move(std::get<generation_start>(outcome)));
+}
+
+// The head of a server-sent event stream, for generations and /v1/events alike.
+void session::open_stream() {
+  stream_head_.emplace(http::status::ok, parser_->get().version());
+  stream_head_->set(http::field::server, "brigade");
+  stream_head_->set(http::field::content_type, "text/event-stream");
+  stream_head_->set(http::field::cache_control, "no-cache");
+  // HTTP/1.0 has no chunked encoding: there the stream is the raw body, ended by closing.
+  chunked_ = parser_->get().version() >= 11;
+  if (!chunked_) keep_alive_ = false;
+  stream_head_->keep_alive(keep_alive_);
+  stream_head_->chunked(chunked_);
+  stream_sr_.emplace(*stream_head_);
+  st_.handler.metrics().http_response(200);
+}
+
+// /v1/events: a stream that lasts until the client leaves; it does not count as busy, so a
+// shutdown does not wait for it.
+void session::start_events(uint64_t since) {
+  busy_end();
+  events_ = true;
+  events_since_ = since;
+  head_sent_ = last_sent_ = answered_ = false;
+  open_stream();
+  pending_ = ": brigade expert-balancing events\n\n" + st_.handler.next_events(events_since_);
+  pump();
+  start_watch();
+  poll_events();
+}
+
+void session::poll_events() {
+  poll_timer_.expires_after(std::chrono::milliseconds(200));
+  poll_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (ec || self->closed_) return;
+    self->pending_ += self->st_.handler.next_events(self->events_since_);
+    self->pump();
+    self->poll_events();
+  });
 }
 
 void session::start_generation(generation_start start) {
@@ -296,17 +346,7 @@ void session::start_generation(generation_start start) {
     return write_whole(st_.handler.refused(submitted.err()));
   }
   if (gen_->streaming()) {
-    stream_head_.emplace(http::status::ok, parser_->get().version());
-    stream_head_->set(http::field::server, "brigade");
-    stream_head_->set(http::field::content_type, "text/event-stream");
-    stream_head_->set(http::field::cache_control, "no-cache");
-    // HTTP/1.0 has no chunked encoding: there the stream is the raw body, ended by closing.
-    chunked_ = parser_->get().version() >= 11;
-    if (!chunked_) keep_alive_ = false;
-    stream_head_->keep_alive(keep_alive_);
-    stream_head_->chunked(chunked_);
-    stream_sr_.emplace(*stream_head_);
-    st_.handler.metrics().http_response(200);
+    open_stream();
     pending_ = gen_->open();
     pump();
   }
@@ -440,7 +480,7 @@ void session::on_watch(beast::error_code ec, size_t n) {
   if (ec == net::error::operation_aborted && closed_) return;
   if (ec) return client_gone();
   buffer_.commit(n);  // A pipelined request: keep it for the next read.
-  if (gen_) start_watch();
+  if (gen_ || events_) start_watch();
 }
 
 void session::client_gone() {
@@ -456,6 +496,7 @@ void session::close() {
   closed_ = true;
   busy_end();
   timer_.cancel();
+  poll_timer_.cancel();
   beast::error_code ignored;
   socket_.shutdown(tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);

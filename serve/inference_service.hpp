@@ -100,6 +100,22 @@ class inference_service {
   /// Sets the service's own metrics (running and waiting requests, ...) in `into`; called at
   /// each /metrics scrape, so gauges can be read fresh.
   virtual void collect_metrics(metrics::registry& into) const = 0;
+
+  // Introspection of the expert layout and fault injection. Services without experts (the
+  // single-process engine) keep the defaults.
+
+  /// GET /v1/experts: layout, per-shard load per window, balancedness history, migrations.
+  virtual std::string experts_json() const { return "null"; }
+  /// The expert-balancing events after sequence number `since`, as a JSON array of objects
+  /// with a "seq" and a "kind" (the /v1/events stream).
+  virtual std::string events_json(uint64_t since) const {
+    (void)since;
+    return "[]";
+  }
+  /// Fault injection: kills the named actor, which the supervisor then restarts.
+  virtual status kill_actor(const std::string& name) {
+    return error(errc::unsupported, "this service has no actors to kill ('" + name + "')");
+  }
 };
 
 }  // namespace brigade::serve

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""One answer, whatever the topology: 50+ concurrent greedy completions through `brigade serve`
+equal `brigade generate` for each prompt, with experts over 1, 2, 4 and 8 shards and 1 and 2
+decode workers; and a decode worker killed mid-stream loses and repeats nothing.
+
+Usage: serve_topology_test.py BRIGADE_BIN WORKDIR [--quick]
+"""
+import concurrent.futures
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+
+PROMPTS = 52
+MAX_TOKENS = 12
+
+
+def prompt_ids(i):
+    return [(i * 97 + t * 31) % 1900 + 40 for t in range(3 + (i * 7) % 30)]
+
+
+def generate(brigade, model, ids, max_tokens):
+    out = subprocess.run([brigade, "generate", "--model", model, "--prompt-ids",
+                          ",".join(map(str, ids)), "--max-tokens", str(max_tokens),
+                          "--temperature", "0", "--ignore-eos", "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+class server:
+    """`brigade serve MANIFEST` on a free port, stopped with SIGTERM."""
+
+    def __init__(self, brigade, manifest, log_path):
+        self.log = open(log_path, "w")
+        self.proc = subprocess.Popen([brigade, "serve", manifest, "--listen", "127.0.0.1:0"],
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True)
+        deadline = time.time() + 120
+        self.url = None
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            if " at http://" in line:
+                self.url = line.split(" at ")[1].split()[0]
+                break
+        if not self.url:
+            self.stop()
+            raise SystemExit(f"brigade serve did not start; see {log_path}")
+
+    def post(self, path, body, timeout=120):
+        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.loads(r.read())
+
+    def get(self, path):
+        with urllib.request.urlopen(self.url + path, timeout=30) as r:
+            return json.loads(r.read())
+
+    def stream(self, body, on_first_chunk=None):
+        """Streams a completion; returns the concatenated text."""
+        body = dict(body, stream=True)
+        req = urllib.request.Request(self.url + "/v1/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        text, chunks = "", 0
+        with urllib.request.urlopen(req, timeout=120) as r:
+            for raw in r:
+                line = raw.decode().strip()
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                event = json.loads(line[6:])
+                if "error" in event:
+                    raise AssertionError(f"stream error: {event['error']}")
+                text += event["choices"][0]["text"]
+                chunks += 1
+                if chunks == 3 and on_first_chunk:
+                    on_first_chunk()
+        return text
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.log.close()
+
+
+def write_manifest(path, model, shards, decoders, slots_per_shard=0):
+    with open(path, "w") as f:
+        f.write(f"model: {model}\n"
+                f"roles:\n"
+                f"  prefill: {{count: 1}}\n"
+                f"  decode: {{count: {decoders}, max_running: 16}}\n"
+                f"  expert_shard: {{count: {shards}, slots_per_shard: {slots_per_shard}}}\n")
+
+
+def completion(srv, ids):
+    return srv.post("/v1/completions", {"model": "model", "prompt": ids, "max_tokens": MAX_TOKENS,
+                                        "temperature": 0, "ignore_eos": True})
+
+
+def check_topology(brigade, model, workdir, expected, shards, decoders):
+    name = f"shards{shards}-decode{decoders}"
+    manifest = os.path.join(workdir, name + ".yaml")
+    write_manifest(manifest, model, shards, decoders)
+    srv = server(brigade, manifest, os.path.join(workdir, name + ".log"))
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=PROMPTS) as pool:
+            answers = list(pool.map(lambda i: completion(srv, prompt_ids(i)), range(PROMPTS)))
+    finally:
+        srv.stop()
+    bad = [i for i, a in enumerate(answers) if a["choices"][0]["text"] != expected[i]["text"]]
+    for i in bad[:3]:
+        print(f"  {name}: prompt {i}: got {answers[i]['choices'][0]['text']!r}, "
+              f"generate gave {expected[i]['text']!r}")
+    usage_ok = all(a["usage"]["completion_tokens"] == MAX_TOKENS for a in answers)
+    print(f"{name:18s} {PROMPTS} concurrent prompts: "
+          f"{'identical to generate' if not bad else f'{len(bad)} differ'}"
+          f"{'' if usage_ok else ', wrong usage'}")
+    return not bad and usage_ok
+
+
+def check_kill(brigade, model, workdir):
+    """decode-0 killed mid-stream (P=1 D=2): every stream completes with generate's text."""
+    manifest = os.path.join(workdir, "kill.yaml")
+    write_manifest(manifest, model, 4, 2)
+    tokens = 48
+    expected = [generate(brigade, model, prompt_ids(i), tokens)["text"] for i in range(8)]
+    srv = server(brigade, manifest, os.path.join(workdir, "kill.log"))
+    killed = []
+
+    def kill_once():
+        if not killed:
+            killed.append(srv.post("/v1/admin/kill", {"actor": "decode-0"}))
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+            futures = [pool.submit(srv.stream, {"model": "model", "prompt": prompt_ids(i),
+                                                "max_tokens": tokens, "temperature": 0,
+                                                "ignore_eos": True},
+                                   kill_once if i == 0 else None) for i in range(8)]
+            texts = [f.result() for f in futures]
+        entry = None
+        for _ in range(100):
+            actors = srv.get("/v1/actors")["actors"]
+            entry = next(a for a in actors if a["name"] == "decode-0")
+            if entry["alive"] and entry["generation"] == 2:
+                break
+            time.sleep(0.05)
+    finally:
+        srv.stop()
+    ok = killed and all(t == e for t, e in zip(texts, expected))
+    ok = ok and entry["generation"] == 2 and "kill" in (entry["death_cause"] or "")
+    print(f"decode-0 killed mid-stream: "
+          f"{'8 streams identical to generate, none repeated' if ok else 'FAILED'}; registry: "
+          f"generation {entry['generation']}, death cause {entry['death_cause']}")
+    if not ok:
+        for t, e in zip(texts, expected):
+            if t != e:
+                print(f"  got {t!r}\n  expected {e!r}")
+    return ok
+
+
+def main():
+    brigade, workdir = sys.argv[1], sys.argv[2]
+    quick = "--quick" in sys.argv
+    shutil.rmtree(workdir, ignore_errors=True)
+    os.makedirs(workdir)
+    model = os.path.join(workdir, "model")
+    subprocess.run([brigade, "make-model", "--family", "qwen3_moe", "--out", model, "--layers", "2",
+                    "--hidden", "64", "--heads", "4", "--kv-heads", "2", "--head-dim", "16",
+                    "--experts", "8", "--top-k", "2", "--moe-inter", "32", "--seed", "3"],
+                   check=True, capture_output=True)
+    expected = [generate(brigade, model, prompt_ids(i), MAX_TOKENS) for i in range(PROMPTS)]
+    shapes = [(1, 1), (2, 2)] if quick else [(s, d) for s in (1, 2, 4, 8) for d in (1, 2)]
+    ok = all([check_topology(brigade, model, workdir, expected, s, d) for s, d in shapes])
+    ok = check_kill(brigade, model, workdir) and ok
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
