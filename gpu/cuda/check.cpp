@@ -18,13 +18,17 @@ error to_error(cudaError_t e, const char* what) {
   return error(errc::unavailable, "CUDA " + describe(e, what));
 }
 
-device_guard::device_guard(int device) {
-  check(cudaGetDevice(&previous_), "cudaGetDevice");
-  if (previous_ == device) {
+device_guard::device_guard(int device, bool throw_on_error) {
+  cudaError_t e = cudaGetDevice(&previous_);
+  if (e == cudaSuccess && previous_ == device) {
     previous_ = -1;
     return;
   }
-  check(cudaSetDevice(device), "cudaSetDevice");
+  if (e == cudaSuccess) e = cudaSetDevice(device);
+  if (e != cudaSuccess) {
+    previous_ = -1;
+    if (throw_on_error) check(e, "selecting the backend's device");
+  }
 }
 
 device_guard::~device_guard() {

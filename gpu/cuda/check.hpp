@@ -33,10 +33,11 @@ void check_launch(const char* kernel);
 error to_error(cudaError_t e, const char* what);
 
 /// Makes `device` current for this thread for the guard's lifetime. The backend's methods may
-/// be called from any thread, and each thread has its own current device.
+/// be called from any thread, and each thread has its own current device. Destructors pass
+/// `throw_on_error` false: they cannot report a failure, and the next CUDA call will.
 class device_guard {
  public:
-  explicit device_guard(int device);
+  explicit device_guard(int device, bool throw_on_error = true);
   ~device_guard();
   device_guard(const device_guard&) = delete;
   device_guard& operator=(const device_guard&) = delete;

@@ -42,7 +42,7 @@ cuda_backend::cuda_backend(int device, std::string device_name, cudaStream_t str
 }
 
 cuda_backend::~cuda_backend() {
-  device_guard guard(device_);
+  device_guard guard(device_, false);
   cudaStreamSynchronize(stream_);
   staging_.reset();
   results_.reset();

@@ -48,7 +48,7 @@ device_buffer::device_buffer(int device, cudaStream_t stream, size_t bytes)
 
 device_buffer::~device_buffer() {
   // cudaFree waits for work using the memory; errors cannot be reported from a destructor.
-  device_guard guard(device_);
+  device_guard guard(device_, false);
   cudaFree(data_);
 }
 

@@ -67,7 +67,7 @@ nccl_comm::nccl_comm(std::unique_ptr<handle> h, int rank, int ranks)
 
 nccl_comm::~nccl_comm() {
   if (h_ && h_->comm) {
-    device_guard guard(h_->device);
+    device_guard guard(h_->device, false);
     cudaStreamSynchronize(h_->stream);
     ncclCommDestroy(h_->comm);
   }
@@ -126,14 +126,21 @@ result<std::unique_ptr<nccl_comm>> nccl_comm::init_rank(const std::vector<uint8_
   auto h = std::make_unique<handle>();
   h->device = c.value()->device();
   h->stream = c.value()->stream();
-  device_guard guard(h->device);
+  // NCCL binds the communicator to the calling thread's current device.
+  if (cudaSetDevice(h->device) != cudaSuccess) {
+    return error(errc::unavailable,
+                 "init_rank: cannot select CUDA device " + std::to_string(h->device));
+  }
   const ncclResult_t r = ncclCommInitRank(&h->comm, ranks, nid, rank);
   if (r != ncclSuccess) return nccl_error(r, "ncclCommInitRank");
   return std::unique_ptr<nccl_comm>(new nccl_comm(std::move(h), rank, ranks));
 }
 
 status nccl_comm::enqueue(const row_exchange& x) {
-  device_guard guard(h_->device);
+  if (cudaSetDevice(h_->device) != cudaSuccess) {
+    return error(errc::unavailable,
+                 "all_to_all: cannot select CUDA device " + std::to_string(h_->device));
+  }
   size_t send_at = 0;
   size_t recv_at = 0;
   const auto cols = static_cast<size_t>(x.cols);

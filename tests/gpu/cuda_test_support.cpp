@@ -13,7 +13,7 @@ std::unique_ptr<backend> cuda_or_skip(int device) {
     return nullptr;
   }
   auto dev = make_cuda_backend(device);
-  INFO(report.describe());
+  INFO(report.describe() << ": " << (dev.ok() ? std::string("ok") : dev.err().describe()));
   REQUIRE(dev.ok());
   return std::move(dev.value());
 }
@@ -27,7 +27,7 @@ std::vector<std::unique_ptr<backend>> all_cuda_or_skip() {
   }
   for (const device_info& d : report.devices) {
     auto dev = make_cuda_backend(d.index);
-    INFO(report.describe());
+    INFO(report.describe() << ": " << (dev.ok() ? std::string("ok") : dev.err().describe()));
     REQUIRE(dev.ok());
     out.push_back(std::move(dev.value()));
   }
