@@ -1,6 +1,7 @@
 // Whole forward steps of small generated models on CUDA: greedy generation through the engine
 // must give the CPU engine's tokens (logits a float rounding apart), and on the GPU a sequence's
 // logits must be bit-identical whether it runs alone or batched with others.
+#include <unistd.h>
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -33,7 +34,22 @@ const family_case families[] = {
     {"olmoe", "bfloat16", "\"clip_qkv\": null", "\"clip_qkv\": 0.5"},
 };
 
-// Each test case writes its own directory: ctest may run the cases at the same time.
+// Models go under the system's temporary directory, one folder per process (ctest may run the
+// cases at the same time), removed when the process exits.
+std::string scratch_root() {
+  struct scratch {
+    std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                 ("brigade-cuda-tests-" + std::to_string(::getpid()));
+    ~scratch() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  };
+  static const scratch root;
+  return root.path.string();
+}
+
+// Each test case writes its own directory.
 std::string write_model(const family_case& f, uint64_t seed, const std::string& tag) {
   model::model_spec spec;
   spec.family = f.family;
@@ -51,8 +67,7 @@ std::string write_model(const family_case& f, uint64_t seed, const std::string& 
   spec.max_positions = 512;
   spec.seed = seed;
   if (spec.family == "qwen3_moe") spec.mlp_only_layers = {1};
-  const std::string dir =
-      std::string(BRIGADE_BINARY_DIR) + "/tests/gpu/models/" + tag + "-" + f.family;
+  const std::string dir = scratch_root() + "/" + tag + "-" + f.family;
   std::filesystem::create_directories(dir);
   const status written = model::write_random_model(spec, dir);
   INFO(dir);
