@@ -8,11 +8,9 @@
 #include <vector>
 
 #include "gpu/backend.hpp"
+#include "gpu/cuda/matmul_order.hpp"
 
 namespace brigade::gpu::cuda {
-
-/// Weights per k-chunk: each lane of the matmul reads 8 consecutive weights of a row at once.
-constexpr int matrix_chunk = 8;
 
 /// `bytes` of zeroed device memory on `device`, freed on destruction.
 class device_buffer final : public buffer {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "gpu/cuda/device_batch.hpp"
 #include "gpu/cuda/device_memory.hpp"
 #include "gpu/tensor.hpp"
 
@@ -39,19 +40,6 @@ void launch_router_topk(cudaStream_t stream, const tensor& logits, int top_k, bo
 /// `shared` and `shared_gate` are both null or both set.
 void launch_combine(cudaStream_t stream, const tensor& x, const tensor& y, const float* weights,
                     int k, const tensor* shared, const tensor* shared_gate);
-
-/// attention_batch with its arrays copied to device memory.
-struct device_batch {
-  const int32_t* positions = nullptr;
-  const int32_t* token_seq = nullptr;
-  const int32_t* block_offsets = nullptr;
-  const int32_t* block_ids = nullptr;
-  int tokens = 0;
-  int seqs = 0;
-};
-
-/// Head dimensions the attention kernel supports (each lane of a warp owns head_dim / 32).
-constexpr int max_attention_head_dim = 256;
 
 void launch_kv_write(cudaStream_t stream, device_kv& kv, int layer, const tensor& k,
                      const tensor& v, const device_batch& batch);

@@ -18,9 +18,14 @@
 
 namespace brigade::gpu::cuda {
 
+/// Elements of k per chunk; weight rows in device memory are padded to whole chunks.
+constexpr int matrix_chunk = 8;
+/// Lanes that split k: one warp.
+constexpr int matmul_lanes = 32;
+
 inline float canonical_dot(const float* x, const float* w, int k) {
-  constexpr int lanes = 32;
-  constexpr int chunk = 8;
+  constexpr int lanes = matmul_lanes;
+  constexpr int chunk = matrix_chunk;
   float lane_sum[lanes] = {};
   const int chunks = (k + chunk - 1) / chunk;
   for (int c = 0; c < chunks; ++c) {

@@ -1,88 +1,13 @@
-// Expert routing on CUDA: top-k of the router's softmax per token, and the weighted combination
-// of the expert outputs back into the residual stream. Both work on one token's row at a time.
+// Launchers of the routing kernels (routing_kernels.cuh): argument checks, then dispatch.
 #include <stdexcept>
 #include <string>
 
 #include "gpu/cuda/check.hpp"
 #include "gpu/cuda/kernels.hpp"
-#include "gpu/cuda/launch.hpp"
+#include "gpu/cuda/launcher.hpp"
+#include "gpu/cuda/routing_kernels.cuh"
 
 namespace brigade::gpu::cuda {
-namespace {
-
-// True when expert i with probability p ranks below the previous pick (p_prev, i_prev) in the
-// order "higher probability first, then lower index": exactly the experts the CPU backend's
-// selection loop has not taken yet.
-__device__ inline bool ranks_below(float p, int i, float p_prev, int i_prev) {
-  return p < p_prev || (p == p_prev && i > i_prev);
-}
-
-// One thread per token row. Probabilities are recomputed rather than stored, so any number of
-// experts fits; each is the same expression every time, so comparisons are consistent.
-__global__ void router_topk_kernel(tensor logits, int top_k, bool normalize, int32_t* experts,
-                                   float* weights) {
-  for (long long r = first_item(); r < logits.rows; r += item_stride()) {
-    const float* l = logits.data + r * logits.stride;
-    const int n = logits.cols;
-    float max = l[0];
-    for (int i = 1; i < n; ++i)
-      max = l[i] > max ? l[i] : max;
-    float sum = 0.0f;
-    for (int i = 0; i < n; ++i)
-      sum = sum + expf(l[i] - max);
-    int32_t* ids = experts + r * top_k;
-    float* w = weights + r * top_k;
-    float selected = 0.0f;
-    float prev_p = 0.0f;
-    int prev_i = -1;
-    for (int j = 0; j < top_k; ++j) {
-      int best = -1;
-      float best_p = 0.0f;
-      for (int i = 0; i < n; ++i) {
-        const float p = expf(l[i] - max) / sum;
-        if (j > 0 && !ranks_below(p, i, prev_p, prev_i)) continue;
-        if (best < 0 || p > best_p) {
-          best = i;
-          best_p = p;
-        }
-      }
-      ids[j] = best;
-      w[j] = best_p;
-      selected = selected + best_p;
-      prev_p = best_p;
-      prev_i = best;
-    }
-    if (normalize) {
-      for (int j = 0; j < top_k; ++j)
-        w[j] = w[j] / selected;
-    }
-  }
-}
-
-// x[t] += sum_j weights[t*k+j] * y[t*k+j] (j in order) + sigmoid(gate[t]) * shared[t], as one
-// fused multiply-add chain per element, the CPU backend's order.
-__global__ void combine_kernel(tensor x, tensor y, const float* weights, int k, tensor shared,
-                               tensor shared_gate, bool has_shared) {
-  const long long items = static_cast<long long>(x.rows) * x.cols;
-  for (long long item = first_item(); item < items; item += item_stride()) {
-    const long long t = item / x.cols;
-    const long long c = item % x.cols;
-    float acc = 0.0f;
-    for (int j = 0; j < k; ++j) {
-      const long long slot = t * k + j;
-      acc = fmaf(weights[slot], y.data[slot * y.stride + c], acc);
-    }
-    if (has_shared) {
-      const float g = shared_gate.data[t * shared_gate.stride];
-      const float scale = 1.0f / (1.0f + expf(-g));
-      acc = fmaf(scale, shared.data[t * shared.stride + c], acc);
-    }
-    float* out = x.data + t * x.stride + c;
-    *out = *out + acc;
-  }
-}
-
-}  // namespace
 
 void launch_router_topk(cudaStream_t stream, const tensor& logits, int top_k, bool normalize,
                         int32_t* experts, float* weights) {
@@ -90,9 +15,7 @@ void launch_router_topk(cudaStream_t stream, const tensor& logits, int top_k, bo
     throw std::invalid_argument("cuda router_topk: top_k " + std::to_string(top_k) +
                                 " is outside [1, " + std::to_string(logits.cols) + "]");
   }
-  if (logits.rows == 0) return;
-  router_topk_kernel<<<blocks_for(logits.rows), threads_per_block, 0, stream>>>(
-      logits, top_k, normalize, experts, weights);
+  dispatch_router_topk(logits, top_k, normalize, experts, weights, cuda_launcher(stream));
   check_launch("router_topk_kernel");
 }
 
@@ -104,12 +27,7 @@ void launch_combine(cudaStream_t stream, const tensor& x, const tensor& y, const
   if (y.rows < x.rows * k || y.cols != x.cols) {
     throw std::invalid_argument("cuda combine: y must hold rows * k rows of x's width");
   }
-  const long long items = static_cast<long long>(x.rows) * x.cols;
-  if (items == 0) return;
-  const tensor none{};
-  combine_kernel<<<blocks_for(items), threads_per_block, 0, stream>>>(
-      x, y, weights, k, shared ? *shared : none, shared_gate ? *shared_gate : none,
-      shared != nullptr);
+  dispatch_combine(x, y, weights, k, shared, shared_gate, cuda_launcher(stream));
   check_launch("combine_kernel");
 }
 

@@ -150,7 +150,8 @@ void require_same_greedy(const generation& cpu, const generation& gpu, int vocab
     const float* g = gpu.logits.data() + s * static_cast<size_t>(vocab);
     float diff = 0.0f, scale = 1.0f;
     for (int i = 0; i < vocab; ++i) {
-      diff = std::max(diff, std::fabs(c[i] - g[i]));
+      const float d = std::fabs(c[i] - g[i]);
+      diff = std::isnan(d) ? INFINITY : std::max(diff, d);
       scale = std::max(scale, std::fabs(c[i]));
     }
     INFO("token " << s << ": max logit difference " << diff << " at logit scale " << scale);

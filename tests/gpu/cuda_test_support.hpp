@@ -30,7 +30,7 @@ activation to_device(backend& dev, const std::vector<float>& host, int rows, int
 /// A dense host copy of `t`.
 std::vector<float> to_host(backend& dev, const tensor& t);
 
-/// Largest |a[i] - b[i]|.
+/// Largest |a[i] - b[i]|, or infinity when a difference is NaN.
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b);
 
 /// Weights of a random matrix in `type`, rows x cols, as host bytes.

@@ -1,10 +1,7 @@
-// Launch shapes shared by the elementwise kernels. Included only by .cu files in gpu/cuda/.
+// Device helpers shared by the kernels. Kernel headers (*.cuh) include no CUDA header
+// themselves: nvcc provides the built-ins in .cu files, and tests/gpu/warp_emulator.hpp provides
+// them on the host, where the kernels run for tests on machines without a GPU.
 #pragma once
-
-#include <cuda_runtime.h>
-
-#include <algorithm>
-#include <cstdint>
 
 namespace brigade::gpu::cuda {
 
@@ -15,7 +12,8 @@ constexpr unsigned full_warp = 0xffffffffu;
 /// limit (the loop covers the rest).
 inline unsigned blocks_for(long long items) {
   const long long wanted = (items + threads_per_block - 1) / threads_per_block;
-  return static_cast<unsigned>(std::max(1LL, std::min(wanted, 1LL << 20)));
+  if (wanted < 1) return 1;
+  return static_cast<unsigned>(wanted < (1LL << 20) ? wanted : (1LL << 20));
 }
 
 /// This thread's first item and the stride of a grid-stride loop.
@@ -35,8 +33,9 @@ __device__ inline float warp_sum(float v) {
 
 /// Maximum over the warp; every lane gets the same value.
 __device__ inline float warp_max(float v) {
-  for (int offset = 16; offset > 0; offset /= 2)
+  for (int offset = 16; offset > 0; offset /= 2) {
     v = fmaxf(v, __shfl_xor_sync(full_warp, v, offset));
+  }
   return v;
 }
 
