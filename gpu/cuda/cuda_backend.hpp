@@ -3,6 +3,8 @@
 // Every operation is queued on the backend's stream and returns at once, except those whose
 // results land in host memory (download, router_topk), which wait for the stream. Host
 // metadata (positions, block tables, row ids, weights) goes through a pinned staging ring.
+// One caller at a time: the worker that owns a backend drives it, since the staging ring and
+// the result scratch are per backend (the CPU backend keeps no such state).
 // Included only by files in gpu/cuda/; other code uses make_cuda_backend().
 #pragma once
 
