@@ -104,33 +104,14 @@ struct matmul_args {
   int ldy;
 };
 
-// Grid: x over tiles of Rows rows, y over tiles of cols_per_block output columns.
+template <int Rows>
+using tile_sums = float[Rows][cols_per_warp];
+
+// This lane's fused multiply-add chain over its full chunks (lane, lane + 32, ...), in order.
 template <class W, int Rows, bool VectorX>
-__global__ void __launch_bounds__(warps_per_block* warp_lanes) matmul_kernel(matmul_args a) {
-  const int lane = static_cast<int>(threadIdx.x) % warp_lanes;
-  const int warp = static_cast<int>(threadIdx.x) / warp_lanes;
-  const int n0 = static_cast<int>(blockIdx.y) * cols_per_block + warp * cols_per_warp;
-  const int m0 = static_cast<int>(blockIdx.x) * Rows;
-  if (n0 >= a.n) return;  // uniform across the warp: no lane is left out of the shuffles
-  const auto* w = static_cast<const typename W::elem*>(a.w);
-  // Rows and columns past the ends are clamped for loading and never stored.
-  const float* xr[Rows];
-  const typename W::elem* wr[cols_per_warp];
-#pragma unroll
-  for (int r = 0; r < Rows; ++r)
-    xr[r] = a.x + static_cast<ptrdiff_t>(min(m0 + r, a.m - 1)) * a.ldx;
-#pragma unroll
-  for (int c = 0; c < cols_per_warp; ++c) {
-    wr[c] = w + static_cast<ptrdiff_t>(min(n0 + c, a.n - 1)) * a.pitch;
-  }
-  float acc[Rows][cols_per_warp];
-#pragma unroll
-  for (int r = 0; r < Rows; ++r) {
-#pragma unroll
-    for (int c = 0; c < cols_per_warp; ++c)
-      acc[r][c] = 0.0f;
-  }
-  const int full_chunks = a.k / matrix_chunk;
+__device__ inline void accumulate_chunks(const float* const (&xr)[Rows],
+                                         const typename W::elem* const (&wr)[cols_per_warp],
+                                         int full_chunks, int lane, tile_sums<Rows>& acc) {
 #pragma unroll 2
   for (int ch = lane; ch < full_chunks; ch += warp_lanes) {
     const int k0 = ch * matrix_chunk;
@@ -153,20 +134,29 @@ __global__ void __launch_bounds__(warps_per_block* warp_lanes) matmul_kernel(mat
       }
     }
   }
-  // The partial last chunk is the highest chunk index, so it ends its lane's chain.
-  const int tail = a.k - full_chunks * matrix_chunk;
-  if (tail > 0 && lane == full_chunks % warp_lanes) {
-    const int k0 = full_chunks * matrix_chunk;
-    for (int i = k0; i < k0 + tail; ++i) {
+}
+
+// The partial last chunk [k0, k0 + tail): the highest chunk index, so it ends its lane's chain.
+template <class W, int Rows>
+__device__ inline void accumulate_tail(const float* const (&xr)[Rows],
+                                       const typename W::elem* const (&wr)[cols_per_warp], int k0,
+                                       int tail, tile_sums<Rows>& acc) {
+  for (int i = k0; i < k0 + tail; ++i) {
 #pragma unroll
-      for (int c = 0; c < cols_per_warp; ++c) {
-        const float wi = W::at(wr[c], i);
+    for (int c = 0; c < cols_per_warp; ++c) {
+      const float wi = W::at(wr[c], i);
 #pragma unroll
-        for (int r = 0; r < Rows; ++r)
-          acc[r][c] = fmaf(xr[r][i], wi, acc[r][c]);
-      }
+      for (int r = 0; r < Rows; ++r)
+        acc[r][c] = fmaf(xr[r][i], wi, acc[r][c]);
     }
   }
+}
+
+// Butterflies every lane's partial sums into the tile's outputs; lane r * cols_per_warp + c
+// then stores output (r, c), plus its bias.
+template <int Rows>
+__device__ inline void reduce_and_store(tile_sums<Rows>& acc, int lane, int m0, int n0,
+                                        const matmul_args& a) {
 #pragma unroll
   for (int r = 0; r < Rows; ++r) {
 #pragma unroll
@@ -177,7 +167,6 @@ __global__ void __launch_bounds__(warps_per_block* warp_lanes) matmul_kernel(mat
       }
     }
   }
-  // Every lane holds every sum; lane r * cols_per_warp + c stores output (r, c).
 #pragma unroll
   for (int r = 0; r < Rows; ++r) {
 #pragma unroll
@@ -190,6 +179,42 @@ __global__ void __launch_bounds__(warps_per_block* warp_lanes) matmul_kernel(mat
       }
     }
   }
+}
+
+// Grid: x over tiles of Rows rows, y over tiles of cols_per_block output columns.
+template <class W, int Rows, bool VectorX>
+__global__ void __launch_bounds__(warps_per_block* warp_lanes) matmul_kernel(matmul_args a) {
+  const int lane = static_cast<int>(threadIdx.x) % warp_lanes;
+  const int warp = static_cast<int>(threadIdx.x) / warp_lanes;
+  const int n0 = static_cast<int>(blockIdx.y) * cols_per_block + warp * cols_per_warp;
+  const int m0 = static_cast<int>(blockIdx.x) * Rows;
+  if (n0 >= a.n) return;  // uniform across the warp: no lane is left out of the shuffles
+  const auto* w = static_cast<const typename W::elem*>(a.w);
+  // Rows and columns past the ends are clamped for loading and never stored.
+  const float* xr[Rows];
+  const typename W::elem* wr[cols_per_warp];
+#pragma unroll
+  for (int r = 0; r < Rows; ++r) {
+    xr[r] = a.x + static_cast<ptrdiff_t>(min(m0 + r, a.m - 1)) * a.ldx;
+  }
+#pragma unroll
+  for (int c = 0; c < cols_per_warp; ++c) {
+    wr[c] = w + static_cast<ptrdiff_t>(min(n0 + c, a.n - 1)) * a.pitch;
+  }
+  tile_sums<Rows> acc;
+#pragma unroll
+  for (int r = 0; r < Rows; ++r) {
+#pragma unroll
+    for (int c = 0; c < cols_per_warp; ++c)
+      acc[r][c] = 0.0f;
+  }
+  const int full_chunks = a.k / matrix_chunk;
+  accumulate_chunks<W, Rows, VectorX>(xr, wr, full_chunks, lane, acc);
+  const int tail = a.k - full_chunks * matrix_chunk;
+  if (tail > 0 && lane == full_chunks % warp_lanes) {
+    accumulate_tail<W, Rows>(xr, wr, full_chunks * matrix_chunk, tail, acc);
+  }
+  reduce_and_store<Rows>(acc, lane, m0, n0, a);
 }
 
 static_assert(4 * cols_per_warp <= warp_lanes, "each output of a tile needs its own storing lane");
