@@ -4,11 +4,15 @@ namespace brigade::bench {
 
 // Declared here rather than in a shared header: each benchmark is one function in its own file.
 int engine(int argc, char** argv);
+int balance(int argc, char** argv);
+int tokenizer(int argc, char** argv);
 int cuda_matmul(int argc, char** argv);
 
 const bench_entry* registered_benchmarks(int* count) {
   static const bench_entry entries[] = {
       {"engine", engine, "prefill/decode tokens/s and expert FFN GFLOP/s beside OpenBLAS"},
+      {"balance", balance, "expert-placement planner beside DeepSeek's EPLB on drifting loads"},
+      {"tokenizer", tokenizer, "tokenizer encode/decode MB/s on one core, cold and warm cache"},
       {"cuda-matmul", cuda_matmul, "CUDA matmul GFLOP/s on expert FFN shapes beside the CPU"},
   };
   *count = static_cast<int>(sizeof entries / sizeof entries[0]);

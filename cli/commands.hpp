@@ -11,5 +11,6 @@ int make_model(int argc, char** argv);
 int generate(int argc, char** argv);
 int bench(int argc, char** argv);
 int run_default(int argc, char** argv);
+int plan_experts(int argc, char** argv);
 
 }  // namespace brigade::cli

@@ -19,12 +19,15 @@ const command commands[] = {
     {"make-model", brigade::cli::make_model,
      "write a small random checkpoint in the Hugging Face format"},
     {"generate", brigade::cli::generate, "generate text offline with the single-process engine"},
-    {"bench", brigade::cli::bench, "run a benchmark: engine"},
+    {"bench", brigade::cli::bench, "run a benchmark: engine, balance"},
+    {"plan-experts", brigade::cli::plan_experts,
+     "plan a layout of experts onto shard slots from measured loads"},
 };
 
 void print_help() {
   std::printf("usage: brigade <command> [options]   (brigade <command> --help for details)\n\n");
-  for (const auto& c : commands) std::printf("  %-12s %s\n", c.name, c.summary);
+  for (const auto& c : commands)
+    std::printf("  %-12s %s\n", c.name, c.summary);
 }
 
 }  // namespace

@@ -14,6 +14,10 @@
 #include "gpu/dtype.hpp"
 #include "gpu/tensor.hpp"
 
+namespace brigade {
+class thread_pool;
+}
+
 namespace brigade::gpu {
 
 /// A weight matrix [rows = out features, cols = in features] as it lies in host memory (a mapped
@@ -101,6 +105,12 @@ class backend {
   /// Stores each token's keys and values at its position in its sequence's blocks.
   virtual void kv_write(kv_storage& kv, int layer, const tensor& k, const tensor& v,
                         const attention_batch& batch) = 0;
+  /// Copies one block of one layer to the host: keys, then values, each
+  /// [block_tokens, kv_heads * head_dim]. Used to hand KV blocks from worker to worker.
+  virtual void read_kv_block(const kv_storage& kv, int layer, int block, float* host_keys,
+                             float* host_values) = 0;
+  virtual void write_kv_block(kv_storage& kv, int layer, int block, const float* host_keys,
+                              const float* host_values) = 0;
   /// Causal attention of each token over positions [0, its position] of its sequence, or only
   /// the last `window` of them when window > 0 (sliding-window attention).
   virtual void attention(const tensor& q, const kv_storage& kv, int layer,
@@ -128,7 +138,7 @@ class backend {
   virtual void synchronize() = 0;
 };
 
-/// The CPU reference backend, using the process-wide thread pool.
-std::unique_ptr<backend> make_cpu_backend();
+/// The CPU reference backend, on `pool` (the process-wide thread pool when null).
+std::unique_ptr<backend> make_cpu_backend(thread_pool* pool = nullptr);
 
 }  // namespace brigade::gpu

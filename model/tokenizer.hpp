@@ -25,9 +25,12 @@ class tokenizer {
   ~tokenizer();
 
   /// Token ids of `text`. Added tokens written literally in the text (e.g. "<|im_start|>") are
-  /// recognised and map to their ids, as the Hugging Face tokenizers library does.
+  /// recognised and map to their ids, as the Hugging Face tokenizers library does. No BOS/EOS
+  /// is added (add_special_tokens=False): chat templates write them. Invalid UTF-8 in `text` is
+  /// read as U+FFFD. Thread-safe.
   std::vector<int32_t> encode(std::string_view text) const;
-  /// Text of `ids`; special added tokens are dropped when skip_special is true.
+  /// Text of `ids`; special added tokens are dropped when skip_special is true. Ids outside the
+  /// vocabulary are skipped, and bytes that do not form UTF-8 become U+FFFD.
   std::string decode(const std::vector<int32_t>& ids, bool skip_special = false) const;
 
   /// Number of ids: the base vocabulary plus added tokens (highest id + 1).

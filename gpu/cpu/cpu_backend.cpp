@@ -31,10 +31,16 @@ class host_buffer final : public buffer {
   size_t bytes_ = 0;
 };
 
+size_t block_floats(const kv_layout& l) {
+  return static_cast<size_t>(l.block_tokens) * static_cast<size_t>(l.kv_heads) *
+         static_cast<size_t>(l.head_dim);
+}
+
 const cpu::packed_matrix& packed(const matrix& m) { return static_cast<const cpu::packed_matrix&>(m); }
 
 class cpu_backend final : public backend {
  public:
+  explicit cpu_backend(thread_pool& pool) : pool_(pool) {}
   std::string name() const override { return "cpu"; }
 
   activation alloc(int rows, int cols) override {
@@ -87,6 +93,20 @@ class cpu_backend final : public backend {
                 const attention_batch& batch) override {
     cpu::kv_write(static_cast<cpu::cpu_kv_storage&>(kv), layer, k, v, batch);
   }
+  void read_kv_block(const kv_storage& kv, int layer, int block, float* keys,
+                     float* values) override {
+    const auto& c = static_cast<const cpu::cpu_kv_storage&>(kv);
+    const size_t n = block_floats(kv.layout());
+    std::memcpy(keys, c.key(layer, block, 0), n * sizeof(float));
+    std::memcpy(values, c.value(layer, block, 0), n * sizeof(float));
+  }
+  void write_kv_block(kv_storage& kv, int layer, int block, const float* keys,
+                      const float* values) override {
+    auto& c = static_cast<cpu::cpu_kv_storage&>(kv);
+    const size_t n = block_floats(kv.layout());
+    std::memcpy(c.key(layer, block, 0), keys, n * sizeof(float));
+    std::memcpy(c.value(layer, block, 0), values, n * sizeof(float));
+  }
   void attention(const tensor& q, const kv_storage& kv, int layer, const attention_batch& batch,
                  int heads, float scale, int window, const tensor& out) override {
     cpu::attention(q, static_cast<const cpu::cpu_kv_storage&>(kv), layer, batch, heads, scale,
@@ -114,11 +134,13 @@ class cpu_backend final : public backend {
   void synchronize() override {}
 
  private:
-  thread_pool& pool_ = thread_pool::shared();
+  thread_pool& pool_;
 };
 
 }  // namespace
 
-std::unique_ptr<backend> make_cpu_backend() { return std::make_unique<cpu_backend>(); }
+std::unique_ptr<backend> make_cpu_backend(thread_pool* pool) {
+  return std::make_unique<cpu_backend>(pool ? *pool : thread_pool::shared());
+}
 
 }  // namespace brigade::gpu

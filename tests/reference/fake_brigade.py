@@ -52,6 +52,7 @@ def generate(argv):
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--json", action="store_true")
     p.add_argument("--logits-out")
+    p.add_argument("--ignore-eos", action="store_true")
     a = p.parse_args(argv)
     model = ReferenceModel.load(a.model)
     perturb_row, delta = -1, 0.0

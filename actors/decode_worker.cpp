@@ -1,0 +1,299 @@
+#include "actors/decode_worker.hpp"
+
+#include <caf/all.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "actors/expert_dispatch.hpp"
+#include "common/log.hpp"
+#include "kvcache/block_pool.hpp"
+#include "model/sampler.hpp"
+#include "model/step_batch.hpp"
+#include "model/step_driver.hpp"
+#include "model/workspace.hpp"
+
+namespace brigade::actors {
+namespace {
+
+struct running_sequence {
+  uint64_t request = 0;
+  uint32_t attempt = 0;
+  std::vector<int32_t> tokens;
+  int computed = 0;            // tokens whose KV is stored
+  std::vector<int32_t> blocks;
+  generation_params params;    // as handed over
+  int32_t next_index = 0;      // generation index of the next token
+  int32_t produced = 0;        // tokens produced in this attempt (the handed-over one included)
+  int32_t cached_tokens = 0;
+  router_actor router;
+  bool cancelled = false;
+};
+
+struct decode_state {
+  std::shared_ptr<const model_context> ctx;
+  decode_worker_config config;
+  shard_set shards;
+  std::unique_ptr<gpu::kv_storage> kv;
+  std::unique_ptr<kvcache::block_pool> pool;
+  std::unique_ptr<model::workspace> ws;
+  std::unique_ptr<model::step_driver> driver;
+  std::map<uint64_t, running_sequence> seqs;
+  model::step_batch batch;
+  std::vector<uint64_t> in_step;  // requests of the step in flight, in batch order
+  bool busy = false;
+  bool stalled = false;
+  uint64_t step = 0;
+  int64_t steps_done = 0;
+  double last_ms = 0.0;
+  std::chrono::steady_clock::time_point step_start;
+  static inline const char* name = "decode_worker";
+};
+
+using decode_pointer = decode_worker_actor::stateful_pointer<decode_state>;
+
+int blocks_for(int tokens, int block_tokens) { return (tokens + block_tokens - 1) / block_tokens; }
+
+finish finish_for(const running_sequence& s, int32_t token, int max_positions) {
+  const auto& stops = s.params.stop_ids;
+  if (std::find(stops.begin(), stops.end(), token) != stops.end()) return finish::stop;
+  if (s.produced >= s.params.max_tokens) return finish::length;
+  if (static_cast<int>(s.tokens.size()) >= max_positions) return finish::context;
+  return finish::none;
+}
+
+void release(decode_state& st, uint64_t request) {
+  auto it = st.seqs.find(request);
+  if (it == st.seqs.end()) return;
+  st.pool->release_all(it->second.blocks);
+  st.seqs.erase(it);
+}
+
+// Takes a handed-over sequence: stores its KV and reports the token the prefill worker sampled.
+result<bool> accept(decode_pointer self, kv_handoff& h) {
+  auto& st = self->state;
+  const auto& c = st.ctx->config;
+  const int context = static_cast<int>(h.tokens.size());
+  const int total = std::min(context + h.params.max_tokens - 1, c.max_positions);
+  if (static_cast<int>(st.seqs.size()) >= st.config.max_running) {
+    return error(errc::resource_exhausted, st.config.name + " is running its maximum of " +
+                                               std::to_string(st.config.max_running));
+  }
+  if (h.block_tokens != st.config.block_tokens) {
+    return error(errc::invalid_argument, "KV blocks of " + std::to_string(h.block_tokens) +
+                                             " tokens; this worker uses " +
+                                             std::to_string(st.config.block_tokens));
+  }
+  const int kv_blocks = blocks_for(context - 1, h.block_tokens);
+  const size_t block_floats = static_cast<size_t>(h.block_tokens) * c.num_kv_heads * c.head_dim;
+  if (h.kv.size() != static_cast<size_t>(kv_blocks) * c.num_layers * 2 * block_floats) {
+    return error(errc::invalid_argument, "KV handoff of " + std::to_string(h.kv.size()) +
+                                             " values does not match its tokens");
+  }
+  running_sequence s;
+  if (!st.pool->allocate(blocks_for(total, h.block_tokens), s.blocks)) {
+    return error(errc::resource_exhausted, st.config.name + " has no free KV blocks");
+  }
+  const float* src = h.kv.data();
+  for (int b = 0; b < kv_blocks; ++b) {
+    for (int l = 0; l < c.num_layers; ++l) {
+      st.ctx->dev->write_kv_block(*st.kv, l, s.blocks[static_cast<size_t>(b)], src,
+                                  src + block_floats);
+      src += 2 * block_floats;
+    }
+  }
+  s.request = h.request;
+  s.attempt = h.attempt;
+  s.tokens = std::move(h.tokens);
+  s.computed = context - 1;
+  s.params = std::move(h.params);
+  s.next_index = s.params.draw_offset + 1;
+  s.produced = 1;
+  s.cached_tokens = h.cached_tokens;
+  s.router = std::move(h.router);
+  const finish f = finish_for(s, s.tokens.back(), c.max_positions);
+  token_update u{s.request, s.attempt, s.params.draw_offset, {s.tokens.back()},
+                 static_cast<int32_t>(f), s.cached_tokens};
+  self->send(s.router, std::vector<token_update>{u});
+  if (f == finish::none) {
+    st.seqs.emplace(s.request, std::move(s));
+  } else {
+    st.pool->release_all(s.blocks);
+  }
+  return true;
+}
+
+void continue_step(decode_pointer self);
+
+void finish_step(decode_pointer self) {
+  auto& st = self->state;
+  const auto& c = st.ctx->config;
+  const std::vector<float>& logits = st.driver->logits();
+  std::map<router_actor, std::vector<token_update>> updates;
+  for (size_t i = 0; i < st.in_step.size(); ++i) {
+    auto it = st.seqs.find(st.in_step[i]);
+    if (it == st.seqs.end()) continue;
+    running_sequence& s = it->second;
+    if (s.cancelled) {
+      release(st, s.request);
+      continue;
+    }
+    const float* row = logits.data() + i * static_cast<size_t>(c.vocab_size);
+    const int32_t token = model::sample(row, c.vocab_size, s.params.sampling,
+                                        static_cast<uint64_t>(s.next_index));
+    s.computed += 1;
+    s.tokens.push_back(token);
+    s.produced += 1;
+    const finish f = finish_for(s, token, c.max_positions);
+    updates[s.router].push_back(token_update{s.request, s.attempt, s.next_index, {token},
+                                             static_cast<int32_t>(f), s.cached_tokens});
+    s.next_index += 1;
+    if (f != finish::none) release(st, s.request);
+  }
+  for (auto& [router, list] : updates) self->send(router, std::move(list));
+  st.busy = false;
+  ++st.steps_done;
+  st.last_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                         st.step_start)
+                   .count();
+  if (!st.seqs.empty()) self->send(self, step_atom_v);
+}
+
+// The step's sequences go back to the router, which re-dispatches them.
+void abandon_step(decode_pointer self, const std::string& reason) {
+  auto& st = self->state;
+  for (uint64_t request : st.in_step) {
+    auto it = st.seqs.find(request);
+    if (it == st.seqs.end()) continue;
+    self->send(it->second.router, job_failed{request, it->second.attempt, reason, true});
+    release(st, request);
+  }
+  st.busy = false;
+  st.stalled = false;
+  ++st.step;  // late expert answers of this step are ignored
+  if (!st.seqs.empty()) self->send(self, step_atom_v);
+}
+
+void dispatch(decode_pointer self) {
+  auto& st = self->state;
+  const uint64_t step = st.step;
+  dispatch_layer(self, *st.driver, st.shards, step, &st.step, [self, step](const caf::error& err) {
+    auto& s = self->state;
+    if (!err) return continue_step(self);
+    log::warn(s.config.name, "expert shard failed at layer " + std::to_string(s.driver->layer()) +
+                                 ": " + to_string(err) + "; waiting for the supervisor");
+    s.stalled = true;
+    self->delayed_send(self, s.config.stall_timeout, tick_atom_v, step);
+  });
+}
+
+void continue_step(decode_pointer self) {
+  auto& st = self->state;
+  if (st.driver->advance() == model::step_driver::state::need_experts) return dispatch(self);
+  finish_step(self);
+}
+
+void start_step(decode_pointer self) {
+  auto& st = self->state;
+  if (st.busy || st.seqs.empty() || st.shards.shards.empty()) return;
+  st.batch.clear();
+  st.in_step.clear();
+  for (auto& [request, s] : st.seqs) {
+    if (s.cancelled) continue;
+    st.batch.add_sequence(&s.tokens[static_cast<size_t>(s.computed)], 1, s.computed,
+                          s.blocks.data(), static_cast<int>(s.blocks.size()), 1);
+    st.in_step.push_back(request);
+  }
+  for (auto it = st.seqs.begin(); it != st.seqs.end();) {
+    if (it->second.cancelled) {
+      st.pool->release_all(it->second.blocks);
+      it = st.seqs.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (st.in_step.empty()) return;
+  st.busy = true;
+  ++st.step;
+  st.step_start = std::chrono::steady_clock::now();
+  st.driver->start(st.batch);
+  continue_step(self);
+}
+
+decode_worker_actor::behavior_type decode_behavior(decode_pointer self,
+                                                   std::shared_ptr<const model_context> ctx,
+                                                   decode_worker_config config, shard_set shards) {
+  auto& st = self->state;
+  st.ctx = std::move(ctx);
+  st.config = std::move(config);
+  st.shards = std::move(shards);
+  const auto& c = st.ctx->config;
+  gpu::kv_layout layout;
+  layout.layers = c.num_layers;
+  layout.blocks = blocks_for(st.config.kv_tokens, st.config.block_tokens);
+  layout.block_tokens = st.config.block_tokens;
+  layout.kv_heads = c.num_kv_heads;
+  layout.head_dim = c.head_dim;
+  st.kv = st.ctx->dev->make_kv(layout);
+  st.pool = std::make_unique<kvcache::block_pool>(layout.blocks);
+  st.ws = std::make_unique<model::workspace>(c, *st.ctx->dev, st.config.max_running);
+  st.driver = std::make_unique<model::step_driver>(*st.ctx->forward, *st.kv, *st.ws);
+  return {
+      [=](kv_handoff& h) -> caf::result<bool> {
+        auto accepted = accept(self, h);
+        if (!accepted) return caf::make_error(caf::sec::runtime_error, accepted.err().message);
+        self->send(self, step_atom_v);
+        return true;
+      },
+      [=](cancel_atom, uint64_t request) {
+        auto& s = self->state;
+        auto it = s.seqs.find(request);
+        if (it == s.seqs.end()) return;
+        if (s.busy) {
+          it->second.cancelled = true;  // dropped when the step ends
+        } else {
+          release(s, request);
+        }
+      },
+      [=](shards_atom, shard_set& next) {
+        auto& s = self->state;
+        s.shards = std::move(next);
+        if (s.stalled) {
+          s.stalled = false;
+          dispatch(self);  // resend the layer that failed
+        }
+      },
+      [=](step_atom) { start_step(self); },
+      [=](tick_atom, uint64_t step) {
+        auto& s = self->state;
+        if (s.stalled && s.step == step) abandon_step(self, "expert shard unavailable");
+      },
+      [=](status_atom) {
+        const auto& s = self->state;
+        role_status out;
+        out.name = s.config.name;
+        out.role = "decode";
+        out.in_flight = static_cast<int32_t>(s.seqs.size());
+        out.last_step_ms = s.last_ms;
+        out.steps = s.steps_done;
+        out.detail = nlohmann::json{{"free_kv_blocks", s.pool->free_blocks()},
+                                    {"kv_blocks", s.pool->capacity()},
+                                    {"stalled", s.stalled}}
+                         .dump();
+        return out;
+      },
+  };
+}
+
+}  // namespace
+
+decode_worker_actor spawn_decode_worker(caf::actor_system& sys,
+                                        std::shared_ptr<const model_context> ctx,
+                                        decode_worker_config config, shard_set shards) {
+  return sys.spawn<caf::detached>(decode_behavior, std::move(ctx), std::move(config),
+                                  std::move(shards));
+}
+
+}  // namespace brigade::actors

@@ -1,0 +1,77 @@
+// Decode worker: continuous batching at the granularity of one step. It owns the KV blocks of its
+// running sequences, runs attention and the router (gate) of every layer, sends each MoE layer's
+// rows to the expert shards and combines their answers in a fixed order.
+//
+// A sequence's life here:
+//
+//   kv_handoff (from a prefill worker) --accepted--> running --(stop | length | context)--> gone
+//                                      \--no room--> refused (the router retries elsewhere)
+//   cancel --> gone at the next step boundary
+//
+// If an expert shard fails mid-step, the step waits at that layer for the supervisor's new shard
+// set and resends the layer (expert FFNs are pure: resending changes nothing); after
+// stall_timeout the step's sequences are handed back to the router.
+#pragma once
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/atoms.hpp"
+#include "actors/model_context.hpp"
+#include "actors/payloads.hpp"
+#include "actors/router.hpp"
+#include "actors/shard_set.hpp"
+
+namespace brigade::actors {
+
+/// A prefilled sequence moving to a decode worker.
+struct kv_handoff {
+  uint64_t request = 0;
+  uint32_t attempt = 0;
+  /// Prompt and generated tokens; the last one was just sampled and is not in the KV yet.
+  std::vector<int32_t> tokens;
+  int32_t block_tokens = 0;
+  /// Per block, per layer: keys then values, each [block_tokens, kv_heads * head_dim]; blocks
+  /// cover positions [0, tokens.size() - 1).
+  std::vector<float> kv;
+  /// draw_offset is the generation index of tokens.back(); max_tokens counts it.
+  generation_params params;
+  int32_t cached_tokens = 0;
+  router_actor router;  ///< Where token updates go.
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_handoff& x) {
+  return f(caf::meta::type_name("kv_handoff"), x.request, x.attempt, x.tokens, x.block_tokens,
+           x.kv, x.params, x.cached_tokens, x.router);
+}
+
+using decode_worker_actor =
+    caf::typed_actor<caf::replies_to<kv_handoff>::with<bool>,
+                     caf::reacts_to<cancel_atom, uint64_t>,
+                     caf::reacts_to<shards_atom, shard_set>,
+                     caf::reacts_to<step_atom>,
+                     caf::reacts_to<tick_atom, uint64_t>,
+                     caf::replies_to<status_atom>::with<role_status>>;
+
+struct decode_worker_config {
+  std::string name;  ///< "decode-0"
+  int max_running = 32;
+  int kv_tokens = 65536;
+  int block_tokens = 16;
+  std::chrono::milliseconds stall_timeout{10000};
+};
+
+decode_worker_actor spawn_decode_worker(caf::actor_system& sys,
+                                        std::shared_ptr<const model_context> ctx,
+                                        decode_worker_config config, shard_set shards);
+
+}  // namespace brigade::actors

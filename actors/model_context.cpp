@@ -1,0 +1,23 @@
+#include "actors/model_context.hpp"
+
+namespace brigade::actors {
+
+result<std::shared_ptr<const model_context>> model_context::load(
+    const std::string& dir, const model::load_progress& progress) {
+  auto ctx = std::make_shared<model_context>();
+  ctx->dir = dir;
+  auto config = model::load_config(dir);
+  if (!config) return config.err();
+  ctx->config = config.value();
+  auto ck = model::checkpoint::open(dir);
+  if (!ck) return ck.err();
+  ctx->ckpt = std::move(ck.value());
+  ctx->dev = gpu::make_cpu_backend();
+  auto dense = model::dense_weights::load(*ctx->ckpt, ctx->config, *ctx->dev, progress);
+  if (!dense) return dense.err();
+  ctx->dense = std::move(dense.value());
+  ctx->forward = std::make_unique<model::transformer>(ctx->config, *ctx->dev, *ctx->dense);
+  return std::shared_ptr<const model_context>(std::move(ctx));
+}
+
+}  // namespace brigade::actors

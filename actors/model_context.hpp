@@ -1,0 +1,30 @@
+// What every role actor in one process shares: the mapped checkpoint, its config, the backend
+// and the dense weights (read-only after loading). Expert weights belong to expert shards.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/result.hpp"
+#include "gpu/backend.hpp"
+#include "model/checkpoint.hpp"
+#include "model/config.hpp"
+#include "model/transformer.hpp"
+#include "model/weights.hpp"
+
+namespace brigade::actors {
+
+struct model_context {
+  std::string dir;
+  model::model_config config;
+  std::unique_ptr<model::checkpoint> ckpt;
+  std::unique_ptr<gpu::backend> dev;
+  std::unique_ptr<model::dense_weights> dense;
+  std::unique_ptr<model::transformer> forward;
+
+  /// Loads config and dense weights of DIR; `progress` gets (layers done, layers).
+  static result<std::shared_ptr<const model_context>> load(const std::string& dir,
+                                                           const model::load_progress& progress);
+};
+
+}  // namespace brigade::actors

@@ -1,0 +1,99 @@
+// Message payloads shared by several roles, with the inspect overloads CAF needs to copy them
+// into messages and, across nodes, to serialise them.
+#pragma once
+
+#include <caf/meta/type_name.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/sampler.hpp"
+
+namespace brigade::model {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
+  return f(caf::meta::type_name("sampling_params"), x.temperature, x.top_k, x.top_p, x.seed);
+}
+
+}  // namespace brigade::model
+
+namespace brigade::actors {
+
+/// What every role answers to a status request.
+struct role_status {
+  std::string name;           ///< "decode-0"
+  std::string role;           ///< "decode"
+  int32_t queue_depth = 0;    ///< Work waiting to start.
+  int32_t in_flight = 0;      ///< Work started and not finished.
+  double last_step_ms = 0.0;  ///< Duration of the most recent step.
+  int64_t steps = 0;          ///< Steps run since spawn.
+  std::string detail;         ///< Role-specific figures as a JSON object.
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, role_status& x) {
+  return f(caf::meta::type_name("role_status"), x.name, x.role, x.queue_depth, x.in_flight,
+           x.last_step_ms, x.steps, x.detail);
+}
+
+/// Rows of float32 activations, row-major.
+struct tensor_rows {
+  int32_t rows = 0;
+  int32_t cols = 0;
+  std::vector<float> data;  ///< rows * cols values.
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tensor_rows& x) {
+  return f(caf::meta::type_name("tensor_rows"), x.rows, x.cols, x.data);
+}
+
+/// What a generation needs besides its tokens: how to sample and when to stop.
+struct generation_params {
+  model::sampling_params sampling;
+  int32_t max_tokens = 16;        ///< Tokens still to generate.
+  int32_t draw_offset = 0;        ///< Index of the next token in the whole generation.
+  std::vector<int32_t> stop_ids;  ///< Generation ends after producing one of these.
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, generation_params& x) {
+  return f(caf::meta::type_name("generation_params"), x.sampling, x.max_tokens, x.draw_offset,
+           x.stop_ids);
+}
+
+/// How a generation ended (mirrors model::finish_reason on the wire).
+enum class finish : int32_t { none = 0, stop = 1, length = 2, context = 3 };
+
+/// Tokens a decode worker produced for one request, in order.
+struct token_update {
+  uint64_t request = 0;
+  uint32_t attempt = 0;        ///< Dispatch attempt; stale attempts are ignored.
+  int32_t first_index = 0;     ///< Index of tokens[0] in the whole generation.
+  std::vector<int32_t> tokens;
+  int32_t finished = 0;        ///< A finish value; none while the request runs.
+  int32_t cached_tokens = 0;   ///< Prompt tokens served from the prefix cache.
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, token_update& x) {
+  return f(caf::meta::type_name("token_update"), x.request, x.attempt, x.first_index, x.tokens,
+           x.finished, x.cached_tokens);
+}
+
+/// A worker could not finish a request; the router re-dispatches it or fails it.
+struct job_failed {
+  uint64_t request = 0;
+  uint32_t attempt = 0;
+  std::string reason;
+  bool retryable = true;  ///< False when retrying cannot help (e.g. the prompt is too long).
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_failed& x) {
+  return f(caf::meta::type_name("job_failed"), x.request, x.attempt, x.reason, x.retryable);
+}
+
+}  // namespace brigade::actors

@@ -1,0 +1,324 @@
+#include "actors/router.hpp"
+
+#include <caf/all.hpp>
+
+#include <deque>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "actors/decode_worker.hpp"
+#include "actors/prefill_worker.hpp"
+#include "common/log.hpp"
+
+namespace brigade::actors {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+struct worker_slot {
+  std::string name;
+  caf::actor handle;
+  bool alive = false;
+  int capacity = 0;
+  int64_t load = 0;  // decode: sequences assigned; prefill: prompt tokens not yet prefilled
+};
+
+enum class phase { waiting, prefill, decode };
+
+struct tracked_request {
+  uint64_t id = 0;
+  uint32_t attempt = 0;
+  serve::generation_request req;
+  std::shared_ptr<serve::generation_sink> sink;
+  std::vector<int32_t> streamed;
+  phase at = phase::waiting;
+  int prefill = -1;
+  int decode = -1;
+  int64_t prefill_tokens = 0;
+  int cached_tokens = 0;
+  int attempts = 0;
+  clock_type::time_point not_before{};
+};
+
+struct router_state {
+  router_config config;
+  std::vector<worker_slot> prefill;
+  std::vector<worker_slot> decode;
+  std::map<uint64_t, tracked_request> requests;
+  std::map<int64_t, uint64_t> by_service_id;
+  std::deque<uint64_t> waiting;
+  uint64_t next_id = 1;
+  int64_t completed = 0;
+  int64_t redispatched = 0;
+  static inline const char* name = "router";
+};
+
+using router_pointer = router_actor::stateful_pointer<router_state>;
+
+int pick(const std::vector<worker_slot>& slots, bool need_room) {
+  int best = -1;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const auto& s = slots[i];
+    if (!s.alive || (need_room && s.load >= s.capacity)) continue;
+    if (best < 0 || s.load < slots[static_cast<size_t>(best)].load) best = static_cast<int>(i);
+  }
+  return best;
+}
+
+// Gives back the worker load an attempt holds.
+void release_workers(router_state& st, tracked_request& r) {
+  if (r.at == phase::prefill && r.prefill >= 0) {
+    st.prefill[static_cast<size_t>(r.prefill)].load -= r.prefill_tokens;
+  }
+  if (r.at != phase::waiting && r.decode >= 0) st.decode[static_cast<size_t>(r.decode)].load -= 1;
+  r.prefill = r.decode = -1;
+  r.at = phase::waiting;
+}
+
+void cancel_at_workers(router_pointer self, tracked_request& r) {
+  auto& st = self->state;
+  if (r.at == phase::prefill && r.prefill >= 0 && st.prefill[static_cast<size_t>(r.prefill)].alive) {
+    self->send(caf::actor_cast<prefill_worker_actor>(st.prefill[static_cast<size_t>(r.prefill)].handle),
+               cancel_atom_v, r.id);
+  }
+  if (r.at != phase::waiting && r.decode >= 0 && st.decode[static_cast<size_t>(r.decode)].alive) {
+    self->send(caf::actor_cast<decode_worker_actor>(st.decode[static_cast<size_t>(r.decode)].handle),
+               cancel_atom_v, r.id);
+  }
+}
+
+// Starts one attempt of `r`; false when no worker can take it now.
+bool dispatch(router_pointer self, tracked_request& r) {
+  auto& st = self->state;
+  const int d = pick(st.decode, true);
+  const int p = pick(st.prefill, false);
+  if (d < 0 || p < 0) return false;
+  ++r.attempt;
+  ++r.attempts;
+  prefill_job job;
+  job.request = r.id;
+  job.attempt = r.attempt;
+  job.tokens = r.req.prompt;
+  job.tokens.insert(job.tokens.end(), r.streamed.begin(), r.streamed.end());
+  job.params.sampling = r.req.sampling;
+  job.params.max_tokens = r.req.max_tokens - static_cast<int32_t>(r.streamed.size());
+  job.params.draw_offset = static_cast<int32_t>(r.streamed.size());
+  job.params.stop_ids = r.req.stop_ids;
+  job.decode = caf::actor_cast<decode_worker_actor>(st.decode[static_cast<size_t>(d)].handle);
+  job.router = caf::actor_cast<router_actor>(self);
+  r.prefill = p;
+  r.decode = d;
+  r.at = phase::prefill;
+  r.prefill_tokens = static_cast<int64_t>(job.tokens.size());
+  st.prefill[static_cast<size_t>(p)].load += r.prefill_tokens;
+  st.decode[static_cast<size_t>(d)].load += 1;
+  self->send(caf::actor_cast<prefill_worker_actor>(st.prefill[static_cast<size_t>(p)].handle),
+             std::move(job));
+  return true;
+}
+
+// Dispatches waiting requests in order while workers have room.
+void pump(router_pointer self) {
+  auto& st = self->state;
+  const auto now = clock_type::now();
+  bool deferred = false;
+  for (auto it = st.waiting.begin(); it != st.waiting.end();) {
+    auto r = st.requests.find(*it);
+    if (r == st.requests.end()) {
+      it = st.waiting.erase(it);
+      continue;
+    }
+    if (r->second.not_before > now) {
+      deferred = true;
+      ++it;
+      continue;
+    }
+    if (!dispatch(self, r->second)) break;
+    it = st.waiting.erase(it);
+  }
+  if (deferred) self->delayed_send(self, st.config.retry_backoff, tick_atom_v);
+}
+
+void fail_request(router_pointer self, uint64_t id, const error& err) {
+  auto& st = self->state;
+  auto it = st.requests.find(id);
+  if (it == st.requests.end()) return;
+  release_workers(st, it->second);
+  it->second.sink->on_error(err);
+  st.by_service_id.erase(it->second.req.id);
+  st.requests.erase(it);
+}
+
+// Sends a request back to the waiting queue for another attempt, or fails it for good.
+void redispatch(router_pointer self, tracked_request& r, const std::string& why) {
+  auto& st = self->state;
+  cancel_at_workers(self, r);
+  release_workers(st, r);
+  if (r.attempts >= st.config.max_attempts) {
+    return fail_request(self, r.id,
+                        error(errc::unavailable, "request failed after " +
+                                                     std::to_string(r.attempts) +
+                                                     " attempts; last: " + why));
+  }
+  ++st.redispatched;
+  log::info("router", "re-dispatching request " + std::to_string(r.id) + " after " +
+                          std::to_string(r.streamed.size()) + " tokens: " + why);
+  r.not_before = clock_type::now() + st.config.retry_backoff * r.attempts;
+  st.waiting.push_front(r.id);
+  pump(self);
+}
+
+serve::finish_reason to_reason(int32_t f) {
+  switch (static_cast<finish>(f)) {
+    case finish::stop:
+      return serve::finish_reason::stop_token;
+    case finish::context:
+      return serve::finish_reason::context_full;
+    default:
+      return serve::finish_reason::max_tokens;
+  }
+}
+
+void on_update(router_pointer self, token_update& u) {
+  auto& st = self->state;
+  auto it = st.requests.find(u.request);
+  if (it == st.requests.end() || it->second.attempt != u.attempt) return;  // stale attempt
+  tracked_request& r = it->second;
+  if (r.at == phase::prefill) {
+    st.prefill[static_cast<size_t>(r.prefill)].load -= r.prefill_tokens;
+    r.at = phase::decode;
+  }
+  // Tokens before streamed.size() were already sent to the client: never send them again.
+  const size_t have = r.streamed.size();
+  const size_t first = static_cast<size_t>(u.first_index);
+  std::vector<int32_t> fresh;
+  for (size_t i = 0; i < u.tokens.size(); ++i) {
+    if (first + i >= have) fresh.push_back(u.tokens[i]);
+  }
+  if (first > have) {
+    return redispatch(self, r, "token stream has a gap");
+  }
+  r.cached_tokens = u.cached_tokens;
+  r.streamed.insert(r.streamed.end(), fresh.begin(), fresh.end());
+  if (!fresh.empty()) r.sink->on_tokens(fresh);
+  if (u.finished == static_cast<int32_t>(finish::none)) return;
+  serve::generation_usage usage;
+  usage.prompt_tokens = static_cast<int>(r.req.prompt.size());
+  usage.completion_tokens = static_cast<int>(r.streamed.size());
+  usage.cached_tokens = r.cached_tokens;
+  st.decode[static_cast<size_t>(r.decode)].load -= 1;
+  r.sink->on_finished(to_reason(u.finished), usage);
+  st.by_service_id.erase(r.req.id);
+  st.requests.erase(it);
+  ++st.completed;
+  pump(self);
+}
+
+submit_result submit(router_pointer self, generation_job& job) {
+  auto& st = self->state;
+  if (static_cast<int>(st.waiting.size()) >= st.config.admission_queue) {
+    return {static_cast<int32_t>(errc::resource_exhausted),
+            "the admission queue is full (" + std::to_string(st.config.admission_queue) +
+                " requests waiting); retry later"};
+  }
+  if (st.by_service_id.count(job.request.id)) {
+    return {static_cast<int32_t>(errc::invalid_argument),
+            "request id " + std::to_string(job.request.id) + " is already in use"};
+  }
+  tracked_request r;
+  r.id = st.next_id++;
+  r.req = std::move(job.request);
+  r.sink = std::move(job.sink);
+  st.by_service_id[r.req.id] = r.id;
+  const uint64_t id = r.id;
+  st.requests.emplace(id, std::move(r));
+  st.waiting.push_back(id);
+  pump(self);
+  return {};
+}
+
+void on_worker_down(router_pointer self, const caf::down_msg& dm) {
+  auto& st = self->state;
+  for (auto* group : {&st.prefill, &st.decode}) {
+    for (size_t i = 0; i < group->size(); ++i) {
+      worker_slot& w = (*group)[i];
+      if (!w.alive || w.handle.address() != dm.source) continue;
+      w.alive = false;
+      const bool is_decode = group == &st.decode;
+      std::vector<uint64_t> affected;
+      for (auto& [id, r] : st.requests) {
+        const bool uses = is_decode ? (r.at != phase::waiting && r.decode == static_cast<int>(i))
+                                    : (r.at == phase::prefill && r.prefill == static_cast<int>(i));
+        if (uses) affected.push_back(id);
+      }
+      log::warn("router", w.name + " is down (" + to_string(dm.reason) + "); " +
+                              std::to_string(affected.size()) + " requests to re-dispatch");
+      for (uint64_t id : affected) {
+        auto it = st.requests.find(id);
+        if (it != st.requests.end()) redispatch(self, it->second, w.name + " died");
+      }
+    }
+  }
+}
+
+router_actor::behavior_type router_behavior(router_pointer self, router_config config) {
+  self->state.config = config;
+  self->set_down_handler([self](caf::down_msg& dm) { on_worker_down(self, dm); });
+  return {
+      [=](submit_atom, generation_job& job) { return submit(self, job); },
+      [=](cancel_atom, int64_t service_id) {
+        auto& st = self->state;
+        auto id = st.by_service_id.find(service_id);
+        if (id == st.by_service_id.end()) return;
+        auto it = st.requests.find(id->second);
+        if (it == st.requests.end()) return;
+        cancel_at_workers(self, it->second);
+        fail_request(self, id->second, error(errc::cancelled, "the request was cancelled"));
+      },
+      [=](std::vector<token_update>& updates) {
+        for (auto& u : updates) on_update(self, u);
+      },
+      [=](job_failed& f) {
+        auto& st = self->state;
+        auto it = st.requests.find(f.request);
+        if (it == st.requests.end() || it->second.attempt != f.attempt) return;
+        if (!f.retryable) return fail_request(self, f.request, error(errc::invalid_argument, f.reason));
+        redispatch(self, it->second, f.reason);
+      },
+      [=](worker_atom, worker_up& up) {
+        auto& st = self->state;
+        auto& group = up.role == "prefill" ? st.prefill : st.decode;
+        if (static_cast<size_t>(up.index) >= group.size()) group.resize(static_cast<size_t>(up.index) + 1);
+        worker_slot& w = group[static_cast<size_t>(up.index)];
+        w.name = up.name;
+        w.handle = up.handle;
+        w.alive = true;
+        w.capacity = up.capacity;
+        w.load = 0;
+        self->monitor(w.handle);
+        pump(self);
+      },
+      [=](tick_atom) { pump(self); },
+      [=](status_atom) {
+        const auto& st = self->state;
+        role_status out;
+        out.name = "router";
+        out.role = "router";
+        out.queue_depth = static_cast<int32_t>(st.waiting.size());
+        out.in_flight = static_cast<int32_t>(st.requests.size() - st.waiting.size());
+        out.steps = st.completed;
+        out.detail = nlohmann::json{{"completed", st.completed},
+                                    {"redispatched", st.redispatched}}
+                         .dump();
+        return out;
+      },
+  };
+}
+
+}  // namespace
+
+router_actor spawn_router(caf::actor_system& sys, router_config config) {
+  return sys.spawn(router_behavior, config);
+}
+
+}  // namespace brigade::actors

@@ -1,0 +1,192 @@
+#include "actors/topology.hpp"
+
+#include <caf/all.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "actors/expert_layout.hpp"
+#include "actors/model_context.hpp"
+#include "actors/registry.hpp"
+#include "actors/router.hpp"
+#include "actors/supervisor.hpp"
+#include "common/metrics.hpp"
+
+namespace brigade::actors {
+namespace {
+
+// How long the service edge waits for the router or registry to answer.
+constexpr std::chrono::seconds edge_timeout{10};
+
+std::unique_ptr<caf::actor_system_config> make_config() {
+  auto cfg = std::make_unique<caf::actor_system_config>();
+  // Compute actors run detached; the scheduler only carries router, registry and supervisor.
+  cfg->set("scheduler.max-threads", 2);
+  cfg->set("logger.verbosity", caf::atom("quiet"));
+  return cfg;
+}
+
+// The router behind the inference_service interface. Blocking requests are used only here, at
+// the edge, never inside an actor.
+class actor_service final : public serve::inference_service {
+ public:
+  actor_service(caf::actor_system& sys, router_actor router, registry_actor registry,
+                serve::service_info info)
+      : sys_(sys), router_(std::move(router)), registry_(std::move(registry)), info_(std::move(info)) {}
+
+  status submit(serve::generation_request request,
+                std::shared_ptr<serve::generation_sink> sink) override {
+    if (!ready_) return error(errc::unavailable, "the service is shutting down");
+    caf::scoped_actor self{sys_};
+    status out = error(errc::unavailable, "the router did not answer");
+    self->request(router_, edge_timeout, submit_atom_v,
+                  generation_job{std::move(request), std::move(sink)})
+        .receive(
+            [&](const submit_result& r) {
+              out = r.code == 0 ? ok_status() : status(error(static_cast<errc>(r.code), r.message));
+            },
+            [&](caf::error& err) {
+              out = error(errc::unavailable, "the router failed: " + sys_.render(err));
+            });
+    return out;
+  }
+  void cancel(int64_t request_id) override { caf::anon_send(router_, cancel_atom_v, request_id); }
+  serve::service_info info() const override { return info_; }
+  bool ready() const override { return ready_; }
+  std::string actors_json() const override {
+    caf::scoped_actor self{sys_};
+    std::string out = "{}";
+    self->request(registry_, edge_timeout, snapshot_atom_v)
+        .receive([&](const registry_snapshot& s) { out = to_json(s); }, [&](caf::error&) {});
+    return out;
+  }
+  void collect_metrics(metrics::registry& into) const override {
+    caf::scoped_actor self{sys_};
+    self->request(router_, edge_timeout, status_atom_v)
+        .receive(
+            [&](const role_status& s) {
+              into.add_gauge("brigade_num_requests_running", "Requests prefilling or decoding.")
+                  .get()
+                  .set(s.in_flight);
+              into.add_gauge("brigade_num_requests_waiting", "Requests waiting for a worker.")
+                  .get()
+                  .set(s.queue_depth);
+            },
+            [&](caf::error&) {});
+  }
+  void stop() { ready_ = false; }
+
+ private:
+  caf::actor_system& sys_;
+  router_actor router_;
+  registry_actor registry_;
+  serve::service_info info_;
+  std::atomic<bool> ready_{true};
+};
+
+std::string last_path_part(const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const auto slash = p.rfind('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+}  // namespace
+
+struct topology::impl {
+  std::shared_ptr<const model_context> ctx;
+  std::unique_ptr<caf::actor_system_config> cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  registry_actor registry;
+  router_actor router;
+  supervisor_actor supervisor;
+  std::unique_ptr<actor_service> service;
+
+  ~impl() {
+    if (service) service->stop();
+    if (sys) {
+      caf::anon_send_exit(supervisor, caf::exit_reason::user_shutdown);
+      caf::anon_send_exit(router, caf::exit_reason::user_shutdown);
+      caf::anon_send_exit(registry, caf::exit_reason::user_shutdown);
+      sys->await_all_actors_done();
+    }
+  }
+};
+
+topology::topology(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+topology::~topology() = default;
+
+result<std::unique_ptr<topology>> topology::start(const deploy::manifest& m,
+                                                  const model::load_progress& progress) {
+  auto ctx = model_context::load(m.model, progress);
+  if (!ctx) return ctx.err();
+  const model::model_config& c = ctx.value()->config;
+  if (!c.is_moe()) {
+    return error(errc::unsupported, m.model + " is a dense model; the actor topology serves "
+                                              "mixture-of-experts models");
+  }
+  auto layout = expert_layout::initial(c, m.experts.count, m.experts.slots_per_shard);
+  if (!layout) return error(errc::invalid_argument, m.source + ": " + layout.err().message);
+  auto p = std::make_unique<impl>();
+  p->ctx = ctx.value();
+  p->cfg = make_config();
+  p->sys = std::make_unique<caf::actor_system>(*p->cfg);
+  p->registry = spawn_registry(*p->sys);
+  router_config rc;
+  rc.admission_queue = m.admission_queue;
+  p->router = spawn_router(*p->sys, rc);
+  actor_entry router_entry{"router", "router", "local", 1, 0, true, "", 0};
+  caf::anon_send(p->registry, register_atom_v, router_entry);
+  p->supervisor = spawn_supervisor(*p->sys, p->ctx, {m, layout.value()}, p->registry, p->router);
+  serve::service_info info;
+  info.model_name = last_path_part(m.model);
+  info.model_type = c.model_type;
+  info.context_tokens = c.max_positions;
+  info.vocab_size = c.vocab_size;
+  info.created_unix_s =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  p->service = std::make_unique<actor_service>(*p->sys, p->router, p->registry, info);
+  return std::unique_ptr<topology>(new topology(std::move(p)));
+}
+
+serve::inference_service& topology::service() { return *impl_->service; }
+
+const model::model_config& topology::config() const { return impl_->ctx->config; }
+
+status topology::kill(const std::string& actor_name) {
+  caf::scoped_actor self{*impl_->sys};
+  bool killed = false;
+  self->request(impl_->supervisor, edge_timeout, kill_atom_v, actor_name)
+      .receive([&](bool k) { killed = k; }, [&](caf::error&) {});
+  if (!killed) return error(errc::not_found, "no live actor named '" + actor_name + "'");
+  return ok_status();
+}
+
+std::string topology::actors_json() const { return impl_->service->actors_json(); }
+
+std::string topology::statuses_json() const {
+  caf::scoped_actor self{*impl_->sys};
+  nlohmann::json out = nlohmann::json::array();
+  auto add = [&](const role_status& s) {
+    out.push_back({{"name", s.name},
+                   {"role", s.role},
+                   {"queue_depth", s.queue_depth},
+                   {"in_flight", s.in_flight},
+                   {"last_step_ms", s.last_step_ms},
+                   {"steps", s.steps},
+                   {"detail", nlohmann::json::parse(s.detail.empty() ? "{}" : s.detail, nullptr, false)}});
+  };
+  self->request(impl_->router, edge_timeout, status_atom_v)
+      .receive([&](const role_status& s) { add(s); }, [&](caf::error&) {});
+  self->request(impl_->supervisor, edge_timeout, status_atom_v, true)
+      .receive(
+          [&](const std::vector<role_status>& all) {
+            for (const auto& s : all) add(s);
+          },
+          [&](caf::error&) {});
+  return out.dump();
+}
+
+}  // namespace brigade::actors

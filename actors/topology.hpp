@@ -1,0 +1,42 @@
+// A whole topology of role actors in one process, built from a manifest, and the
+// inference_service the HTTP layer talks to. No actor headers here: CAF stays in actors/*.cpp.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/result.hpp"
+#include "deploy/manifest.hpp"
+#include "model/config.hpp"
+#include "model/weights.hpp"
+#include "serve/inference_service.hpp"
+
+namespace brigade::actors {
+
+class topology {
+ public:
+  /// Loads the model, spawns registry, router, supervisor, expert shards, prefill and decode
+  /// workers. `progress` gets (layers loaded, layers).
+  static result<std::unique_ptr<topology>> start(const deploy::manifest& manifest,
+                                                 const model::load_progress& progress = {});
+  ~topology();
+  topology(const topology&) = delete;
+  topology& operator=(const topology&) = delete;
+
+  /// The router as an inference_service: what `brigade serve` puts behind HTTP.
+  serve::inference_service& service();
+  /// Fault injection: kills the named role actor ("decode-0"); the supervisor restarts it.
+  status kill(const std::string& actor_name);
+  /// The registry snapshot as JSON (GET /v1/actors).
+  std::string actors_json() const;
+  /// Every role actor's status (queue depth, in-flight work, last step) as a JSON array.
+  std::string statuses_json() const;
+  const model::model_config& config() const;
+
+ private:
+  struct impl;
+  explicit topology(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace brigade::actors

@@ -1,0 +1,416 @@
+// `brigade bench balance`: the expert-placement planner beside DeepSeek's published EPLB
+// heuristic on the same synthetic loads, over a simulated timeline of sample windows.
+//
+// Every window (1,000 steps) the shards report token counts; every `replan_every` windows each
+// algorithm plans from the counts of the last interval and the supervisor's adoption rule
+// (judge_adoption) decides whether to migrate. The first plan bootstraps the layout and is not
+// counted. Balance is measured on each window's actual counts with the layout in force during
+// it, so prediction error from noise and drift is part of every figure.
+//
+// Not measured: p99 step time during migration, which needs live weight migration in the actors.
+#include <time.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/expert_load_generator.hpp"
+#include "eplb/adoption.hpp"
+#include "eplb/balance_metrics.hpp"
+#include "eplb/deepseek_eplb.hpp"
+#include "eplb/planner.hpp"
+
+namespace brigade::bench {
+
+namespace {
+
+struct balance_options {
+  int layers = 58;
+  int windows = 200;
+  int replan_every = 10;
+  double margin = 0.01;
+  double keep_slack = 0.01;
+  double max_moved = 0.25;
+  double tokens_per_step = 4096;
+  uint64_t seed = 1;
+  bool json = false;
+};
+
+struct cluster_shape {
+  const char* name;
+  int experts;
+  int shards;
+  int slots_per_shard;
+};
+
+const cluster_shape shapes[] = {{"384 experts, 64x7 slots", 384, 64, 7},
+                                {"256 experts, 32x9 slots", 256, 32, 9}};
+const load_scenario scenarios[] = {load_scenario::steady, load_scenario::slow_drift,
+                                   load_scenario::fast_drift, load_scenario::sudden_switch};
+const char* const algorithm_names[] = {"planner", "deepseek-eplb"};
+
+/// One algorithm's layout and figures over one timeline.
+struct algorithm_run {
+  std::optional<eplb::layout> current;
+  std::vector<double> balancedness;
+  std::vector<double> max_over_mean;
+  std::vector<double> layer_max_over_mean;
+  std::vector<double> worst_layer;
+  std::vector<double> moved_fraction;  ///< Per adopted plan, bootstrap excluded.
+  std::vector<double> plan_ms;         ///< Wall time, which includes other processes' turns.
+  std::vector<double> plan_cpu_ms;     ///< This thread's CPU time: the planner's own cost.
+  int proposed = 0;
+  int adopted = 0;
+};
+
+struct row {
+  std::string shape;
+  std::string scenario;
+  std::string algorithm;
+  algorithm_run run;
+};
+
+double mean_of(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v)
+    sum += x;
+  return v.empty() ? 0 : sum / v.size();
+}
+double max_of(const std::vector<double>& v) {
+  return v.empty() ? 0 : *std::max_element(v.begin(), v.end());
+}
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+/// Wall and CPU time of one call. The machines are shared, so wall time includes waiting for a
+/// core; CPU time of the calling thread is the planner's own cost.
+class stopwatch {
+ public:
+  stopwatch() : wall_(std::chrono::steady_clock::now()), cpu_ms_(thread_cpu_ms()) {}
+  double wall_ms() const {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall_)
+        .count();
+  }
+  double cpu_ms() const { return thread_cpu_ms() - cpu_ms_; }
+
+ private:
+  static double thread_cpu_ms() {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+  }
+  std::chrono::steady_clock::time_point wall_;
+  double cpu_ms_;
+};
+
+result<eplb::layout> plan_with(int algorithm, const eplb::load_matrix& estimate,
+                               const cluster_shape& shape, const balance_options& o,
+                               const eplb::layout* current) {
+  if (algorithm == 1) {
+    return eplb::plan_deepseek_eplb(estimate, shape.shards, shape.slots_per_shard, 1);
+  }
+  eplb::planner_options p;
+  p.shards = shape.shards;
+  p.slots_per_shard = shape.slots_per_shard;
+  p.keep_slack = o.keep_slack;
+  p.max_moved_fraction = o.max_moved;
+  return eplb::plan_layout(estimate, p, current);
+}
+
+void record_window(algorithm_run& run, const eplb::load_matrix& window) {
+  if (!run.current) return;
+  const eplb::balance_report b = eplb::measure_balance(*run.current, window);
+  run.balancedness.push_back(b.balancedness);
+  run.max_over_mean.push_back(b.max_over_mean);
+  run.layer_max_over_mean.push_back(b.layer_max_over_mean);
+  run.worst_layer.push_back(b.worst_layer_max_over_mean);
+}
+
+status replan(int algorithm, algorithm_run& run, const eplb::load_matrix& estimate,
+              const cluster_shape& shape, const balance_options& o) {
+  const stopwatch watch;
+  auto proposed = plan_with(algorithm, estimate, shape, o, run.current ? &*run.current : nullptr);
+  run.plan_ms.push_back(watch.wall_ms());
+  run.plan_cpu_ms.push_back(watch.cpu_ms());
+  if (!proposed) return proposed.err();
+  if (!run.current) {
+    run.current = std::move(*proposed);
+    return ok_status();
+  }
+  ++run.proposed;
+  const eplb::adoption_decision d =
+      eplb::judge_adoption(*run.current, *proposed, estimate, o.margin);
+  if (d.adopt) {
+    ++run.adopted;
+    run.moved_fraction.push_back(static_cast<double>(d.moved_slots) /
+                                 (proposed->layers() * proposed->slots()));
+    run.current = std::move(*proposed);
+  }
+  return ok_status();
+}
+
+/// Runs both algorithms in lockstep over one generated timeline.
+result<std::vector<row>> simulate(const cluster_shape& shape, load_scenario scenario,
+                                  const balance_options& o) {
+  load_generator_config g;
+  g.layers = o.layers;
+  g.experts = shape.experts;
+  g.scenario = scenario;
+  g.tokens_per_window = 1000.0 * o.tokens_per_step * 8;
+  g.switch_window = o.windows / 2;
+  g.seed = o.seed;
+  expert_load_generator generator(g);
+  algorithm_run runs[2];
+  eplb::load_matrix estimate(o.layers, std::vector<double>(shape.experts, 0.0));
+  for (int w = 0; w < o.windows; ++w) {
+    const eplb::load_matrix window = generator.next_window();
+    for (auto& run : runs)
+      record_window(run, window);
+    for (int l = 0; l < o.layers; ++l) {
+      for (int e = 0; e < shape.experts; ++e)
+        estimate[l][e] += window[l][e];
+    }
+    if ((w + 1) % o.replan_every != 0) continue;
+    for (int a = 0; a < 2; ++a) {
+      if (status s = replan(a, runs[a], estimate, shape, o); !s) return s.err();
+    }
+    for (auto& layer : estimate)
+      std::fill(layer.begin(), layer.end(), 0.0);
+  }
+  std::vector<row> rows;
+  for (int a = 0; a < 2; ++a) {
+    rows.push_back({shape.name, scenario_name(scenario), algorithm_names[a], std::move(runs[a])});
+  }
+  return rows;
+}
+
+/// Median CPU time of fresh plans (no current layout) of the steady load, both algorithms.
+std::vector<double> fresh_plan_ms(const cluster_shape& shape, const balance_options& o) {
+  constexpr int repetitions = 15;
+  load_generator_config g;
+  g.layers = o.layers;
+  g.experts = shape.experts;
+  g.tokens_per_window = 1000.0 * o.tokens_per_step * 8;
+  g.seed = o.seed;
+  const eplb::load_matrix load = expert_load_generator(g).next_window();
+  std::vector<double> medians;
+  for (int a = 0; a < 2; ++a) {
+    std::vector<double> ms;
+    for (int i = 0; i < repetitions; ++i) {
+      const stopwatch watch;
+      auto planned = plan_with(a, load, shape, o, nullptr);
+      ms.push_back(watch.cpu_ms());
+    }
+    medians.push_back(median_of(ms));
+  }
+  return medians;
+}
+
+void print_table(const std::vector<row>& rows, const balance_options& o) {
+  std::printf(
+      "brigade bench balance: %d layers, Zipf(0.65), %d windows of 1000 steps, re-plan "
+      "every %d windows, adoption margin %.1f%%\n",
+      o.layers, o.windows, o.replan_every, 100 * o.margin);
+  std::printf(
+      "planner: keep slack %.1f%% of the mean shard load, at most %.0f%% of slots moved "
+      "per plan; deepseek-eplb: stateless, same adoption rule\n",
+      100 * o.keep_slack, 100 * o.max_moved);
+  std::printf(
+      "figures: mean over the windows after the bootstrap plan; max/mean summed over "
+      "layers, and per layer (layer m/m: sum of layer maxima over sum of layer means, the "
+      "step-time factor; worst l.: the worst layer); moved/plan: mean fraction of slots "
+      "copied per adopted plan\n\n");
+  std::printf("%-24s %-13s %-13s %8s %8s %9s %8s %7s %10s %22s\n", "cluster", "scenario",
+              "algorithm", "balanced", "max/mean", "layer m/m", "worst l.", "adopted", "moved/plan",
+              "plan ms: cpu med/max, wall");
+  for (const row& r : rows) {
+    char moved[32] = "-";
+    if (!r.run.moved_fraction.empty()) {
+      std::snprintf(moved, sizeof moved, "%.1f%%", 100 * mean_of(r.run.moved_fraction));
+    }
+    char adopted[32];
+    std::snprintf(adopted, sizeof adopted, "%d/%d", r.run.adopted, r.run.proposed);
+    std::printf("%-24s %-13s %-13s %8.4f %8.4f %9.4f %8.4f %7s %10s %8.2f/%6.2f, %6.2f\n",
+                r.shape.c_str(), r.scenario.c_str(), r.algorithm.c_str(),
+                mean_of(r.run.balancedness), mean_of(r.run.max_over_mean),
+                mean_of(r.run.layer_max_over_mean), mean_of(r.run.worst_layer), adopted, moved,
+                median_of(r.run.plan_cpu_ms), max_of(r.run.plan_cpu_ms), median_of(r.run.plan_ms));
+  }
+}
+
+nlohmann::json row_json(const row& r) {
+  return {{"cluster", r.shape},
+          {"scenario", r.scenario},
+          {"algorithm", r.algorithm},
+          {"balancedness", mean_of(r.run.balancedness)},
+          {"max_over_mean", mean_of(r.run.max_over_mean)},
+          {"layer_max_over_mean", mean_of(r.run.layer_max_over_mean)},
+          {"worst_layer_max_over_mean", mean_of(r.run.worst_layer)},
+          {"plans_proposed", r.run.proposed},
+          {"plans_adopted", r.run.adopted},
+          {"moved_fraction_per_adopted_plan", mean_of(r.run.moved_fraction)},
+          {"moved_fraction_max", max_of(r.run.moved_fraction)},
+          {"plan_cpu_ms_median", median_of(r.run.plan_cpu_ms)},
+          {"plan_cpu_ms_max", max_of(r.run.plan_cpu_ms)},
+          {"plan_wall_ms_median", median_of(r.run.plan_ms)},
+          {"plan_wall_ms_max", max_of(r.run.plan_ms)}};
+}
+
+}  // namespace
+
+namespace {
+
+struct goal {
+  std::string name;
+  double value;
+  double target;
+  bool at_most;  ///< true: value <= target; false: value >= target.
+  bool met() const { return at_most ? value <= target : value >= target; }
+};
+
+const row* find_row(const std::vector<row>& rows, int shape, load_scenario s, int algorithm) {
+  for (const row& r : rows) {
+    if (r.shape == shapes[shape].name && r.scenario == scenario_name(s) &&
+        r.algorithm == algorithm_names[algorithm]) {
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
+std::vector<goal> goals_of(const std::vector<row>& rows,
+                           const std::vector<std::vector<double>>& fresh_ms) {
+  std::vector<goal> goals;
+  const row* steady = find_row(rows, 0, load_scenario::steady, 0);
+  goals.push_back({"384/64x7 steady: planner max/mean per layer",
+                   mean_of(steady->run.layer_max_over_mean), 1.05, true});
+  goals.push_back({"384/64x7 steady: planner max/mean summed over layers",
+                   mean_of(steady->run.max_over_mean), 1.05, true});
+  double worst_balancedness = 1;
+  double worst_moved = 0;
+  double near_ms = 0;
+  for (load_scenario s : scenarios) {
+    const row* r = find_row(rows, 1, s, 0);
+    worst_balancedness = std::min(worst_balancedness, mean_of(r->run.balancedness));
+    near_ms = std::max(near_ms, median_of(r->run.plan_cpu_ms));
+    for (int shape = 0; shape < 2; ++shape) {
+      worst_moved = std::max(worst_moved, mean_of(find_row(rows, shape, s, 0)->run.moved_fraction));
+    }
+  }
+  goals.push_back(
+      {"256/32x9: planner balancedness, worst scenario", worst_balancedness, 0.95, false});
+  goals.push_back(
+      {"planner slots moved per adopted plan, worst scenario mean", worst_moved, 0.25, true});
+  goals.push_back({"256/32x9: fresh plan of 58 layers, median CPU ms", fresh_ms[1][0], 5.0, true});
+  goals.push_back(
+      {"256/32x9: re-plan from the current layout, worst median CPU ms", near_ms, 5.0, true});
+  return goals;
+}
+
+void print_goals(const std::vector<goal>& goals, const std::vector<std::vector<double>>& fresh_ms) {
+  std::printf("\nfresh plan of 58 layers (median CPU ms): ");
+  for (int shape = 0; shape < 2; ++shape) {
+    std::printf("%s: planner %.2f, deepseek-eplb %.2f%s", shapes[shape].name, fresh_ms[shape][0],
+                fresh_ms[shape][1], shape == 0 ? "; " : "\n");
+  }
+  std::printf("\ngoals:\n");
+  for (const goal& g : goals) {
+    std::printf("  %-62s %8.4f %s %-6g %s\n", g.name.c_str(), g.value,
+                g.at_most ? "<=" : ">=", g.target, g.met() ? "met" : "MISSED");
+  }
+  std::printf(
+      "\nnot measured: p99 step time during migration (needs live weight migration in the "
+      "actors, not built yet)\n");
+}
+
+void print_json(const std::vector<row>& rows, const std::vector<goal>& goals,
+                const std::vector<std::vector<double>>& fresh_ms, const balance_options& o) {
+  nlohmann::json doc;
+  doc["benchmark"] = "balance";
+  doc["layers"] = o.layers;
+  doc["windows"] = o.windows;
+  doc["replan_every_windows"] = o.replan_every;
+  doc["adoption_margin"] = o.margin;
+  doc["keep_slack"] = o.keep_slack;
+  doc["max_moved_fraction"] = o.max_moved;
+  doc["tokens_per_window"] = 1000.0 * o.tokens_per_step * 8;
+  doc["zipf_exponent"] = 0.65;
+  doc["seed"] = o.seed;
+  for (const row& r : rows)
+    doc["results"].push_back(row_json(r));
+  for (int shape = 0; shape < 2; ++shape) {
+    doc["fresh_plan_cpu_ms_median"].push_back({{"cluster", shapes[shape].name},
+                                               {"planner", fresh_ms[shape][0]},
+                                               {"deepseek-eplb", fresh_ms[shape][1]}});
+  }
+  for (const goal& g : goals) {
+    doc["goals"].push_back({{"goal", g.name},
+                            {"value", g.value},
+                            {"target", g.target},
+                            {"at_most", g.at_most},
+                            {"met", g.met()}});
+  }
+  doc["not_measured"] = {"p99 step time during migration: needs live weight migration in actors"};
+  std::printf("%s\n", doc.dump().c_str());
+}
+
+}  // namespace
+
+int balance(int argc, char** argv) {
+  CLI::App app{"Expert-placement planner beside DeepSeek's EPLB heuristic on synthetic loads.",
+               "brigade bench balance"};
+  balance_options o;
+  app.add_option("--layers", o.layers, "MoE layers")->check(CLI::PositiveNumber);
+  app.add_option("--windows", o.windows, "sample windows of 1000 steps to simulate")
+      ->check(CLI::Range(20, 100000));
+  app.add_option("--replan-every", o.replan_every, "sample windows per re-plan interval")
+      ->check(CLI::Range(1, 10000));
+  app.add_option("--margin", o.margin, "adoption margin: least relative gain that migrates")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--keep-slack", o.keep_slack, "planner keep slack (fraction of mean load)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--max-moved", o.max_moved, "planner move budget per plan (fraction of slots)")
+      ->check(CLI::Range(0.01, 1.0));
+  app.add_option("--tokens-per-step", o.tokens_per_step, "tokens per decode step (8 experts each)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--seed", o.seed, "load generator seed");
+  app.add_flag("--json", o.json, "print one JSON object with every figure");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  std::vector<row> rows;
+  for (const cluster_shape& shape : shapes) {
+    for (load_scenario s : scenarios) {
+      auto timeline = simulate(shape, s, o);
+      if (!timeline) {
+        std::fprintf(stderr, "brigade bench balance: %s\n", timeline.err().describe().c_str());
+        return 1;
+      }
+      for (row& r : *timeline)
+        rows.push_back(std::move(r));
+    }
+  }
+  std::vector<std::vector<double>> fresh_ms;
+  for (const cluster_shape& shape : shapes)
+    fresh_ms.push_back(fresh_plan_ms(shape, o));
+  const std::vector<goal> goals = goals_of(rows, fresh_ms);
+  if (o.json) {
+    print_json(rows, goals, fresh_ms, o);
+  } else {
+    print_table(rows, o);
+    print_goals(goals, fresh_ms);
+  }
+  return 0;
+}
+
+}  // namespace brigade::bench

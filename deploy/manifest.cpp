@@ -1,0 +1,182 @@
+#include "deploy/manifest.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace brigade::deploy {
+namespace {
+
+// Reads one YAML mapping, naming fields by their path ("roles.decode.count") in errors, and
+// rejecting keys it does not know so that a typo never silently falls back to a default.
+class section {
+ public:
+  section(const YAML::Node& node, std::string path, std::string source, error* err)
+      : node_(node), path_(std::move(path)), source_(std::move(source)), err_(err) {}
+
+  bool ok() const { return err_->message.empty(); }
+
+  void integer(const char* key, int& out, int min, int max) {
+    read(key, [&](const YAML::Node& n) {
+      int v = 0;
+      if (!YAML::convert<int>::decode(n, v)) return fail(key, "must be an integer");
+      if (v < min || v > max) {
+        return fail(key, "is " + std::to_string(v) + "; it must be between " +
+                             std::to_string(min) + " and " + std::to_string(max));
+      }
+      out = v;
+    });
+  }
+  void number(const char* key, double& out, double min) {
+    read(key, [&](const YAML::Node& n) {
+      double v = 0;
+      if (!YAML::convert<double>::decode(n, v)) return fail(key, "must be a number");
+      if (v < min) return fail(key, "must be at least " + std::to_string(min));
+      out = v;
+    });
+  }
+  void text(const char* key, std::string& out) {
+    read(key, [&](const YAML::Node& n) {
+      if (!n.IsScalar() || n.Scalar().empty()) return fail(key, "must be a non-empty string");
+      out = n.Scalar();
+    });
+  }
+  void texts(const char* key, std::vector<std::string>& out) {
+    read(key, [&](const YAML::Node& n) {
+      if (!n.IsSequence()) return fail(key, "must be a list of strings");
+      out.clear();
+      for (const auto& e : n) {
+        if (!e.IsScalar() || e.Scalar().empty()) return fail(key, "must be a list of strings");
+        out.push_back(e.Scalar());
+      }
+    });
+  }
+  /// Calls `fn` with the sub-section `key` when present.
+  void child(const char* key, const std::function<void(section&)>& fn) {
+    read(key, [&](const YAML::Node& n) {
+      if (!n.IsMap()) return fail(key, "must be a mapping");
+      section sub(n, path_ + key + ".", source_, err_);
+      sub.begin();
+      fn(sub);
+      sub.finish();
+    });
+  }
+  /// Checks the node is a mapping; call before reading.
+  void begin() {
+    if (ok() && !node_.IsMap() && !node_.IsNull()) {
+      *err_ = error(errc::bad_format, source_ + ": " +
+                                          (path_.empty() ? "the manifest" : path_.substr(0, path_.size() - 1)) +
+                                          " must be a mapping of keys to values");
+    }
+  }
+  /// Rejects keys nobody read.
+  void finish() {
+    if (!ok() || !node_.IsMap()) return;
+    for (const auto& kv : node_) {
+      const std::string key = kv.first.as<std::string>();
+      if (!known_.count(key)) return fail(key.c_str(), "is not a known field");
+    }
+  }
+
+ private:
+  void read(const char* key, const std::function<void(const YAML::Node&)>& fn) {
+    known_.insert(key);
+    if (!ok() || !node_.IsMap()) return;
+    const YAML::Node n = node_[key];
+    if (!n || n.IsNull()) return;
+    fn(n);
+  }
+  void fail(const char* key, const std::string& what) {
+    if (!ok()) return;
+    *err_ = error(errc::bad_format, source_ + ": field '" + path_ + key + "' " + what);
+  }
+
+  YAML::Node node_;
+  std::string path_;
+  std::string source_;
+  error* err_;
+  std::set<std::string> known_;
+};
+
+status check_listen(const std::string& listen, const std::string& source) {
+  const auto colon = listen.rfind(':');
+  const std::string port = colon == std::string::npos ? "" : listen.substr(colon + 1);
+  bool digits = !port.empty() && port.size() <= 5;
+  for (char ch : port) digits = digits && ch >= '0' && ch <= '9';
+  if (colon == 0 || !digits || std::stoi(port) > 65535) {
+    return error(errc::bad_format, source + ": field 'serve.listen' is '" + listen +
+                                       "'; it must be HOST:PORT, e.g. 127.0.0.1:8000");
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+result<manifest> parse_manifest(const std::string& yaml, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::Exception& e) {
+    return error(errc::bad_format, source + ": not valid YAML: " + e.what());
+  }
+  manifest m;
+  m.source = source;
+  error err;
+  section top(root, "", source, &err);
+  top.begin();
+  top.text("model", m.model);
+  top.integer("block_tokens", m.block_tokens, 1, 4096);
+  top.child("serve", [&](section& s) {
+    s.text("listen", m.listen);
+    s.texts("api_keys", m.api_keys);
+    s.integer("admission_queue", m.admission_queue, 1, 1 << 20);
+  });
+  top.child("roles", [&](section& roles) {
+    roles.child("prefill", [&](section& s) {
+      s.integer("count", m.prefill.count, 1, 1024);
+      s.integer("max_step_tokens", m.prefill.max_step_tokens, 1, 1 << 20);
+      s.integer("kv_tokens", m.prefill.kv_tokens, 1, 1 << 28);
+    });
+    roles.child("decode", [&](section& s) {
+      s.integer("count", m.decode.count, 1, 1024);
+      s.integer("max_running", m.decode.max_running, 1, 4096);
+      s.integer("kv_tokens", m.decode.kv_tokens, 1, 1 << 28);
+    });
+    roles.child("expert_shard", [&](section& s) {
+      s.integer("count", m.experts.count, 1, 4096);
+      s.integer("slots_per_shard", m.experts.slots_per_shard, 0, 1 << 16);
+    });
+  });
+  top.child("restart", [&](section& s) {
+    s.integer("max_restarts", m.restart.max_restarts, 0, 1 << 20);
+    s.number("window_s", m.restart.window_s, 0.001);
+    s.integer("backoff_ms", m.restart.backoff_ms, 0, 3600 * 1000);
+    s.integer("max_backoff_ms", m.restart.max_backoff_ms, 0, 3600 * 1000);
+  });
+  top.finish();
+  if (!err.message.empty()) return err;
+  if (m.model.empty()) return error(errc::bad_format, source + ": field 'model' is missing");
+  status listen = check_listen(m.listen, source);
+  if (!listen) return listen.err();
+  return m;
+}
+
+result<manifest> load_manifest(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return error(errc::not_found, path + ": cannot open the manifest");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_manifest(ss.str(), path);
+}
+
+manifest default_manifest(const std::string& model_dir) {
+  manifest m;
+  m.model = model_dir;
+  return m;
+}
+
+}  // namespace brigade::deploy

@@ -1,0 +1,105 @@
+// The one interface between the HTTP layer and whatever generates tokens behind it.
+//
+// The HTTP server knows nothing else about the backend: today engine_service runs the
+// single-process engine on a thread; the actor router implements the same interface. Nothing
+// here includes network or actor headers.
+//
+// One request's life, as a service must report it:
+//
+//   submit() --error--> (nothing more; the caller answers 400 or 429 itself)
+//      |
+//      ok
+//      v
+//   on_tokens()* --> on_finished(reason, usage)     normal end
+//                \-> on_error(error)                failure, shutdown, or after cancel()
+//
+// Exactly one of on_finished / on_error follows every successful submit, then no more calls.
+// Callbacks come from service threads, never two at once for one request, in token order. They
+// must return quickly (post the work elsewhere): the service may call them from its step loop.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/result.hpp"
+#include "model/sampler.hpp"
+
+namespace brigade::metrics {
+class registry;
+}
+
+namespace brigade::serve {
+
+/// What a client asked to generate, already tokenized and validated by the HTTP layer.
+struct generation_request {
+  int64_t id = 0;               ///< Unique per service, chosen by the caller (cancel() takes it).
+  std::vector<int32_t> prompt;  ///< Prompt token ids, at least one.
+  int max_tokens = 16;          ///< Tokens to generate at most (>= 1).
+  model::sampling_params sampling;
+  std::vector<int32_t> stop_ids;  ///< Generation ends after producing one of these.
+  std::string scenario =
+      "chat";  ///< Traffic class (brigade's "scenario" extension): cache retention.
+};
+
+/// Why a generation ended.
+enum class finish_reason {
+  stop_token,    ///< It produced one of the request's stop ids.
+  max_tokens,    ///< It produced max_tokens tokens.
+  context_full,  ///< The sequence filled the model's context.
+};
+
+/// "stop" or "length", as the OpenAI API names the reason.
+const char* openai_finish_reason(finish_reason r);
+
+/// Token counts of a finished request.
+struct generation_usage {
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  int cached_tokens = 0;  ///< Prompt tokens served from the prefix cache (0 without one).
+};
+
+/// Receives one request's output. See the lifecycle at the top of this file.
+class generation_sink {
+ public:
+  virtual ~generation_sink() = default;
+  /// New tokens, in order (usually one per engine step).
+  virtual void on_tokens(const std::vector<int32_t>& tokens) = 0;
+  virtual void on_finished(finish_reason reason, const generation_usage& usage) = 0;
+  /// errc::cancelled after cancel(), errc::unavailable when the service shuts down.
+  virtual void on_error(const error& err) = 0;
+};
+
+/// What the service serves, for /v1/models and request validation.
+struct service_info {
+  std::string model_name;      ///< The name clients put in "model".
+  std::string model_type;      ///< Hugging Face model_type (chooses the chat format).
+  int context_tokens = 0;      ///< Prompt plus generated tokens may not exceed this.
+  int vocab_size = 0;          ///< Token ids are in [0, vocab_size).
+  int64_t created_unix_s = 0;  ///< When the service started, for /v1/models.
+};
+
+class inference_service {
+ public:
+  virtual ~inference_service() = default;
+
+  /// Starts a request. Errors: invalid_argument (the request can never run: answer 400),
+  /// resource_exhausted (the admission queue is full: answer 429), unavailable (shutting down:
+  /// answer 503). On success the sink gets exactly one terminal callback.
+  virtual status submit(generation_request request, std::shared_ptr<generation_sink> sink) = 0;
+  /// Stops a request (client gone, stop string matched). Its sink then gets on_error(cancelled)
+  /// unless it already finished. Unknown or finished ids are ignored.
+  virtual void cancel(int64_t request_id) = 0;
+
+  virtual service_info info() const = 0;
+  /// True once the service accepts requests (model loaded, workers up), for /ready.
+  virtual bool ready() const = 0;
+  /// The registry of live actors (or the engine's equivalent) as a JSON object text.
+  virtual std::string actors_json() const = 0;
+  /// Sets the service's own metrics (running and waiting requests, ...) in `into`; called at
+  /// each /metrics scrape, so gauges can be read fresh.
+  virtual void collect_metrics(metrics::registry& into) const = 0;
+};
+
+}  // namespace brigade::serve

@@ -1,0 +1,166 @@
+// The actor topology gives the single-process engine's answer, whatever its shape, and keeps
+// every request alive through a decode worker's death.
+#include "actors/topology.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "actors/collecting_sink.hpp"
+#include "model/engine.hpp"
+#include "model/model_writer.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace brigade;
+
+namespace {
+
+struct model_fixture {
+  testing::temp_dir dir{"topology"};
+  model_fixture() {
+    model::model_spec spec;
+    spec.family = "qwen3_moe";
+    spec.layers = 2;
+    spec.hidden = 64;
+    spec.heads = 4;
+    spec.kv_heads = 2;
+    spec.head_dim = 16;
+    spec.experts = 8;
+    spec.top_k = 2;
+    spec.moe_inter = 32;
+    spec.vocab = 512;
+    spec.seed = 21;
+    REQUIRE(model::write_random_model(spec, dir.path()).ok());
+  }
+};
+
+std::vector<int32_t> prompt(int i) {
+  std::vector<int32_t> p;
+  for (int t = 0; t < 3 + (i * 7) % 40; ++t) p.push_back((i * 97 + t * 31) % 500);
+  return p;
+}
+
+// What the single-process engine generates for each prompt, greedily.
+std::vector<std::vector<int32_t>> engine_outputs(const std::string& dir, int n, int max_tokens) {
+  auto dev = gpu::make_cpu_backend();
+  auto m = model::loaded_model::load(dir, *dev, true);
+  REQUIRE(m.ok());
+  model::engine eng(*m.value(), *dev, {});
+  model::request_options req;
+  req.max_tokens = max_tokens;
+  std::vector<int64_t> ids;
+  for (int i = 0; i < n; ++i) ids.push_back(eng.submit(prompt(i), req).value());
+  eng.run_until_idle();
+  std::vector<std::vector<int32_t>> out;
+  for (auto id : ids) out.push_back(eng.output(id));
+  return out;
+}
+
+deploy::manifest manifest_for(const std::string& dir, int shards, int decoders) {
+  deploy::manifest m = deploy::default_manifest(dir);
+  m.experts.count = shards;
+  m.decode.count = decoders;
+  m.decode.max_running = 8;
+  return m;
+}
+
+std::vector<std::shared_ptr<testing::collecting_sink>> submit_all(serve::inference_service& svc,
+                                                                  int n, int max_tokens) {
+  std::vector<std::shared_ptr<testing::collecting_sink>> sinks;
+  for (int i = 0; i < n; ++i) {
+    serve::generation_request r;
+    r.id = i + 1;
+    r.prompt = prompt(i);
+    r.max_tokens = max_tokens;
+    auto sink = std::make_shared<testing::collecting_sink>();
+    REQUIRE(svc.submit(r, sink).ok());
+    sinks.push_back(sink);
+  }
+  return sinks;
+}
+
+}  // namespace
+
+TEST_CASE("the topology reproduces the engine for any number of shards and decoders",
+          "[topology]") {
+  model_fixture f;
+  const int n = 12, max_tokens = 10;
+  const auto expected = engine_outputs(f.dir.path(), n, max_tokens);
+  for (auto [shards, decoders] : {std::pair{1, 1}, {2, 1}, {4, 2}, {8, 2}}) {
+    INFO("shards " << shards << " decode workers " << decoders);
+    auto topo = actors::topology::start(manifest_for(f.dir.path(), shards, decoders));
+    REQUIRE(topo.ok());
+    auto sinks = submit_all(topo.value()->service(), n, max_tokens);
+    for (int i = 0; i < n; ++i) {
+      REQUIRE(sinks[static_cast<size_t>(i)]->wait());
+      INFO("prompt " << i);
+      CHECK_FALSE(sinks[static_cast<size_t>(i)]->failed());
+      CHECK(sinks[static_cast<size_t>(i)]->tokens() == expected[static_cast<size_t>(i)]);
+      CHECK(sinks[static_cast<size_t>(i)]->terminal_calls() == 1);
+    }
+  }
+}
+
+TEST_CASE("decode worker killed mid-stream (P=1 D=2): same tokens, none twice", "[topology]") {
+  model_fixture f;
+  const int n = 8, max_tokens = 40;
+  const auto expected = engine_outputs(f.dir.path(), n, max_tokens);
+  auto topo = actors::topology::start(manifest_for(f.dir.path(), 4, 2));
+  REQUIRE(topo.ok());
+  auto sinks = submit_all(topo.value()->service(), n, max_tokens);
+  REQUIRE(sinks[0]->wait_tokens(5));
+  REQUIRE(topo.value()->kill("decode-0").ok());
+  for (int i = 0; i < n; ++i) {
+    REQUIRE(sinks[static_cast<size_t>(i)]->wait());
+    INFO("prompt " << i);
+    CHECK_FALSE(sinks[static_cast<size_t>(i)]->failed());
+    CHECK(sinks[static_cast<size_t>(i)]->tokens() == expected[static_cast<size_t>(i)]);
+  }
+  // The restart comes after the supervisor's backoff: poll the registry until it shows it.
+  nlohmann::json entry;
+  for (int tries = 0; tries < 200; ++tries) {
+    const auto snapshot = nlohmann::json::parse(topo.value()->actors_json());
+    for (const auto& a : snapshot["actors"]) {
+      if (a["name"] == "decode-0") entry = a;
+    }
+    if (!entry.is_null() && entry["alive"].get<bool>()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE_FALSE(entry.is_null());
+  CHECK(entry["alive"].get<bool>());
+  CHECK(entry["generation"].get<int>() == 2);
+  CHECK(entry["restarts"].get<int>() == 1);
+  CHECK(entry["death_cause"].get<std::string>().find("kill") != std::string::npos);
+}
+
+TEST_CASE("an expert shard killed mid-stream: the stalled layer is resent", "[topology]") {
+  model_fixture f;
+  const int n = 6, max_tokens = 30;
+  const auto expected = engine_outputs(f.dir.path(), n, max_tokens);
+  auto topo = actors::topology::start(manifest_for(f.dir.path(), 4, 1));
+  REQUIRE(topo.ok());
+  auto sinks = submit_all(topo.value()->service(), n, max_tokens);
+  REQUIRE(sinks[0]->wait_tokens(3));
+  REQUIRE(topo.value()->kill("expert_shard-1").ok());
+  for (int i = 0; i < n; ++i) {
+    REQUIRE(sinks[static_cast<size_t>(i)]->wait());
+    INFO("prompt " << i);
+    CHECK_FALSE(sinks[static_cast<size_t>(i)]->failed());
+    CHECK(sinks[static_cast<size_t>(i)]->tokens() == expected[static_cast<size_t>(i)]);
+  }
+}
+
+TEST_CASE("cancelled requests end with an error and free their worker", "[topology]") {
+  model_fixture f;
+  auto topo = actors::topology::start(manifest_for(f.dir.path(), 2, 1));
+  REQUIRE(topo.ok());
+  auto sinks = submit_all(topo.value()->service(), 3, 200);
+  REQUIRE(sinks[1]->wait_tokens(2));
+  topo.value()->service().cancel(2);
+  REQUIRE(sinks[1]->wait());
+  CHECK(sinks[1]->failed());
+  CHECK(sinks[1]->err().code == errc::cancelled);
+  REQUIRE(sinks[0]->wait());
+  REQUIRE(sinks[2]->wait());
+  CHECK(sinks[0]->tokens().size() == 200);
+}

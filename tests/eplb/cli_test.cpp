@@ -1,0 +1,107 @@
+// Runs the brigade binary the way a user does and checks its answers and its errors.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/eplb/random_loads.hpp"
+
+namespace {
+
+struct run_result {
+  int exit_code = -1;
+  std::string output;  ///< stdout and stderr together
+};
+
+run_result run_brigade(const std::string& args) {
+  const std::string command = std::string(BRIGADE_BINARY_DIR) + "/brigade " + args + " 2>&1";
+  run_result r;
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0)
+    r.output.append(buffer, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+  const std::string path = std::string(BRIGADE_BINARY_DIR) + "/eplb_cli_test_" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string load_json(int layers, int experts, uint64_t seed) {
+  nlohmann::json doc;
+  doc["load"] = brigade::eplb::testing::random_loads(
+      layers, experts, brigade::eplb::testing::load_family::zipf, seed);
+  return doc.dump();
+}
+
+void require_error(const std::string& args, const std::string& fragment) {
+  const run_result r = run_brigade("plan-experts " + args);
+  INFO("brigade plan-experts " << args << "\n" << r.output);
+  CHECK(r.exit_code != 0);
+  CHECK(r.output.find(fragment) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("plan-experts prints a layout and its figures as JSON", "[eplb][cli]") {
+  const std::string load = write_file("load.json", load_json(3, 16, 1));
+  const run_result r =
+      run_brigade("plan-experts --load " + load + " --shards 4 --slots-per-shard 5 --json");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto doc = nlohmann::json::parse(r.output);
+  REQUIRE(doc["phy2log"].size() == 3);
+  CHECK(doc["phy2log"][0].size() == 20);
+  for (const char* key : {"balancedness", "max_over_mean", "moved_slots", "plan_ms"}) {
+    CHECK(doc.contains(key));
+  }
+  CHECK(doc["moved_slots"] == 0);
+  CHECK(doc["balancedness"].get<double>() > 0.9);
+
+  // Its output is a valid --current for the next plan; the same load moves nothing.
+  const std::string current = write_file("current.json", r.output);
+  const run_result again =
+      run_brigade("plan-experts --load " + load +
+                  " --shards 4 --slots-per-shard 5 --json --current " + current);
+  INFO(again.output);
+  REQUIRE(again.exit_code == 0);
+  const auto next = nlohmann::json::parse(again.output);
+  CHECK(next["moved_slots"] == 0);
+  CHECK(next["phy2log"] == doc["phy2log"]);
+}
+
+TEST_CASE("plan-experts explains invalid input", "[eplb][cli]") {
+  const std::string good = write_file("good.json", load_json(2, 8, 2));
+  const std::string shape = " --shards 4 --slots-per-shard 3";
+  require_error("--load /nonexistent/load.json" + shape, "cannot be opened");
+  require_error("--load " + write_file("bad.json", "{\"load\": [[1, 2") + shape, "not valid JSON");
+  require_error("--load " + write_file("noload.json", "{\"tokens\": []}") + shape,
+                "no \"load\" array");
+  require_error(
+      "--load " + write_file("ragged.json", "{\"load\": [[1,2,3,4,5,6,7,8],[1,2]]}") + shape,
+      "ragged");
+  require_error("--load " + write_file("negative.json", "{\"load\": [[1,2,3,4,5,6,7,-8]]}") + shape,
+                "non-negative");
+  require_error("--load " + write_file("text.json", "{\"load\": [[1,2,\"x\",4,5,6,7,8]]}") + shape,
+                "not a number");
+  require_error("--load " + good + " --shards 2 --slots-per-shard 3", "cannot hold 8 experts");
+  require_error("--load " + good + " --shards 2 --slots-per-shard 9", "exceed the 8 experts");
+  require_error("--load " + good + shape + " --nodes 3", "do not divide");
+  require_error("--load " + good + " --slots-per-shard 3", "--shards");
+  require_error("--load " + good + shape + " --current /nonexistent/layout.json",
+                "cannot be opened");
+  const std::string wrong = write_file("wrong_layout.json", "{\"phy2log\": [[0, 1, 2]]}");
+  require_error("--load " + good + shape + " --current " + wrong, "phy2log has 1 layers");
+  const std::string short_row =
+      write_file("short_layout.json", "{\"phy2log\": [[0, 1, 2], [0, 1, 2]]}");
+  require_error("--load " + good + shape + " --current " + short_row, "has 3 slots");
+}

@@ -1,0 +1,103 @@
+// The CPU matmul against a double-precision reference, and its batch invariance.
+#include "gpu/cpu/gemm.hpp"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "common/thread_pool.hpp"
+
+using namespace brigade;
+using namespace brigade::gpu;
+
+namespace {
+
+struct weights {
+  std::vector<unsigned char> bytes;
+  std::vector<double> values;  // the exact values the kernel sees
+};
+
+weights random_weights(dtype type, int rows, int cols, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  weights w;
+  w.bytes.resize(static_cast<size_t>(rows) * cols * dtype_size(type));
+  w.values.resize(static_cast<size_t>(rows) * cols);
+  for (size_t i = 0; i < w.values.size(); ++i) {
+    const float v = normal(rng);
+    if (type == dtype::f32) {
+      std::memcpy(&w.bytes[4 * i], &v, 4);
+      w.values[i] = v;
+    } else {
+      const uint16_t h = type == dtype::bf16 ? f32_to_bf16(v) : f32_to_f16(v);
+      std::memcpy(&w.bytes[2 * i], &h, 2);
+      w.values[i] = type == dtype::bf16 ? bf16_to_f32(h) : f16_to_f32(h);
+    }
+  }
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("gemm matches a double-precision reference for every dtype and shape", "[gemm]") {
+  thread_pool pool(2);
+  const uint32_t seed = 1234;
+  std::mt19937 rng(seed);
+  for (dtype type : {dtype::f32, dtype::bf16, dtype::f16}) {
+    for (auto [m, n, k] : {std::tuple{1, 1, 1}, {5, 17, 9}, {13, 48, 64}, {7, 33, 130}}) {
+      INFO("dtype " << dtype_name(type) << " m " << m << " n " << n << " k " << k << " seed "
+                    << seed);
+      const weights w = random_weights(type, n, k, rng);
+      auto packed = cpu::packed_matrix::pack({host_matrix{w.bytes.data(), type, n, k}});
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      std::vector<float> x(static_cast<size_t>(m) * k), bias(static_cast<size_t>(n));
+      for (auto& v : x) v = normal(rng);
+      for (auto& v : bias) v = normal(rng);
+      std::vector<float> y(static_cast<size_t>(m) * n);
+      cpu::gemm(x.data(), k, m, *packed, bias.data(), y.data(), n, pool);
+      for (int i = 0; i < m; ++i) {
+        for (int j = 0; j < n; ++j) {
+          double ref = bias[static_cast<size_t>(j)];
+          for (int kk = 0; kk < k; ++kk) {
+            ref += static_cast<double>(x[static_cast<size_t>(i) * k + kk]) *
+                   w.values[static_cast<size_t>(j) * k + kk];
+          }
+          CHECK(std::abs(y[static_cast<size_t>(i) * n + j] - ref) <= 1e-4 * (1 + std::abs(ref)));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("gemm rows are bit-identical whatever the batch around them", "[gemm]") {
+  thread_pool pool(2);
+  std::mt19937 rng(99);
+  const int n = 40, k = 77;
+  const weights w = random_weights(dtype::bf16, n, k, rng);
+  auto packed = cpu::packed_matrix::pack({host_matrix{w.bytes.data(), dtype::bf16, n, k}});
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int m = 37;
+  std::vector<float> x(static_cast<size_t>(m) * k);
+  for (auto& v : x) v = normal(rng);
+  std::vector<float> all(static_cast<size_t>(m) * n);
+  cpu::gemm(x.data(), k, m, *packed, nullptr, all.data(), n, pool);
+  for (int r = 0; r < m; ++r) {
+    std::vector<float> one(static_cast<size_t>(n));
+    cpu::gemm(x.data() + static_cast<size_t>(r) * k, k, 1, *packed, nullptr, one.data(), n, pool);
+    INFO("row " << r);
+    CHECK(std::memcmp(one.data(), all.data() + static_cast<size_t>(r) * n, sizeof(float) * n) == 0);
+  }
+}
+
+TEST_CASE("half-precision conversions are exact", "[dtype]") {
+  CHECK(bf16_to_f32(0x3f80) == 1.0f);
+  CHECK(bf16_to_f32(0xc000) == -2.0f);
+  CHECK(f16_to_f32(0x3c00) == 1.0f);
+  CHECK(f16_to_f32(0x0001) == std::ldexp(1.0f, -24));  // smallest subnormal
+  CHECK(std::isinf(f16_to_f32(0x7c00)));
+  for (uint32_t h = 0; h < 0x7c00; ++h) {
+    INFO("half " << h);
+    REQUIRE(f32_to_f16(f16_to_f32(static_cast<uint16_t>(h))) == h);
+  }
+  CHECK(f32_to_bf16(1.0f) == 0x3f80);
+}

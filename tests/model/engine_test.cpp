@@ -1,0 +1,173 @@
+// The engine's invariants: batch invariance, chunked prefill, thread count, sampling.
+#include "model/engine.hpp"
+
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "common/thread_pool.hpp"
+#include "model/model_writer.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace brigade;
+using namespace brigade::model;
+
+namespace {
+
+struct fixture {
+  testing::temp_dir dir{"engine"};
+  std::unique_ptr<gpu::backend> dev;
+  std::unique_ptr<loaded_model> model;
+
+  explicit fixture(const std::string& family = "qwen3_moe", thread_pool* pool = nullptr) {
+    model_spec spec;
+    spec.family = family;
+    spec.layers = 2;
+    spec.hidden = 64;
+    spec.heads = 4;
+    spec.kv_heads = 2;
+    spec.head_dim = 16;
+    spec.experts = 8;
+    spec.top_k = 2;
+    spec.moe_inter = 32;
+    spec.vocab = 512;
+    spec.dtype = "bfloat16";
+    spec.seed = 11;
+    REQUIRE(write_random_model(spec, dir.path()).ok());
+    dev = gpu::make_cpu_backend(pool);
+    auto m = loaded_model::load(dir.path(), *dev, true);
+    REQUIRE(m.ok());
+    model = std::move(m.value());
+  }
+};
+
+std::vector<int32_t> prompt(int n, int seed) {
+  std::vector<int32_t> p;
+  for (int i = 0; i < n; ++i) p.push_back((seed * 131 + i * 17) % 500);
+  return p;
+}
+
+struct run_result {
+  std::vector<int32_t> tokens;
+  std::vector<float> logits;
+};
+
+std::vector<run_result> run(fixture& f, const std::vector<std::vector<int32_t>>& prompts,
+                            engine_options options, request_options request = {}) {
+  engine eng(*f.model, *f.dev, options);
+  request.keep_logits = true;
+  std::vector<int64_t> ids;
+  for (const auto& p : prompts) {
+    auto id = eng.submit(p, request);
+    REQUIRE(id.ok());
+    ids.push_back(id.value());
+  }
+  eng.run_until_idle();
+  std::vector<run_result> out;
+  for (int64_t id : ids) out.push_back({eng.output(id), eng.kept_logits(id)});
+  return out;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("a sequence's logits do not depend on its batch", "[engine]") {
+  fixture f;
+  request_options req;
+  req.max_tokens = 12;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 6; ++i) prompts.push_back(prompt(5 + 7 * i, i));
+  const auto together = run(f, prompts, {}, req);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto alone = run(f, {prompts[i]}, {}, req);
+    INFO("prompt " << i);
+    CHECK(alone[0].tokens == together[i].tokens);
+    CHECK(same_bits(alone[0].logits, together[i].logits));
+  }
+}
+
+TEST_CASE("chunked prefill gives the same bits as one-shot prefill", "[engine]") {
+  fixture f;
+  request_options req;
+  req.max_tokens = 6;
+  const auto p = prompt(70, 3);
+  engine_options big;
+  big.max_step_tokens = 256;
+  engine_options small = big;
+  small.max_step_tokens = 7;
+  engine_options tiny_blocks = big;
+  tiny_blocks.block_tokens = 4;
+  const auto a = run(f, {p}, big, req);
+  const auto b = run(f, {p}, small, req);
+  const auto c = run(f, {p}, tiny_blocks, req);
+  CHECK(a[0].tokens == b[0].tokens);
+  CHECK(same_bits(a[0].logits, b[0].logits));
+  CHECK(same_bits(a[0].logits, c[0].logits));
+}
+
+TEST_CASE("results do not depend on the number of threads", "[engine]") {
+  thread_pool one(1), three(3);
+  fixture f1("qwen2_moe", &one);
+  fixture f3("qwen2_moe", &three);
+  request_options req;
+  req.max_tokens = 8;
+  const auto p = prompt(40, 9);
+  const auto a = run(f1, {p}, {}, req);
+  const auto b = run(f3, {p}, {}, req);
+  CHECK(a[0].tokens == b[0].tokens);
+  CHECK(same_bits(a[0].logits, b[0].logits));
+}
+
+TEST_CASE("sampling is deterministic for a seed and honours the limits", "[engine][sampler]") {
+  fixture f;
+  request_options req;
+  req.max_tokens = 16;
+  req.sampling.temperature = 1.0f;
+  req.sampling.seed = 42;
+  const auto p = prompt(10, 1);
+  const auto a = run(f, {p}, {}, req);
+  const auto b = run(f, {p, prompt(30, 2)}, {}, req);
+  CHECK(a[0].tokens == b[0].tokens);
+  req.sampling.seed = 43;
+  const auto c = run(f, {p}, {}, req);
+  CHECK(a[0].tokens != c[0].tokens);
+  // top_k 1 is greedy whatever the temperature.
+  request_options greedy;
+  greedy.max_tokens = 16;
+  request_options top1 = greedy;
+  top1.sampling.temperature = 2.0f;
+  top1.sampling.top_k = 1;
+  CHECK(run(f, {p}, {}, greedy)[0].tokens == run(f, {p}, {}, top1)[0].tokens);
+}
+
+TEST_CASE("a stop token ends generation", "[engine]") {
+  fixture f;
+  request_options req;
+  req.max_tokens = 20;
+  const auto p = prompt(8, 4);
+  const auto full = run(f, {p}, {}, req);
+  REQUIRE(full[0].tokens.size() == 20);
+  req.stop_ids = {full[0].tokens[5]};
+  engine eng(*f.model, *f.dev, {});
+  auto id = eng.submit(p, req);
+  REQUIRE(id.ok());
+  eng.run_until_idle();
+  const auto& out = eng.output(id.value());
+  const auto first = std::find(full[0].tokens.begin(), full[0].tokens.end(), req.stop_ids[0]);
+  CHECK(out.size() == static_cast<size_t>(first - full[0].tokens.begin()) + 1);
+  CHECK(eng.finished(id.value()) == finish_reason::stop);
+}
+
+TEST_CASE("bad submissions are refused with a reason", "[engine]") {
+  fixture f;
+  engine eng(*f.model, *f.dev, {});
+  request_options req;
+  CHECK_FALSE(eng.submit({}, req).ok());
+  auto out_of_vocab = eng.submit({1, 2, 9999}, req);
+  REQUIRE_FALSE(out_of_vocab.ok());
+  CHECK_THAT(out_of_vocab.err().message, Catch::Contains("9999"));
+  req.max_tokens = 0;
+  CHECK_FALSE(eng.submit({1}, req).ok());
+}
