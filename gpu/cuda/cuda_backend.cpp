@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 #include "gpu/cuda/check.hpp"
 #include "gpu/cuda/device_memory.hpp"
@@ -132,6 +133,55 @@ void cuda_backend::kv_write(kv_storage& kv, int layer, const tensor& k, const te
                             const attention_batch& batch) {
   device_guard guard(device_);
   launch_kv_write(stream_, static_cast<device_kv&>(kv), layer, k, v, upload_batch(batch));
+}
+
+namespace {
+
+// Where block `block` of `layer` starts in either KV allocation, and how many floats it holds.
+struct block_span {
+  size_t offset;
+  size_t floats;
+};
+
+block_span span_of(const kv_layout& l, int layer, int block) {
+  if (layer < 0 || layer >= l.layers || block < 0 || block >= l.blocks) {
+    throw std::invalid_argument("cuda KV block copy: block " + std::to_string(block) +
+                                " of layer " + std::to_string(layer) + " does not exist");
+  }
+  const size_t floats = static_cast<size_t>(l.block_tokens) * static_cast<size_t>(l.kv_heads) *
+                        static_cast<size_t>(l.head_dim);
+  const size_t index =
+      static_cast<size_t>(layer) * static_cast<size_t>(l.blocks) + static_cast<size_t>(block);
+  return {index * floats, floats};
+}
+
+}  // namespace
+
+void cuda_backend::read_kv_block(const kv_storage& kv, int layer, int block, float* host_keys,
+                                 float* host_values) {
+  device_guard guard(device_);
+  const auto& d = static_cast<const device_kv&>(kv);
+  const block_span s = span_of(kv.layout(), layer, block);
+  const size_t bytes = sizeof(float) * s.floats;
+  check(cudaMemcpyAsync(host_keys, d.keys() + s.offset, bytes, cudaMemcpyDeviceToHost, stream_),
+        "cudaMemcpyAsync (KV block keys)");
+  check(cudaMemcpyAsync(host_values, d.values() + s.offset, bytes, cudaMemcpyDeviceToHost, stream_),
+        "cudaMemcpyAsync (KV block values)");
+  synchronize();
+}
+
+void cuda_backend::write_kv_block(kv_storage& kv, int layer, int block, const float* host_keys,
+                                  const float* host_values) {
+  device_guard guard(device_);
+  auto& d = static_cast<device_kv&>(kv);
+  const block_span s = span_of(kv.layout(), layer, block);
+  const size_t bytes = sizeof(float) * s.floats;
+  check(cudaMemcpyAsync(d.keys() + s.offset, host_keys, bytes, cudaMemcpyHostToDevice, stream_),
+        "cudaMemcpyAsync (KV block keys)");
+  check(cudaMemcpyAsync(d.values() + s.offset, host_values, bytes, cudaMemcpyHostToDevice, stream_),
+        "cudaMemcpyAsync (KV block values)");
+  // The host arrays may be reused as soon as this returns.
+  synchronize();
 }
 
 void cuda_backend::attention(const tensor& q, const kv_storage& kv, int layer,

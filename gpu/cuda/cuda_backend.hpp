@@ -1,11 +1,11 @@
 // The CUDA backend: device memory, one stream, and the kernels of gpu/cuda/*.cu.
 //
 // Every operation is queued on the backend's stream and returns at once, except those whose
-// results land in host memory (download, router_topk), which wait for the stream. Host
-// metadata (positions, block tables, row ids, weights) goes through a pinned staging ring.
-// One caller at a time: the worker that owns a backend drives it, since the staging ring and
-// the result scratch are per backend (the CPU backend keeps no such state).
-// Included only by files in gpu/cuda/; other code uses make_cuda_backend().
+// results land in host memory (download, router_topk, read_kv_block), which wait for the stream.
+// Host metadata (positions, block tables, row ids, weights) goes through a pinned staging ring. One
+// caller at a time: the worker that owns a backend drives it, since the staging ring and the result
+// scratch are per backend (the CPU backend keeps no such state). Included only by files in
+// gpu/cuda/; other code uses make_cuda_backend().
 #pragma once
 
 #include <cuda_runtime.h>
@@ -50,6 +50,10 @@ class cuda_backend final : public backend {
             const float* cos_table, const float* sin_table) override;
   void kv_write(kv_storage& kv, int layer, const tensor& k, const tensor& v,
                 const attention_batch& batch) override;
+  void read_kv_block(const kv_storage& kv, int layer, int block, float* host_keys,
+                     float* host_values) override;
+  void write_kv_block(kv_storage& kv, int layer, int block, const float* host_keys,
+                      const float* host_values) override;
   void attention(const tensor& q, const kv_storage& kv, int layer, const attention_batch& batch,
                  int heads, float scale, int window, const tensor& out) override;
   void silu_mul(const tensor& gate_up, const tensor& out) override;
