@@ -5,6 +5,7 @@
 #   scripts/gpu-check.sh prepare     on a machine with brigade's build dependencies (no GPU
 #                                    needed): builds the test binary and brigade with CUDA on and
 #                                    puts them, with libcudart, in .gpu-carry/ (git-ignored).
+#   scripts/gpu-check.sh collect     only the copying step of prepare, from an existing build.
 #   scripts/gpu-check.sh run         on the GPU machine: runs the carried binaries when
 #                                    .gpu-carry/ is there, else builds from source first (which
 #                                    needs the dependencies there too).
@@ -30,16 +31,39 @@ prepare() {
     -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null
   log "building cuda_tests and brigade"
   cmake --build "$build" --target cuda_tests brigade -j "$(nproc)"
+  collect
+}
+
+# Copies the built binaries and the shared libraries they need that a bare CUDA machine may
+# lack (not the C library, which it has, nor libnccl.so.2 and libcuda, which find_nccl and the
+# driver provide) into .gpu-carry/.
+collect() {
   rm -rf "$carry"
   mkdir -p "$carry/bin" "$carry/lib"
   cp "$build/tests/gpu/cuda_tests" "$build/brigade" "$carry/bin/"
-  cp -L "$(dirname "$(readlink -f /usr/local/cuda/bin/nvcc)")/../lib64/libcudart.so.13" \
-    "$carry/lib/" 2>/dev/null || true
+  local system='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|libnccl|libcuda)\.'
+  ldd "$carry/bin/cuda_tests" "$carry/bin/brigade" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' |
+    sort -u | while read -r name path; do
+      if ! [[ $name =~ $system ]]; then cp -L "$path" "$carry/lib/$name"; fi
+    done
   local exclude
   exclude=$(git rev-parse --git-path info/exclude)
   mkdir -p "$(dirname "$exclude")"
   grep -qx '/.gpu-carry/' "$exclude" 2>/dev/null || echo '/.gpu-carry/' >>"$exclude"
+  ls "$carry/lib"
+  # ICU's data and OpenBLAS alone pass the carry limit uncompressed: ship one xz archive.
+  strip "$carry/bin/"*
+  tar -C "$carry" -cf - bin lib | xz -6 -T2 >"$root/.gpu-carry.tar.xz"
+  rm -rf "$carry/bin" "$carry/lib"
+  mv "$root/.gpu-carry.tar.xz" "$carry/bundle.tar.xz"
   du -sh "$carry"
+}
+
+# Unpacks the archive collect made (with Python's tarfile: the GPU machine may lack xz).
+unpack() {
+  [ -f "$carry/bundle.tar.xz" ] && [ ! -x "$carry/bin/cuda_tests" ] || return 0
+  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+    "$carry/bundle.tar.xz" "$carry"
 }
 
 # libnccl.so.2 is too large to carry: use the GPU machine's (the CUDA toolkit's or the one
@@ -86,6 +110,7 @@ run_cases() {
 
 run() {
   local tests bin
+  unpack
   if [ -x "$carry/bin/cuda_tests" ]; then
     bin=$carry/bin
   else
@@ -112,6 +137,7 @@ run() {
 main() {
   case "$mode" in
     prepare) prepare ;;
+    collect) collect ;;
     run) run ;;
     all) run ;;
     *)
