@@ -1,7 +1,7 @@
 // The CUDA matmul kernel: y = x * W^T (+ bias), W in its file dtype, widened to float32 in
 // registers.
 //
-// One warp computes a tile of rows_per_warp x cols_per_warp outputs. Its 32 lanes split k as
+// One warp computes a tile of Rows x cols_per_warp outputs. Its 32 lanes split k as
 // gpu/cuda/matmul_order.hpp describes (chunk c of 8 elements to lane c % 32, then a butterfly),
 // so every output element has the same reduction order whatever the batch size: the tile height
 // may be chosen from m freely without changing a single bit of any row.
@@ -10,6 +10,7 @@
 // and of each activation row at once. Weight rows are padded to whole chunks (device_matrix),
 // so weight chunks are always 16-byte aligned; activation rows are read as float4 when their
 // start and stride allow it, and element by element otherwise, in the same order.
+//
 // Kernels and their launch shapes live in .cuh headers, apart from the .cu launchers, so that
 // the tests can also run them on the host (tests/gpu/warp_emulator.hpp). Each header is
 // included by exactly one .cu file and by the emulation test: the unnamed namespace keeps the
