@@ -12,5 +12,6 @@ int generate(int argc, char** argv);
 int bench(int argc, char** argv);
 int run_default(int argc, char** argv);
 int plan_experts(int argc, char** argv);
+int replay(int argc, char** argv);
 
 }  // namespace brigade::cli

@@ -19,9 +19,11 @@ const command commands[] = {
     {"make-model", brigade::cli::make_model,
      "write a small random checkpoint in the Hugging Face format"},
     {"generate", brigade::cli::generate, "generate text offline with the single-process engine"},
-    {"bench", brigade::cli::bench, "run a benchmark: engine, balance"},
+    {"bench", brigade::cli::bench, "run a benchmark (brigade bench --help lists them)"},
     {"plan-experts", brigade::cli::plan_experts,
      "plan a layout of experts onto shard slots from measured loads"},
+    {"replay", brigade::cli::replay,
+     "replay a request trace through the prefix cache and placement"},
 };
 
 void print_help() {
