@@ -8,6 +8,7 @@ int serve(int argc, char** argv);
 int balance(int argc, char** argv);
 int tokenizer(int argc, char** argv);
 int transport(int argc, char** argv);
+int cuda_matmul(int argc, char** argv);
 
 const bench_entry* registered_benchmarks(int* count) {
   static const bench_entry entries[] = {
@@ -16,6 +17,7 @@ const bench_entry* registered_benchmarks(int* count) {
       {"balance", balance, "expert-placement planner beside DeepSeek's EPLB on drifting loads"},
       {"tokenizer", tokenizer, "tokenizer encode/decode MB/s on one core, cold and warm cache"},
       {"transport", transport, "UCX transport latency, rate and bandwidth beside ucx_perftest"},
+      {"cuda-matmul", cuda_matmul, "CUDA matmul GFLOP/s on expert FFN shapes beside the CPU"},
   };
   *count = static_cast<int>(sizeof entries / sizeof entries[0]);
   return entries;

@@ -1,0 +1,333 @@
+// brigade's CUDA kernels run on the host by the warp emulator, against the CPU backend and the
+// canonical matmul order. These run everywhere, GPU or not: they test the kernels' indexing,
+// paging, shuffles and reduction order; the cuda_tests binary tests them on a real device.
+#include "tests/gpu/warp_emulator.hpp"
+// The emulator must come first: it defines the CUDA built-ins the kernel headers use.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "gpu/cpu/kernels.hpp"
+#include "gpu/cuda/attention_kernels.cuh"
+#include "gpu/cuda/elementwise_kernels.cuh"
+#include "gpu/cuda/matmul_kernel.cuh"
+#include "gpu/cuda/routing_kernels.cuh"
+#include "tests/gpu/paged_batch.hpp"
+
+using namespace brigade;
+using namespace brigade::gpu;
+using namespace brigade::gpu::cuda;
+using brigade::gpu::test::paged_step;
+using brigade::gpu::test::token_range;
+
+namespace {
+
+auto emulated() {
+  return gpu::test::emulator::launcher();
+}
+
+std::vector<float> randoms(std::mt19937& rng, size_t n, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v)
+    x = d(rng);
+  return v;
+}
+
+// A host matrix [rows, cols] of `type` in the device layout: rows padded to whole chunks.
+struct device_layout_weights {
+  std::vector<unsigned char> bytes;
+  std::vector<float> widened;  // unpadded, row-major
+  int pitch = 0;
+};
+
+device_layout_weights make_weights(std::mt19937& rng, dtype type, int rows, int cols) {
+  device_layout_weights w;
+  w.pitch = (cols + matrix_chunk - 1) / matrix_chunk * matrix_chunk;
+  const size_t elem = dtype_size(type);
+  w.bytes.assign(static_cast<size_t>(rows) * w.pitch * elem, 0);
+  w.widened.resize(static_cast<size_t>(rows) * cols);
+  const std::vector<float> v = randoms(rng, w.widened.size(), -0.5f, 0.5f);
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) {
+      const size_t i = static_cast<size_t>(r) * cols + c;
+      unsigned char* dst = w.bytes.data() + (static_cast<size_t>(r) * w.pitch + c) * elem;
+      if (type == dtype::f32) {
+        std::memcpy(dst, &v[i], 4);
+      } else {
+        const uint16_t bits = type == dtype::bf16 ? f32_to_bf16(v[i]) : f32_to_f16(v[i]);
+        std::memcpy(dst, &bits, 2);
+      }
+      to_f32(type, dst, &w.widened[i], 1);
+    }
+  }
+  return w;
+}
+
+// Largest |a[i] - b[i]|, or infinity when a difference is NaN (which std::max would drop).
+float max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  float worst = 0.0f;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const float d = std::fabs(a[i] - b[i]);
+    if (std::isnan(d)) return INFINITY;
+    worst = std::max(worst, d);
+  }
+  return worst;
+}
+
+bool same_bits(const float* a, const float* b, size_t n) {
+  return std::memcmp(a, b, sizeof(float) * n) == 0;
+}
+
+// y = x W^T (+ bias) by the emulated kernel; x rows start `offset` floats into rows of
+// k + offset + 1 floats, so an odd offset takes the element-by-element load path.
+std::vector<float> emulated_matmul(const std::vector<float>& x, int m, int k, int offset,
+                                   const device_layout_weights& w, dtype type, int n,
+                                   const float* bias) {
+  const int ldx = k + offset + 1;
+  std::vector<float> xs(static_cast<size_t>(m) * ldx, NAN);
+  for (int r = 0; r < m; ++r) {
+    std::copy_n(x.begin() + static_cast<ptrdiff_t>(r) * k, k,
+                xs.begin() + static_cast<ptrdiff_t>(r) * ldx + offset);
+  }
+  std::vector<float> y(static_cast<size_t>(m) * n, NAN);
+  const matmul_args a{xs.data() + offset, ldx, m, w.bytes.data(), w.pitch, n, k, bias, y.data(), n};
+  dispatch_matmul(type, a, emulated());
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("emulated matmul kernel follows the canonical order for every dtype and shape",
+          "[cuda][emulated]") {
+  struct shape {
+    int m, n, k;
+  };
+  const shape shapes[] = {{1, 1, 1},    {1, 33, 7},   {2, 16, 8},
+                          {3, 50, 100}, {5, 17, 257}, {4, 3, 300}};
+  uint32_t seed = 1;
+  for (dtype type : {dtype::f32, dtype::bf16, dtype::f16}) {
+    for (const shape& s : shapes) {
+      for (int offset : {0, 1}) {
+        INFO("seed " << seed << ", " << dtype_name(type) << " m=" << s.m << " n=" << s.n
+                     << " k=" << s.k << " offset " << offset);
+        std::mt19937 rng(seed++);
+        const std::vector<float> x = randoms(rng, static_cast<size_t>(s.m) * s.k);
+        const device_layout_weights w = make_weights(rng, type, s.n, s.k);
+        const std::vector<float> bias = randoms(rng, static_cast<size_t>(s.n));
+        const float* b = offset == 0 ? bias.data() : nullptr;
+        const std::vector<float> y = emulated_matmul(x, s.m, s.k, offset, w, type, s.n, b);
+        for (int r = 0; r < s.m; ++r) {
+          for (int c = 0; c < s.n; ++c) {
+            float want = canonical_dot(x.data() + static_cast<size_t>(r) * s.k,
+                                       w.widened.data() + static_cast<size_t>(c) * s.k, s.k);
+            if (b) want = want + b[c];
+            INFO("row " << r << " col " << c);
+            REQUIRE(same_bits(&y[static_cast<size_t>(r) * s.n + c], &want, 1));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("emulated matmul rows are identical alone and inside batches", "[cuda][emulated]") {
+  const int k = 203, n = 21, pool = 17;
+  std::mt19937 rng(50);
+  INFO("seed 50");
+  const std::vector<float> x = randoms(rng, static_cast<size_t>(pool) * k);
+  const device_layout_weights w = make_weights(rng, dtype::bf16, n, k);
+  const std::vector<float> all = emulated_matmul(x, pool, k, 1, w, dtype::bf16, n, nullptr);
+  for (int r = 0; r < pool; ++r) {
+    const std::vector<float> row(x.begin() + static_cast<ptrdiff_t>(r) * k,
+                                 x.begin() + static_cast<ptrdiff_t>(r + 1) * k);
+    const std::vector<float> alone = emulated_matmul(row, 1, k, 0, w, dtype::bf16, n, nullptr);
+    INFO("row " << r);
+    REQUIRE(same_bits(alone.data(), all.data() + static_cast<size_t>(r) * n, n));
+  }
+}
+
+TEST_CASE("emulated paged KV write and attention match the CPU backend", "[cuda][emulated]") {
+  auto cpu = make_cpu_backend();
+  const int heads = 8, kvh = 2, bt = 4, blocks = 64;
+  const std::vector<int> lengths = {1, 6, 23, 41};
+  for (int head_dim : {64, 96}) {
+    for (int window : {0, 7}) {
+      const uint32_t seed = 60 + static_cast<uint32_t>(head_dim + window);
+      INFO("seed " << seed << ", head_dim " << head_dim << ", window " << window);
+      std::mt19937 rng(seed);
+      const kv_layout layout{2, blocks, bt, kvh, head_dim};
+      auto ckv = cpu->make_kv(layout);
+      const auto& cpu_kv = static_cast<const cpu::cpu_kv_storage&>(*ckv);
+      const size_t total = static_cast<size_t>(2) * blocks * bt * kvh * head_dim;
+      std::vector<float> keys(total, 0.0f), values(total, 0.0f);
+      const auto tables = gpu::test::make_tables(lengths, bt, blocks, &rng);
+      std::vector<token_range> prefill, decode;
+      for (size_t s = 0; s < lengths.size(); ++s) {
+        if (lengths[s] > 1) prefill.push_back({static_cast<int>(s), 0, lengths[s] - 1});
+        decode.push_back({static_cast<int>(s), lengths[s] - 1, 1});
+      }
+      const int q_cols = heads * head_dim, kv_cols = kvh * head_dim;
+      const int width = q_cols + 2 * kv_cols;
+      const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+      for (const auto& ranges : {prefill, decode}) {
+        const paged_step step = paged_step::make(tables, ranges);
+        const attention_batch ab = step.view();
+        const device_batch db{ab.positions, ab.token_seq, ab.block_offsets,
+                              ab.block_ids, ab.tokens,    ab.seqs};
+        for (int layer = 0; layer < 2; ++layer) {
+          std::vector<float> qkv = randoms(rng, static_cast<size_t>(ab.tokens) * width);
+          const tensor all{qkv.data(), ab.tokens, width, width};
+          const tensor q = all.cols_view(0, q_cols);
+          const tensor k = all.cols_view(q_cols, kv_cols);
+          const tensor v = all.cols_view(q_cols + kv_cols, kv_cols);
+          cpu->kv_write(*ckv, layer, k, v, ab);
+          const kv_shape shape{layer, blocks, bt, kvh, head_dim};
+          dispatch_kv_write(keys.data(), values.data(), shape, k, v, db, emulated());
+          if (layer == 0) continue;
+          std::vector<float> want(static_cast<size_t>(ab.tokens) * q_cols);
+          std::vector<float> got(want.size(), NAN);
+          const tensor want_t{want.data(), ab.tokens, q_cols, q_cols};
+          const tensor got_t{got.data(), ab.tokens, q_cols, q_cols};
+          cpu->attention(q, *ckv, layer, ab, heads, scale, window, want_t);
+          const attention_args a{keys.data(), values.data(), shape, q,     got_t,
+                                 db,          heads,         scale, window};
+          dispatch_attention(a, emulated());
+          REQUIRE(max_diff(got, want) <= 2e-5f);
+        }
+      }
+      REQUIRE(same_bits(keys.data(), cpu_kv.key(0, 0, 0), total));
+      REQUIRE(same_bits(values.data(), cpu_kv.value(0, 0, 0), total));
+    }
+  }
+}
+
+TEST_CASE("emulated row-wise kernels match the CPU backend", "[cuda][emulated]") {
+  auto cpu = make_cpu_backend();
+  std::mt19937 rng(70);
+  INFO("seed 70");
+  const int rows = 7, cols = 192, stride = 200;
+  auto fresh = [&](float lo, float hi) {
+    return randoms(rng, static_cast<size_t>(rows) * stride, lo, hi);
+  };
+  auto view = [&](std::vector<float>& v) { return tensor{v.data() + 3, rows, cols, stride}; };
+  auto close = [&](const std::vector<float>& a, const std::vector<float>& b, float tol) {
+    return max_diff(a, b) <= tol;
+  };
+
+  const std::vector<float> weight = randoms(rng, cols, 0.5f, 1.5f);
+  for (int group : {cols, 64}) {
+    std::vector<float> x = fresh(-3, 3), a = x, b = x;
+    cpu->rms_norm(view(x), weight.data(), group, 1e-6f, view(a));
+    dispatch_rms_norm(view(x), weight.data(), group, 1e-6f, view(b), emulated());
+    CHECK(close(a, b, 2e-5f));
+    std::vector<float> in_place = x;
+    dispatch_rms_norm(view(in_place), weight.data(), group, 1e-6f, view(in_place), emulated());
+    CHECK(same_bits(in_place.data(), b.data(), in_place.size()));
+  }
+
+  const int heads = 3, head_dim = 64, half = head_dim / 2, positions_max = 50;
+  const std::vector<float> cos_t = randoms(rng, static_cast<size_t>(positions_max) * half);
+  const std::vector<float> sin_t = randoms(rng, cos_t.size());
+  std::vector<int32_t> positions(rows);
+  for (int32_t& p : positions)
+    p = static_cast<int32_t>(rng() % positions_max);
+  std::vector<float> r1 = fresh(-1, 1), r2 = r1;
+  cpu->rope(view(r1), positions.data(), heads, head_dim, cos_t.data(), sin_t.data());
+  dispatch_rope(view(r2), positions.data(), heads, head_dim, cos_t.data(), sin_t.data(),
+                emulated());
+  CHECK(same_bits(r1.data(), r2.data(), r1.size()));
+
+  std::vector<float> gu = fresh(-6, 6), s1(static_cast<size_t>(rows) * stride, 0.0f), s2 = s1;
+  const tensor gate_up{gu.data(), rows, cols, stride};
+  cpu->silu_mul(gate_up, tensor{s1.data(), rows, cols / 2, stride});
+  dispatch_silu_mul(gate_up, tensor{s2.data(), rows, cols / 2, stride}, emulated());
+  CHECK(close(s1, s2, 1e-5f));
+
+  std::vector<float> y = fresh(-2, 2), a1 = fresh(-2, 2), a2 = a1;
+  cpu->add(view(a1), view(y));
+  dispatch_add(view(a2), view(y), emulated());
+  cpu->clamp(view(a1), 1.5f);
+  dispatch_clamp(view(a2), 1.5f, emulated());
+  CHECK(same_bits(a1.data(), a2.data(), a1.size()));
+
+  const std::vector<int32_t> picks = {6, 0, 3, 3, 5};
+  std::vector<float> g1(picks.size() * cols), g2(g1.size(), NAN);
+  cpu->gather_rows(view(y), picks.data(), tensor{g1.data(), 5, cols, cols});
+  dispatch_copy_rows<true>(view(y), picks.data(), tensor{g2.data(), 5, cols, cols}, emulated());
+  CHECK(same_bits(g1.data(), g2.data(), g1.size()));
+  const std::vector<int32_t> targets = {4, 9, 0, 2, 7};
+  std::vector<float> t1(10 * cols, 0.0f), t2 = t1;
+  cpu->scatter_rows(tensor{g1.data(), 5, cols, cols}, targets.data(),
+                    tensor{t1.data(), 10, cols, cols});
+  dispatch_copy_rows<false>(tensor{g1.data(), 5, cols, cols}, targets.data(),
+                            tensor{t2.data(), 10, cols, cols}, emulated());
+  CHECK(same_bits(t1.data(), t2.data(), t1.size()));
+}
+
+TEST_CASE("emulated embedding, routing and combine kernels match the CPU backend",
+          "[cuda][emulated]") {
+  auto cpu = make_cpu_backend();
+  std::mt19937 rng(80);
+  INFO("seed 80");
+  for (dtype type : {dtype::f32, dtype::bf16, dtype::f16}) {
+    INFO(dtype_name(type));
+    const device_layout_weights table = make_weights(rng, type, 30, 43);
+    const std::vector<int32_t> ids = {29, 0, 4, 4, 17};
+    std::vector<float> got(ids.size() * 43, NAN);
+    dispatch_embed(type, table.bytes.data(), table.pitch, ids.data(), tensor{got.data(), 5, 43, 43},
+                   emulated());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      CHECK(same_bits(got.data() + i * 43, table.widened.data() + static_cast<size_t>(ids[i]) * 43,
+                      43));
+    }
+  }
+
+  const int rows = 9, experts = 40;
+  std::vector<float> logits(static_cast<size_t>(rows) * experts);
+  std::vector<int> order(experts);
+  for (int r = 0; r < rows; ++r) {
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int i = 0; i < experts; ++i) {
+      logits[static_cast<size_t>(r) * experts + i] =
+          r == rows - 1 ? 0.5f : 0.05f * static_cast<float>(order[i]);
+    }
+  }
+  const tensor lt{logits.data(), rows, experts, experts};
+  for (int k : {1, 3, 8}) {
+    for (bool normalize : {true, false}) {
+      INFO("top_k " << k << ", normalize " << normalize);
+      const size_t slots = static_cast<size_t>(rows) * k;
+      std::vector<int32_t> ce(slots), ge(slots);
+      std::vector<float> cw(slots), gw(slots);
+      cpu->router_topk(lt, router_spec{k, normalize}, ce.data(), cw.data());
+      dispatch_router_topk(lt, k, normalize, ge.data(), gw.data(), emulated());
+      CHECK(ce == ge);
+      for (size_t i = 0; i < slots; ++i)
+        CHECK(std::fabs(cw[i] - gw[i]) <= 1e-6f);
+    }
+  }
+
+  const int tokens = 5, cols = 24, k = 3;
+  const std::vector<float> x = randoms(rng, static_cast<size_t>(tokens) * cols);
+  std::vector<float> y = randoms(rng, static_cast<size_t>(tokens) * k * cols);
+  std::vector<float> shared = randoms(rng, static_cast<size_t>(tokens) * cols);
+  std::vector<float> gate = randoms(rng, static_cast<size_t>(tokens), -3, 3);
+  const std::vector<float> weights = randoms(rng, static_cast<size_t>(tokens) * k, 0, 1);
+  const tensor yt{y.data(), tokens * k, cols, cols};
+  const tensor st{shared.data(), tokens, cols, cols};
+  const tensor gt{gate.data(), tokens, 1, 1};
+  for (bool with_shared : {false, true}) {
+    INFO("shared expert " << with_shared);
+    std::vector<float> c = x, g = x;
+    const tensor* s = with_shared ? &st : nullptr;
+    const tensor* sg = with_shared ? &gt : nullptr;
+    cpu->combine(tensor{c.data(), tokens, cols, cols}, yt, weights.data(), k, s, sg);
+    dispatch_combine(tensor{g.data(), tokens, cols, cols}, yt, weights.data(), k, s, sg,
+                     emulated());
+    for (size_t i = 0; i < c.size(); ++i)
+      CHECK(std::fabs(c[i] - g[i]) <= 2e-6f);
+  }
+}
