@@ -14,6 +14,7 @@
 #pragma once
 
 #include <caf/actor.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/fwd.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
@@ -41,17 +42,12 @@ struct kv_handoff {
   int32_t block_tokens = 0;
   /// Per block, per layer: keys then values, each [block_tokens, kv_heads * head_dim]; blocks
   /// cover positions [0, tokens.size() - 1).
-  std::vector<float> kv;
+  shared_floats kv;
   /// draw_offset is the generation index of tokens.back(); max_tokens counts it.
   generation_params params;
   int32_t cached_tokens = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, kv_handoff& x) {
-  return f(caf::meta::type_name("kv_handoff"), x.request, x.attempt, x.tokens, x.block_tokens,
-           x.kv, x.params, x.cached_tokens);
-}
 
 using decode_worker_actor =
     caf::typed_actor<caf::replies_to<kv_handoff>::with<bool>,
@@ -76,3 +72,6 @@ decode_worker_actor spawn_decode_worker(caf::actor_system& sys,
                                         decode_worker_config config, shard_set shards);
 
 }  // namespace brigade::actors
+
+// KV handoffs move within a process as shared buffers and between nodes over the data plane.
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(brigade::actors::kv_handoff)

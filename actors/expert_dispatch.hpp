@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "actors/remote_link.hpp"
 #include "actors/shard_set.hpp"
 #include "common/log.hpp"
 #include "model/step_driver.hpp"
@@ -35,8 +36,16 @@ struct expert_client {
   std::chrono::milliseconds stall_timeout{10000};
 };
 
+/// Shards on other nodes are reached through the data plane's local proxies.
+inline void localize(shard_set& set) {
+  if (remote_link* link = remote_link::current()) {
+    for (auto& shard : set.shards) shard = link->local_view(shard);
+  }
+}
+
 template <class Self>
 void adopt_shards(Self* self, expert_client& c, shard_set next) {
+  localize(next);
   const bool new_epoch = c.shards.shards.empty() || c.shards.layout.epoch != next.layout.epoch;
   c.shards = std::move(next);
   if (new_epoch && c.acks) self->send(c.acks, switched_atom_v, c.owner, c.shards.layout.epoch);

@@ -5,6 +5,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,37 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, tensor_rows& x) {
   return f(caf::meta::type_name("tensor_rows"), x.rows, x.cols, x.data);
 }
+
+/// Float32 values shared without copying: KV blocks on their way from a prefill worker to a
+/// decode worker. Across nodes they travel over the data plane (UCX) straight from and into
+/// these buffers, never through CAF's serialiser.
+class shared_floats {
+ public:
+  shared_floats() = default;
+  /// Takes ownership of `values`.
+  static shared_floats adopt(std::vector<float>&& values) {
+    auto owner = std::make_shared<std::vector<float>>(std::move(values));
+    shared_floats s;
+    s.size_ = owner->size();
+    s.data_ = std::shared_ptr<const float>(owner, owner->data());
+    return s;
+  }
+  /// Wraps memory kept alive by `owner` (e.g. a received transport buffer).
+  static shared_floats alias(std::shared_ptr<const void> owner, const float* data, size_t size) {
+    shared_floats s;
+    s.data_ = std::shared_ptr<const float>(std::move(owner), data);
+    s.size_ = size;
+    return s;
+  }
+  const float* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+  /// The owner, for aliasing transport buffers onto the same allocation.
+  const std::shared_ptr<const float>& owner() const { return data_; }
+
+ private:
+  std::shared_ptr<const float> data_;
+  size_t size_ = 0;
+};
 
 /// What a generation needs besides its tokens: how to sample and when to stop.
 struct generation_params {

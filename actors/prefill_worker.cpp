@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/expert_dispatch.hpp"
+#include "actors/remote_link.hpp"
 #include "common/log.hpp"
 #include "kvcache/block_pool.hpp"
 #include "model/sampler.hpp"
@@ -89,8 +90,8 @@ void hand_off(prefill_pointer self, active_job& a, const float* logits_row) {
   h.block_tokens = st.config.block_tokens;
   const int kv_blocks = blocks_for(static_cast<int>(a.job.tokens.size()), h.block_tokens);
   const size_t block_floats = static_cast<size_t>(h.block_tokens) * c.num_kv_heads * c.head_dim;
-  h.kv.resize(static_cast<size_t>(kv_blocks) * c.num_layers * 2 * block_floats);
-  float* dst = h.kv.data();
+  std::vector<float> kv(static_cast<size_t>(kv_blocks) * c.num_layers * 2 * block_floats);
+  float* dst = kv.data();
   for (int b = 0; b < kv_blocks; ++b) {
     for (int l = 0; l < c.num_layers; ++l) {
       st.ctx->dev->read_kv_block(*st.kv, l, a.blocks[static_cast<size_t>(b)], dst,
@@ -98,6 +99,7 @@ void hand_off(prefill_pointer self, active_job& a, const float* logits_row) {
       dst += 2 * block_floats;
     }
   }
+  h.kv = shared_floats::adopt(std::move(kv));
   const int32_t first = model::sample(logits_row, c.vocab_size, a.job.params.sampling,
                                       static_cast<uint64_t>(a.job.params.draw_offset));
   h.tokens = a.job.tokens;
@@ -105,7 +107,10 @@ void hand_off(prefill_pointer self, active_job& a, const float* logits_row) {
   h.params = a.job.params;
   prefill_job job = a.job;
   job.tokens.clear();
-  self->request(a.job.decode, std::chrono::seconds(30), std::move(h))
+  // A decode worker on another node gets the blocks over the data plane.
+  decode_worker_actor target = a.job.decode;
+  if (remote_link* link = remote_link::current()) target = link->local_view(target);
+  self->request(target, std::chrono::seconds(30), std::move(h))
       .then([](bool) {},
             [self, job](caf::error& err) {
               fail(self, job, "decode worker refused the sequence: " + to_string(err), true);

@@ -71,6 +71,30 @@ class section {
       }
     });
   }
+  /// A list of nodes: each a mapping with name, address and the roles it hosts.
+  void nodes(const char* key, std::vector<node_spec>& out) {
+    read(key, [&](const YAML::Node& n) {
+      if (!n.IsSequence()) return fail(key, "must be a list of nodes");
+      for (size_t i = 0; i < n.size() && ok(); ++i) {
+        const std::string path = path_ + key + "[" + std::to_string(i) + "].";
+        section node(n[i], path, source_, err_);
+        node.begin();
+        node_spec spec;
+        node.text("name", spec.name);
+        node.text("address", spec.address);
+        node.child("roles", [&](section& roles) {
+          roles.integer("prefill", spec.prefill, 0, 1024);
+          roles.integer("decode", spec.decode, 0, 1024);
+          roles.integer("expert_shard", spec.expert_shards, 0, 4096);
+        });
+        node.finish();
+        if (ok() && (spec.name.empty() || spec.address.empty())) {
+          return fail(key, "entry " + std::to_string(i) + " needs a name and an address");
+        }
+        out.push_back(spec);
+      }
+    });
+  }
   /// Calls `fn` with the sub-section `key` when present.
   void child(const char* key, const std::function<void(section&)>& fn) {
     read(key, [&](const YAML::Node& n) {
@@ -130,6 +154,38 @@ status check_listen(const std::string& listen, const std::string& source) {
   return ok_status();
 }
 
+// With nodes, the role counts are the sums of what the nodes host.
+status check_nodes(manifest& m, const std::string& source) {
+  if (m.nodes.empty()) return ok_status();
+  auto bad = [&](const std::string& what) { return error(errc::bad_format, source + ": " + what); };
+  if (m.join_secret_file.empty()) {
+    return bad("field 'join_secret_file' is required when 'nodes' are listed: nodes refuse a "
+               "coordinator that cannot prove the shared secret");
+  }
+  std::set<std::string> names, addresses;
+  int prefill = 0, decode = 0, shards = 0;
+  for (const auto& n : m.nodes) {
+    if (!names.insert(n.name).second) return bad("node name '" + n.name + "' appears twice");
+    if (!addresses.insert(n.address).second) {
+      return bad("node address '" + n.address + "' appears twice");
+    }
+    status addr = check_listen(n.address, source);
+    if (!addr) return bad("node '" + n.name + "': address '" + n.address + "' must be HOST:PORT");
+    prefill += n.prefill;
+    decode += n.decode;
+    shards += n.expert_shards;
+  }
+  if (prefill < 1 || decode < 1 || shards < 1) {
+    return bad("the nodes must host at least one prefill worker, one decode worker and one "
+               "expert shard (they host " + std::to_string(prefill) + ", " +
+               std::to_string(decode) + " and " + std::to_string(shards) + ")");
+  }
+  m.prefill.count = prefill;
+  m.decode.count = decode;
+  m.experts.count = shards;
+  return ok_status();
+}
+
 }  // namespace
 
 result<manifest> parse_manifest(const std::string& yaml, const std::string& source) {
@@ -179,6 +235,12 @@ result<manifest> parse_manifest(const std::string& yaml, const std::string& sour
     s.integer64("replan_interval_steps", m.eplb.replan_interval_steps, 1, int64_t{1} << 40);
     s.number("margin", m.eplb.margin, 0.0);
   });
+  top.text("join_secret_file", m.join_secret_file);
+  top.child("transport", [&](section& s) {
+    s.text("tls", m.transport.tls);
+    s.text("net_devices", m.transport.net_devices);
+  });
+  top.nodes("nodes", m.nodes);
   top.finish();
   if (!err.message.empty()) return err;
   if (m.model.empty()) return error(errc::bad_format, source + ": field 'model' is missing");
@@ -188,6 +250,8 @@ result<manifest> parse_manifest(const std::string& yaml, const std::string& sour
                                        ") is shorter than eplb.sample_interval_steps (" +
                                        std::to_string(m.eplb.sample_interval_steps) + ")");
   }
+  status nodes = check_nodes(m, source);
+  if (!nodes) return nodes.err();
   status listen = check_listen(m.listen, source);
   if (!listen) return listen.err();
   return m;

@@ -44,6 +44,21 @@ struct eplb_policy {
   double margin = 0.02;
 };
 
+/// A machine (a `brigade node` agent) and the role instances it hosts.
+struct node_spec {
+  std::string name;     ///< Unique, e.g. "gpu-host-1".
+  std::string address;  ///< HOST:PORT the agent listens on.
+  int prefill = 0;
+  int decode = 0;
+  int expert_shards = 0;
+};
+
+/// The data plane's UCX settings (UCX_TLS, UCX_NET_DEVICES) for every node.
+struct transport_settings {
+  std::string tls = "tcp";
+  std::string net_devices;  ///< Empty lets UCX choose.
+};
+
 struct manifest {
   std::string source = "<embedded default>";  ///< Where it came from, for messages.
   std::string model;                          ///< Checkpoint directory.
@@ -56,6 +71,11 @@ struct manifest {
   expert_shard_role experts;
   restart_policy restart;
   eplb_policy eplb;
+  /// Empty: everything runs in this process. Otherwise roles run on these nodes and this
+  /// process is the coordinator (router, registry, supervisor, HTTP).
+  std::vector<node_spec> nodes;
+  std::string join_secret_file;  ///< Required with nodes: both sides prove they know it.
+  transport_settings transport;
 };
 
 /// Parses manifest YAML; `source` names the file in errors.
