@@ -222,7 +222,7 @@ decode_worker_actor::behavior_type decode_behavior(decode_pointer self,
   st.config = std::move(config);
   st.experts.owner = st.config.name;
   st.experts.acks = st.config.layout_acks;
-  st.experts.stall_timeout = st.config.stall_timeout;
+  st.experts.stall_timeout = std::chrono::milliseconds(st.config.stall_timeout_ms);
   adopt_shards(self, st.experts, std::move(shards));
   const auto& c = st.ctx->config;
   gpu::kv_layout layout;

@@ -62,10 +62,16 @@ struct decode_worker_config {
   int max_running = 32;
   int kv_tokens = 65536;
   int block_tokens = 16;
-  std::chrono::milliseconds stall_timeout{10000};
+  int64_t stall_timeout_ms = 10000;  ///< How long a layer waits for a failed shard's replacement.
   layout_ack_actor layout_acks;  ///< Told when the worker switches layout epochs.
   router_actor router;           ///< Where token updates and failures go.
 };
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, decode_worker_config& x) {
+  return f(caf::meta::type_name("decode_worker_config"), x.name, x.max_running, x.kv_tokens,
+           x.block_tokens, x.stall_timeout_ms, x.layout_acks, x.router);
+}
 
 decode_worker_actor spawn_decode_worker(caf::actor_system& sys,
                                         std::shared_ptr<const model_context> ctx,

@@ -110,6 +110,12 @@ struct expert_shard_config {
   load_sink_actor load_sink;  ///< Gets a load_sample every sample interval (may be null).
 };
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, expert_shard_config& x) {
+  return f(caf::meta::type_name("expert_shard_config"), x.name, x.index, x.plan,
+           x.sample_interval_steps, x.load_sink);
+}
+
 /// Spawns a shard that loads its slots' weights from the context's checkpoint.
 expert_shard_actor spawn_expert_shard(caf::actor_system& sys,
                                       std::shared_ptr<const model_context> ctx,

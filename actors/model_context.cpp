@@ -20,4 +20,13 @@ result<std::shared_ptr<const model_context>> model_context::load(
   return std::shared_ptr<const model_context>(std::move(ctx));
 }
 
+result<std::shared_ptr<const model_context>> model_context::load_config(const std::string& dir) {
+  auto ctx = std::make_shared<model_context>();
+  ctx->dir = dir;
+  auto config = model::load_config(dir);
+  if (!config) return config.err();
+  ctx->config = config.value();
+  return std::shared_ptr<const model_context>(std::move(ctx));
+}
+
 }  // namespace brigade::actors

@@ -25,6 +25,8 @@ struct model_context {
   /// Loads config and dense weights of DIR; `progress` gets (layers done, layers).
   static result<std::shared_ptr<const model_context>> load(const std::string& dir,
                                                            const model::load_progress& progress);
+  /// Only the config: for a coordinator whose roles all run on nodes.
+  static result<std::shared_ptr<const model_context>> load_config(const std::string& dir);
 };
 
 }  // namespace brigade::actors

@@ -51,9 +51,15 @@ struct prefill_worker_config {
   int kv_tokens = 16384;
   int block_tokens = 16;
   int max_queue = 1024;  ///< Jobs waiting; beyond it new jobs fail back to the router.
-  std::chrono::milliseconds stall_timeout{10000};
+  int64_t stall_timeout_ms = 10000;  ///< How long a layer waits for a failed shard's replacement.
   layout_ack_actor layout_acks;  ///< Told when the worker switches layout epochs.
 };
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, prefill_worker_config& x) {
+  return f(caf::meta::type_name("prefill_worker_config"), x.name, x.max_step_tokens, x.kv_tokens,
+           x.block_tokens, x.max_queue, x.stall_timeout_ms, x.layout_acks);
+}
 
 prefill_worker_actor spawn_prefill_worker(caf::actor_system& sys,
                                           std::shared_ptr<const model_context> ctx,

@@ -20,52 +20,145 @@ int64_t unix_ms() {
       .count();
 }
 
-// Spawns (or re-spawns) one child and tells whoever needs its new handle.
-void spawn_child(supervisor_pointer self, supervised_child& c) {
+expert_shard_config shard_config(supervisor_pointer self, const supervised_child& c) {
   auto& st = self->state;
-  const deploy::manifest& m = st.config.manifest;
-  const auto acks = caf::actor_cast<layout_ack_actor>(self);
-  if (c.role == "expert_shard") {
-    expert_shard_config cfg;
-    cfg.name = c.name;
-    cfg.index = c.index;
-    // A shard always starts from the last complete layout; a migration in flight was rolled back.
-    cfg.plan = plan_for_shard(st.balance->current(), c.index);
-    cfg.sample_interval_steps = m.eplb.sample_interval_steps;
-    cfg.load_sink = caf::actor_cast<load_sink_actor>(self);
-    auto h = spawn_expert_shard(self->system(), st.ctx, std::move(cfg));
-    c.handle = caf::actor_cast<caf::actor>(h);
-    st.shards.shards[static_cast<size_t>(c.index)] = h;
-    broadcast_shards(self);  // workers resend any layer stalled on the old shard
-  } else if (c.role == "decode") {
-    decode_worker_config cfg;
-    cfg.name = c.name;
-    cfg.max_running = m.decode.max_running;
-    cfg.kv_tokens = m.decode.kv_tokens;
-    cfg.block_tokens = m.block_tokens;
-    cfg.layout_acks = acks;
-    cfg.router = st.router;
-    c.handle = caf::actor_cast<caf::actor>(spawn_decode_worker(self->system(), st.ctx, cfg, st.shards));
-    self->send(st.router, worker_atom_v,
-               worker_up{"decode", c.index, c.name, c.handle, m.decode.max_running});
-  } else {
-    prefill_worker_config cfg;
-    cfg.name = c.name;
-    cfg.max_step_tokens = m.prefill.max_step_tokens;
-    cfg.kv_tokens = m.prefill.kv_tokens;
-    cfg.block_tokens = m.block_tokens;
-    cfg.layout_acks = acks;
-    c.handle = caf::actor_cast<caf::actor>(spawn_prefill_worker(self->system(), st.ctx, cfg, st.shards));
-    self->send(st.router, worker_atom_v, worker_up{"prefill", c.index, c.name, c.handle, 0});
+  expert_shard_config cfg;
+  cfg.name = c.name;
+  cfg.index = c.index;
+  // A shard always starts from the last complete layout; a migration in flight was rolled back.
+  cfg.plan = plan_for_shard(st.balance->current(), c.index);
+  cfg.sample_interval_steps = st.config.manifest.eplb.sample_interval_steps;
+  cfg.load_sink = caf::actor_cast<load_sink_actor>(self);
+  return cfg;
+}
+
+decode_worker_config decode_config(supervisor_pointer self, const supervised_child& c) {
+  const deploy::manifest& m = self->state.config.manifest;
+  decode_worker_config cfg;
+  cfg.name = c.name;
+  cfg.max_running = m.decode.max_running;
+  cfg.kv_tokens = m.decode.kv_tokens;
+  cfg.block_tokens = m.block_tokens;
+  cfg.layout_acks = caf::actor_cast<layout_ack_actor>(self);
+  cfg.router = self->state.router;
+  return cfg;
+}
+
+prefill_worker_config prefill_config(supervisor_pointer self, const supervised_child& c) {
+  const deploy::manifest& m = self->state.config.manifest;
+  prefill_worker_config cfg;
+  cfg.name = c.name;
+  cfg.max_step_tokens = m.prefill.max_step_tokens;
+  cfg.kv_tokens = m.prefill.kv_tokens;
+  cfg.block_tokens = m.block_tokens;
+  cfg.layout_acks = caf::actor_cast<layout_ack_actor>(self);
+  return cfg;
+}
+
+void spawn_workers(supervisor_pointer self);
+void spawn_child(supervisor_pointer self, supervised_child& c);
+
+// A child is up (spawned here or on a node): monitor it and tell whoever needs its handle.
+void child_up(supervisor_pointer self, const std::string& name, caf::actor handle) {
+  auto& st = self->state;
+  auto it = st.children.find(name);
+  if (it == st.children.end() || st.shutting_down) {
+    self->send_exit(handle, caf::exit_reason::user_shutdown);
+    return;
   }
+  supervised_child& c = it->second;
+  c.handle = std::move(handle);
   c.alive = true;
+  c.spawning = false;
   self->monitor(c.handle);
+  if (c.role == "expert_shard") {
+    st.shards.shards[static_cast<size_t>(c.index)] = caf::actor_cast<expert_shard_actor>(c.handle);
+    if (!st.workers_started) {
+      spawn_workers(self);
+    } else {
+      broadcast_shards(self);  // workers resend any layer stalled on the old shard
+    }
+  } else {
+    const bool decode = c.role == "decode";
+    self->send(st.router, worker_atom_v,
+               worker_up{c.role, c.index, c.name, c.handle,
+                         decode ? st.config.manifest.decode.max_running : 0});
+  }
   actor_entry entry;
   entry.name = c.name;
   entry.role = c.role;
-  entry.node = "local";
+  entry.node = c.node;
   entry.spawned_ms = unix_ms();
   caf::anon_send(st.registry, register_atom_v, entry);
+}
+
+// Workers are spawned once every shard is up, so that they start with a complete shard set.
+void spawn_workers(supervisor_pointer self) {
+  auto& st = self->state;
+  for (const auto& shard : st.shards.shards) {
+    if (!shard) return;
+  }
+  st.workers_started = true;
+  for (const char* role : {"decode", "prefill"}) {
+    for (auto& [name, c] : st.children) {
+      if (c.role == role && !c.alive && !c.spawning) spawn_child(self, c);
+    }
+  }
+}
+
+// The live node with the fewest children, for a child whose node died.
+std::string replacement_node(const supervisor_state& st) {
+  std::map<std::string, int> load;
+  for (const auto& [name, agent] : st.config.agents) {
+    if (!st.dead_nodes.count(name)) load[name] = 0;
+  }
+  for (const auto& [name, c] : st.children) {
+    if (load.count(c.node)) ++load[c.node];
+  }
+  std::string best;
+  for (const auto& [node, n] : load) {
+    if (best.empty() || n < load[best]) best = node;
+  }
+  return best;
+}
+
+void spawn_failed(supervisor_pointer self, const std::string& name, const std::string& why);
+
+// Spawns (or re-spawns) one child, here or through its node's agent.
+void spawn_child(supervisor_pointer self, supervised_child& c) {
+  auto& st = self->state;
+  if (c.node != "local" && st.dead_nodes.count(c.node)) c.node = replacement_node(st);
+  if (c.node.empty()) return spawn_failed(self, c.name, "no live node left to run it on");
+  c.spawning = true;
+  const std::string name = c.name;
+  if (c.node == "local") {
+    caf::actor h;
+    if (c.role == "expert_shard") {
+      h = caf::actor_cast<caf::actor>(spawn_expert_shard(self->system(), st.ctx, shard_config(self, c)));
+    } else if (c.role == "decode") {
+      h = caf::actor_cast<caf::actor>(
+          spawn_decode_worker(self->system(), st.ctx, decode_config(self, c), st.shards));
+    } else {
+      h = caf::actor_cast<caf::actor>(
+          spawn_prefill_worker(self->system(), st.ctx, prefill_config(self, c), st.shards));
+    }
+    return child_up(self, name, std::move(h));
+  }
+  const node_agent_actor agent = st.config.agents.at(c.node);
+  const std::string& dir = st.config.manifest.model;
+  auto up = [self, name](caf::actor h) { child_up(self, name, std::move(h)); };
+  auto failed = [self, name](caf::error& err) { spawn_failed(self, name, to_string(err)); };
+  const auto timeout = std::chrono::seconds(120);
+  if (c.role == "expert_shard") {
+    self->request(agent, timeout, spawn_atom_v, dir, shard_config(self, c))
+        .then([up](expert_shard_actor& h) { up(caf::actor_cast<caf::actor>(h)); }, failed);
+  } else if (c.role == "decode") {
+    self->request(agent, timeout, spawn_atom_v, dir, decode_config(self, c), st.shards)
+        .then([up](decode_worker_actor& h) { up(caf::actor_cast<caf::actor>(h)); }, failed);
+  } else {
+    self->request(agent, timeout, spawn_atom_v, dir, prefill_config(self, c), st.shards)
+        .then([up](prefill_worker_actor& h) { up(caf::actor_cast<caf::actor>(h)); }, failed);
+  }
 }
 
 // Restart intensity: true when the child may restart again within the policy's window.
@@ -79,13 +172,21 @@ bool may_restart(const deploy::restart_policy& policy, supervised_child& c) {
   return static_cast<int>(c.recent_restarts.size()) < policy.max_restarts;
 }
 
+void on_node_down(supervisor_pointer self, const std::string& node, const caf::down_msg& dm);
+
 void on_child_down(supervisor_pointer self, const caf::down_msg& dm) {
   auto& st = self->state;
+  for (const auto& [node, agent] : st.config.agents) {
+    if (agent.address() == dm.source) return on_node_down(self, node, dm);
+  }
   for (auto& [name, c] : st.children) {
     if (!c.alive || c.handle.address() != dm.source) continue;
     c.alive = false;
     if (st.shutting_down) return;
-    const std::string cause = to_string(dm.reason);
+    const std::string cause =
+        st.dead_nodes.count(c.node)
+            ? "node " + c.node + " lost (" + to_string(dm.reason) + ")"
+            : to_string(dm.reason);
     if (c.role == "expert_shard" && st.moving) roll_back(self, c.name + " died");
     const auto& policy = st.config.manifest.restart;
     const bool give_up = !may_restart(policy, c);
@@ -107,27 +208,48 @@ void on_child_down(supervisor_pointer self, const caf::down_msg& dm) {
   }
 }
 
+void spawn_failed(supervisor_pointer self, const std::string& name, const std::string& why) {
+  auto& st = self->state;
+  auto it = st.children.find(name);
+  if (it == st.children.end() || st.shutting_down) return;
+  supervised_child& c = it->second;
+  c.spawning = false;
+  log::error("supervisor", "cannot spawn " + name + " on " + (c.node.empty() ? "any node" : c.node) +
+                               ": " + why + "; retrying");
+  if (!c.node.empty() && c.node != "local") st.dead_nodes.insert(c.node);
+  self->delayed_send(self, std::chrono::milliseconds(st.config.manifest.restart.backoff_ms + 100),
+                     restart_atom_v, name);
+}
+
 void add_children(supervisor_pointer self) {
   auto& st = self->state;
-  const deploy::manifest& m = st.config.manifest;
-  auto add = [&](const std::string& role, int count) {
-    for (int i = 0; i < count; ++i) {
-      supervised_child c;
-      c.role = role;
-      c.index = i;
-      c.name = role + "-" + std::to_string(i);
-      st.children[c.name] = c;
-    }
-  };
-  add("expert_shard", m.experts.count);
-  add("decode", m.decode.count);
-  add("prefill", m.prefill.count);
-  st.shards.shards.resize(static_cast<size_t>(m.experts.count));
-  // Shards first: workers are spawned with the complete shard set.
-  for (const char* role : {"expert_shard", "decode", "prefill"}) {
-    for (auto& [name, c] : st.children) {
-      if (c.role == role) spawn_child(self, c);
-    }
+  const auto placement = st.config.placement.empty() ? deploy::place(st.config.manifest)
+                                                     : st.config.placement;
+  for (const auto& p : placement) {
+    supervised_child c;
+    c.role = p.role;
+    c.index = p.index;
+    c.name = p.name;
+    c.node = p.node;
+    st.children[c.name] = c;
+  }
+  st.shards.shards.resize(static_cast<size_t>(st.config.manifest.experts.count));
+  // Shards first: workers are spawned once all of them are up (spawn_workers).
+  for (auto& [name, c] : st.children) {
+    if (c.role == "expert_shard") spawn_child(self, c);
+  }
+}
+
+// A node's agent died: the node is gone. Its actors' own down messages restart them elsewhere;
+// the other nodes' data planes fail what is in flight to it now.
+void on_node_down(supervisor_pointer self, const std::string& node, const caf::down_msg& dm) {
+  auto& st = self->state;
+  if (!st.dead_nodes.insert(node).second) return;
+  log::error("supervisor", "node " + node + " lost (" + to_string(dm.reason) + ")");
+  const auto peer = st.config.peer_ids.find(node);
+  for (const auto& [name, agent] : st.config.agents) {
+    if (name == node || st.dead_nodes.count(name) || peer == st.config.peer_ids.end()) continue;
+    self->send(agent, peer_down_atom_v, peer->second, "node " + node + " lost");
   }
 }
 
@@ -201,6 +323,7 @@ static supervisor_actor::behavior_type supervisor_behavior(
       rebalance_options{e.sample_interval_steps, e.replan_interval_steps, e.margin, 64});
   st.shards.layout = st.config.layout;
   self->set_down_handler([self](caf::down_msg& dm) { on_child_down(self, dm); });
+  for (const auto& [node, agent] : st.config.agents) self->monitor(agent);
   self->set_exit_handler([self](caf::exit_msg& msg) {
     // Shutting down: stop restarting, take every child down, then go.
     auto& s = self->state;
@@ -223,7 +346,9 @@ static supervisor_actor::behavior_type supervisor_behavior(
       [=](restart_atom, const std::string& name) {
         auto& s = self->state;
         auto it = s.children.find(name);
-        if (s.shutting_down || it == s.children.end() || it->second.alive) return;
+        if (s.shutting_down || it == s.children.end() || it->second.alive || it->second.spawning) {
+          return;
+        }
         ++s.restarts;
         spawn_child(self, it->second);
       },

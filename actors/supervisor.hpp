@@ -13,6 +13,7 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,7 +25,9 @@
 #include "actors/payloads.hpp"
 #include "actors/registry.hpp"
 #include "actors/router.hpp"
+#include "actors/node_agent.hpp"
 #include "deploy/manifest.hpp"
+#include "deploy/placement.hpp"
 
 namespace brigade::actors {
 
@@ -48,6 +51,11 @@ using supervisor_actor = caf::typed_actor<
 struct supervisor_config {
   deploy::manifest manifest;
   expert_layout layout;
+  /// Where each role instance runs ("local": in this process).
+  std::vector<deploy::placed_role> placement;
+  /// The agents of the manifest's nodes, by node name, and their data-plane peer ids.
+  std::map<std::string, node_agent_actor> agents;
+  std::map<std::string, uint64_t> peer_ids;
 };
 
 /// Spawns the supervisor, which spawns the shards and workers at once and announces the workers

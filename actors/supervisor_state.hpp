@@ -23,8 +23,10 @@ struct supervised_child {
   std::string name;
   std::string role;
   int index = 0;
+  std::string node = "local";  ///< Where it runs (or is being spawned).
   caf::actor handle;
   bool alive = false;
+  bool spawning = false;
   bool given_up = false;
   std::deque<supervisor_clock::time_point> recent_restarts;
 };
@@ -50,6 +52,8 @@ struct supervisor_state {
   std::unique_ptr<rebalancer> balance;
   std::unique_ptr<migration> moving;
   bool shutting_down = false;
+  bool workers_started = false;  // workers spawn once every shard is up
+  std::set<std::string> dead_nodes;
   int64_t restarts = 0;
   static inline const char* name = "supervisor";
 };

@@ -1,8 +1,6 @@
 // `brigade bench engine`: the single-process engine's prefill and decode speed, the expert FFN
 // kernel beside OpenBLAS sgemm on the same shapes, and decode at batch 1 beside the memory
 // bandwidth bound, all measured in one run.
-#include <cblas.h>
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -14,6 +12,7 @@
 #include <random>
 #include <set>
 
+#include "bench/openblas_loader.hpp"
 #include "bench/table.hpp"
 #include "common/thread_pool.hpp"
 #include "gpu/cpu/gemm.hpp"
@@ -70,7 +69,7 @@ struct ffn_figures {
 };
 
 // The expert FFN on `rows` tokens: our kernel (bf16 and f32 weights) beside OpenBLAS sgemm.
-ffn_figures measure_ffn(int rows, int hidden, int inter, thread_pool& pool) {
+ffn_figures measure_ffn(int rows, int hidden, int inter, thread_pool& pool, const openblas& blas_lib) {
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 0.05f);
   auto fill = [&](std::vector<float>& v) {
@@ -105,11 +104,9 @@ ffn_figures measure_ffn(int rows, int hidden, int inter, thread_pool& pool) {
     gpu::cpu::gemm(act.data(), inter, rows, dn, nullptr, out.data(), hidden, pool);
   };
   auto blas = [&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, 2 * inter, hidden, 1.0f, x.data(),
-                hidden, w_gate_up.data(), hidden, 0.0f, gate_up.data(), 2 * inter);
+    blas_lib.sgemm_nt(rows, 2 * inter, hidden, x.data(), w_gate_up.data(), gate_up.data());
     silu();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, hidden, inter, 1.0f, act.data(),
-                inter, w_down.data(), inter, 0.0f, out.data(), hidden);
+    blas_lib.sgemm_nt(rows, hidden, inter, act.data(), w_down.data(), out.data());
   };
   const double flops = 2.0 * rows * hidden * (2.0 * inter) + 2.0 * rows * inter * hidden;
   ffn_figures f{rows, 0, 0, 0};
@@ -219,7 +216,9 @@ int engine(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   thread_pool& pool = thread_pool::shared();
-  openblas_set_num_threads(pool.size());
+  auto blas_lib = load_openblas();
+  if (!blas_lib) return std::fprintf(stderr, "%s\n", blas_lib.err().message.c_str()), 1;
+  blas_lib->set_threads(pool.size());
   const model::model_spec spec = engine_model_spec();
   const std::string dir = work_dir + "/engine-100m";
   if (!std::filesystem::exists(dir + "/model.safetensors")) {
@@ -235,7 +234,7 @@ int engine(int argc, char** argv) {
 
   std::fprintf(stderr, "measuring the expert FFN kernel ...\n");
   std::vector<ffn_figures> ffn;
-  for (int rows : {8, 32, 128, 512}) ffn.push_back(measure_ffn(rows, spec.hidden, spec.moe_inter, pool));
+  for (int rows : {8, 32, 128, 512}) ffn.push_back(measure_ffn(rows, spec.hidden, spec.moe_inter, pool, blas_lib.value()));
   if (kernel_only) {
     for (const auto& f : ffn) {
       std::printf("rows %4d: ours bf16 %6.1f, f32 %6.1f, OpenBLAS %6.1f GFLOP/s (%.2fx, %.2fx)\n",

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "actors/topology.hpp"
+#include "deploy/topology.hpp"
 #include "bench/load_generator.hpp"
 #include "bench/table.hpp"
 #include "deploy/manifest.hpp"
@@ -164,7 +164,7 @@ struct harness {
   std::unique_ptr<serve::engine_service> service;
   std::unique_ptr<serve::api_handler> handler;
   std::unique_ptr<serve::http_server> server;
-  std::unique_ptr<actors::topology> topo;
+  std::unique_ptr<deploy::topology> topo;
   std::unique_ptr<serve::api_handler> topo_handler;
   std::unique_ptr<serve::http_server> topo_server;
 
@@ -216,7 +216,7 @@ status start_actors(const serve_bench_options& o, harness& h) {
   m.decode.max_running = max_level;
   m.decode.kv_tokens =
       std::max(m.decode.kv_tokens, max_level * (o.prompt_tokens + o.max_tokens + 16));
-  auto topo = actors::topology::start(m);
+  auto topo = deploy::topology::start(m);
   if (!topo) return topo.err();
   h.topo = std::move(topo.value());
   h.topo_handler =

@@ -7,7 +7,7 @@
 #include <set>
 #include <thread>
 
-#include "actors/topology.hpp"
+#include "deploy/topology.hpp"
 #include "cli/commands.hpp"
 #include "deploy/manifest.hpp"
 #include "common/progress.hpp"
@@ -108,7 +108,7 @@ result<deploy::manifest> manifest_for(const serve_options& o) {
 
 // What serves the requests: the actor topology, or the single-process engine.
 struct backend_service {
-  std::unique_ptr<actors::topology> topology;
+  std::unique_ptr<deploy::topology> topology;
   std::unique_ptr<gpu::backend> dev;
   std::unique_ptr<model::loaded_model> model;
   std::unique_ptr<serve::engine_service> engine;
@@ -140,7 +140,7 @@ result<backend_service> start_service(const serve_options& o, const deploy::mani
     b.engine = std::make_unique<serve::engine_service>(*b.model, *b.dev, opt);
     b.engine->start();
   } else {
-    auto topo = actors::topology::start(m, progress);
+    auto topo = deploy::topology::start(m, progress);
     if (!topo) return topo.err();
     b.topology = std::move(topo.value());
   }

@@ -14,5 +14,7 @@ int run_default(int argc, char** argv);
 int serve(int argc, char** argv);
 int plan_experts(int argc, char** argv);
 int replay(int argc, char** argv);
+int node(int argc, char** argv);
+int deploy(int argc, char** argv);
 
 }  // namespace brigade::cli

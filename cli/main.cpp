@@ -23,6 +23,9 @@ const command commands[] = {
     {"bench", brigade::cli::bench, "run a benchmark (brigade bench --help lists them)"},
     {"plan-experts", brigade::cli::plan_experts,
      "plan a layout of experts onto shard slots from measured loads"},
+    {"node", brigade::cli::node, "run a node agent that a coordinator deploys actors onto"},
+    {"deploy", brigade::cli::deploy,
+     "deploy a manifest across its nodes (--dry-run prints the placement)"},
     {"replay", brigade::cli::replay,
      "replay a request trace through the prefix cache and placement"},
 };

@@ -1,6 +1,6 @@
 // The actor topology gives the single-process engine's answer, whatever its shape, and keeps
 // every request alive through a decode worker's death.
-#include "actors/topology.hpp"
+#include "deploy/topology.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -88,7 +88,7 @@ TEST_CASE("the topology reproduces the engine for any number of shards and decod
   const auto expected = engine_outputs(f.dir.path(), n, max_tokens);
   for (auto [shards, decoders] : {std::pair{1, 1}, {2, 1}, {4, 2}, {8, 2}}) {
     INFO("shards " << shards << " decode workers " << decoders);
-    auto topo = actors::topology::start(manifest_for(f.dir.path(), shards, decoders));
+    auto topo = deploy::topology::start(manifest_for(f.dir.path(), shards, decoders));
     REQUIRE(topo.ok());
     auto sinks = submit_all(topo.value()->service(), n, max_tokens);
     for (int i = 0; i < n; ++i) {
@@ -105,7 +105,7 @@ TEST_CASE("decode worker killed mid-stream (P=1 D=2): same tokens, none twice", 
   model_fixture f;
   const int n = 8, max_tokens = 40;
   const auto expected = engine_outputs(f.dir.path(), n, max_tokens);
-  auto topo = actors::topology::start(manifest_for(f.dir.path(), 4, 2));
+  auto topo = deploy::topology::start(manifest_for(f.dir.path(), 4, 2));
   REQUIRE(topo.ok());
   auto sinks = submit_all(topo.value()->service(), n, max_tokens);
   REQUIRE(sinks[0]->wait_tokens(5));
@@ -137,7 +137,7 @@ TEST_CASE("an expert shard killed mid-stream: the stalled layer is resent", "[to
   model_fixture f;
   const int n = 6, max_tokens = 30;
   const auto expected = engine_outputs(f.dir.path(), n, max_tokens);
-  auto topo = actors::topology::start(manifest_for(f.dir.path(), 4, 1));
+  auto topo = deploy::topology::start(manifest_for(f.dir.path(), 4, 1));
   REQUIRE(topo.ok());
   auto sinks = submit_all(topo.value()->service(), n, max_tokens);
   REQUIRE(sinks[0]->wait_tokens(3));
@@ -152,7 +152,7 @@ TEST_CASE("an expert shard killed mid-stream: the stalled layer is resent", "[to
 
 TEST_CASE("cancelled requests end with an error and free their worker", "[topology]") {
   model_fixture f;
-  auto topo = actors::topology::start(manifest_for(f.dir.path(), 2, 1));
+  auto topo = deploy::topology::start(manifest_for(f.dir.path(), 2, 1));
   REQUIRE(topo.ok());
   auto sinks = submit_all(topo.value()->service(), 3, 200);
   REQUIRE(sinks[1]->wait_tokens(2));
@@ -168,7 +168,7 @@ TEST_CASE("cancelled requests end with an error and free their worker", "[topolo
 namespace {
 
 // Waits until the migration started last has ended (adopted or rolled back).
-void wait_for_migration(actors::topology& topo) {
+void wait_for_migration(deploy::topology& topo) {
   for (int tries = 0; tries < 6000; ++tries) {
     if (nlohmann::json::parse(topo.experts_json())["migration"].is_null()) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -186,7 +186,7 @@ TEST_CASE("outputs stay identical across 100 random re-plans during generation",
   deploy::manifest m = manifest_for(f.dir.path(), 4, 2);
   m.experts.slots_per_shard = 3;  // 12 slots for 8 experts: room for replicas
   m.eplb.enabled = false;         // only the test's re-plans
-  auto topo = actors::topology::start(m);
+  auto topo = deploy::topology::start(m);
   REQUIRE(topo.ok());
   auto sinks = submit_all(topo.value()->service(), n, max_tokens);
   for (uint64_t seed = 1; seed <= 100; ++seed) {
@@ -217,7 +217,7 @@ TEST_CASE("an expert shard killed mid-migration: rollback, serving goes on, outp
   deploy::manifest m = manifest_for(f.dir.path(), 4, 1);
   m.experts.slots_per_shard = 3;
   m.eplb.enabled = false;
-  auto topo = actors::topology::start(m);
+  auto topo = deploy::topology::start(m);
   REQUIRE(topo.ok());
   auto sinks = submit_all(topo.value()->service(), n, max_tokens);
   REQUIRE(sinks[0]->wait_tokens(3));

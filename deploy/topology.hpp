@@ -11,7 +11,7 @@
 #include "model/weights.hpp"
 #include "serve/inference_service.hpp"
 
-namespace brigade::actors {
+namespace brigade::deploy {
 
 class topology {
  public:
@@ -48,4 +48,4 @@ class topology {
   std::unique_ptr<impl> impl_;
 };
 
-}  // namespace brigade::actors
+}  // namespace brigade::deploy

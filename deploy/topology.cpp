@@ -1,4 +1,4 @@
-#include "actors/topology.hpp"
+#include "deploy/topology.hpp"
 
 #include <caf/all.hpp>
 
@@ -7,23 +7,32 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/expert_layout.hpp"
+#include "actors/message_types.hpp"
+#include "deploy/coordinator.hpp"
+#include "deploy/middleman_config.hpp"
+#include "deploy/placement.hpp"
 #include "actors/model_context.hpp"
 #include "actors/registry.hpp"
 #include "actors/router.hpp"
 #include "actors/supervisor.hpp"
 #include "common/metrics.hpp"
 
-namespace brigade::actors {
+namespace brigade::deploy {
+
+using namespace brigade::actors;
+
 namespace {
 
 // How long the service edge waits for the router or registry to answer.
 constexpr std::chrono::seconds edge_timeout{10};
 
-std::unique_ptr<caf::actor_system_config> make_config() {
+std::unique_ptr<caf::actor_system_config> make_config(bool distributed) {
   auto cfg = std::make_unique<caf::actor_system_config>();
   // Compute actors run detached; the scheduler only carries router, registry and supervisor.
   cfg->set("scheduler.max-threads", 2);
   cfg->set("logger.verbosity", caf::atom("quiet"));
+  register_message_types(*cfg);
+  if (distributed) configure_middleman(*cfg);
   return cfg;
 }
 
@@ -178,7 +187,9 @@ topology::~topology() = default;
 
 result<std::unique_ptr<topology>> topology::start(const deploy::manifest& m,
                                                   const model::load_progress& progress) {
-  auto ctx = model_context::load(m.model, progress);
+  const bool distributed = !m.nodes.empty();
+  // A coordinator only routes: the nodes load the weights.
+  auto ctx = distributed ? model_context::load_config(m.model) : model_context::load(m.model, progress);
   if (!ctx) return ctx.err();
   const model::model_config& c = ctx.value()->config;
   if (!c.is_moe()) {
@@ -189,15 +200,25 @@ result<std::unique_ptr<topology>> topology::start(const deploy::manifest& m,
   if (!layout) return error(errc::invalid_argument, m.source + ": " + layout.err().message);
   auto p = std::make_unique<impl>();
   p->ctx = ctx.value();
-  p->cfg = make_config();
+  p->cfg = make_config(distributed);
   p->sys = std::make_unique<caf::actor_system>(*p->cfg);
+  supervisor_config sc{m, layout.value(), {}, {}, {}};
+  if (distributed) {
+    auto joined = join_nodes(*p->sys, m);
+    if (!joined) return joined.err();
+    sc.placement = place(m);
+    for (const auto& j : joined.value()) {
+      sc.agents[j.name] = j.agent;
+      sc.peer_ids[j.name] = j.peer_id;
+    }
+  }
   p->registry = spawn_registry(*p->sys);
   router_config rc;
   rc.admission_queue = m.admission_queue;
   p->router = spawn_router(*p->sys, rc);
   actor_entry router_entry{"router", "router", "local", 1, 0, true, "", 0};
   caf::anon_send(p->registry, register_atom_v, router_entry);
-  p->supervisor = spawn_supervisor(*p->sys, p->ctx, {m, layout.value()}, p->registry, p->router);
+  p->supervisor = spawn_supervisor(*p->sys, p->ctx, std::move(sc), p->registry, p->router);
   serve::service_info info;
   info.model_name = last_path_part(m.model);
   info.model_type = c.model_type;
@@ -272,4 +293,4 @@ std::string topology::statuses_json() const {
   return out.dump();
 }
 
-}  // namespace brigade::actors
+}  // namespace brigade::deploy

@@ -1,0 +1,47 @@
+// `brigade deploy [--dry-run] MANIFEST`: prints the placement, or deploys the topology across the
+// manifest's nodes and keeps it running (without HTTP; `brigade serve MANIFEST` adds the API).
+#include <pthread.h>
+
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
+
+#include "cli/commands.hpp"
+#include "common/progress.hpp"
+#include "deploy/manifest.hpp"
+#include "deploy/placement.hpp"
+#include "deploy/topology.hpp"
+
+namespace brigade::cli {
+
+int deploy(int argc, char** argv) {
+  std::string path;
+  bool dry_run = false;
+  CLI::App app{"Deploy a manifest's topology (or print its placement with --dry-run)",
+               "brigade deploy"};
+  app.add_option("manifest", path, "cluster manifest (YAML)")->required();
+  app.add_flag("--dry-run", dry_run, "print the placement, node by node, and exit");
+  CLI11_PARSE(app, argc, argv);
+  auto m = deploy::load_manifest(path);
+  if (!m) return std::fprintf(stderr, "brigade deploy: %s\n", m.err().message.c_str()), 1;
+  if (dry_run) {
+    std::printf("%s", deploy::describe_placement(m.value()).c_str());
+    return 0;
+  }
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  progress_bar bar("loading " + m->model);
+  auto topo = deploy::topology::start(m.value(), [&](size_t d, size_t t) { bar.update(d, t); });
+  if (!topo) return std::fprintf(stderr, "brigade deploy: %s\n", topo.err().message.c_str()), 1;
+  bar.finish();
+  std::printf("brigade deploy: topology up\n%s", deploy::describe_placement(m.value()).c_str());
+  std::fflush(stdout);
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  return 0;
+}
+
+}  // namespace brigade::cli

@@ -1,0 +1,247 @@
+// The data plane's actors: proxies that stand for remote expert shards and decode workers, and
+// the ingress that hands arriving calls to local ones.
+#include <cstring>
+
+#include "cluster/data_plane_impl.hpp"
+#include "common/log.hpp"
+
+namespace brigade::cluster {
+namespace {
+
+constexpr std::chrono::seconds local_call_timeout{30};
+
+caf::error remote_error(const std::string& why) {
+  return caf::make_error(caf::sec::runtime_error, why);
+}
+
+// What both proxies keep: the calls waiting for an answer.
+struct proxy_state {
+  std::map<uint64_t, caf::response_promise> waiting;
+  static inline const char* name = "data_plane_proxy";
+};
+
+using proxy_pointer = caf::stateful_actor<proxy_state>*;
+
+void fail_all(proxy_pointer self, const std::string& why) {
+  for (auto& [correlation, rp] : self->state.waiting) rp.deliver(remote_error(why));
+  self->state.waiting.clear();
+}
+
+// Dies with the remote actor, failing what waits, so workers see the failure at once.
+void watch_remote(proxy_pointer self, data_plane::impl* dp, const caf::actor& remote) {
+  self->monitor(remote);
+  const caf::node_id node = remote->node();
+  const caf::actor_id id = remote->id();
+  self->set_down_handler([=](caf::down_msg& dm) {
+    fail_all(self, "remote actor down: " + to_string(dm.reason));
+    dp->forget_proxy(node, id);
+    self->quit(dm.reason);
+  });
+}
+
+caf::result<actors::expert_reply> forward_expert(proxy_pointer self, data_plane::impl* dp,
+                                                 uint64_t peer, caf::actor_id target,
+                                                 actors::expert_request& req) {
+  auto rp = self->make_response_promise();
+  const uint64_t correlation = dp->track(peer, caf::actor_cast<caf::actor>(self));
+  self->state.waiting[correlation] = rp;
+  wire::expert_call_header h;
+  h.correlation = correlation;
+  h.target = target;
+  h.step = req.step;
+  h.epoch = req.epoch;
+  h.layer = req.layer;
+  h.rows = req.input.rows;
+  h.cols = req.input.cols;
+  // Slots and rows in one payload: activations are small next to KV blocks, so one copy here
+  // buys a single message.
+  const size_t slot_bytes = req.slots.size() * sizeof(int32_t);
+  const size_t row_bytes = req.input.data.size() * sizeof(float);
+  auto payload = transport::byte_buffer::allocate(slot_bytes + row_bytes);
+  std::memcpy(payload.data(), req.slots.data(), slot_bytes);
+  std::memcpy(payload.data() + slot_bytes, req.input.data.data(), row_bytes);
+  dp->send_call(peer, wire::expert_call, wire::as_bytes(h), std::move(payload), correlation);
+  return caf::delegated<actors::expert_reply>{};
+}
+
+void on_expert_answer(proxy_pointer self, answer_in& a) {
+  auto it = self->state.waiting.find(a.header.correlation);
+  if (it == self->state.waiting.end()) return;
+  caf::response_promise rp = std::move(it->second);
+  self->state.waiting.erase(it);
+  if (!a.header.ok) return rp.deliver(remote_error(a.header.message));
+  actors::expert_reply reply;
+  reply.step = a.header.step;
+  reply.layer = a.header.layer;
+  reply.output.rows = a.header.rows;
+  reply.output.cols = a.header.cols;
+  const auto* values = reinterpret_cast<const float*>(a.payload.data());
+  reply.output.data.assign(values, values + a.payload.size() / sizeof(float));
+  rp.deliver(std::move(reply));
+}
+
+void on_call_failed(proxy_pointer self, call_failed& f) {
+  auto it = self->state.waiting.find(f.correlation);
+  if (it == self->state.waiting.end()) return;
+  it->second.deliver(remote_error(f.why));
+  self->state.waiting.erase(it);
+}
+
+caf::behavior shard_proxy(proxy_pointer self, data_plane::impl* dp,
+                          actors::expert_shard_actor remote, uint64_t peer) {
+  watch_remote(self, dp, caf::actor_cast<caf::actor>(remote));
+  const caf::actor_id target = remote->id();
+  return {
+      [=](actors::expert_request& req) { return forward_expert(self, dp, peer, target, req); },
+      [=](answer_in& a) { on_expert_answer(self, a); },
+      [=](call_failed& f) { on_call_failed(self, f); },
+      // Control messages stay on CAF.
+      [=](actors::prepare_atom atom, actors::shard_plan& plan) {
+        return self->delegate(remote, atom, std::move(plan));
+      },
+      [=](actors::release_atom atom, uint64_t epoch) { self->send(remote, atom, epoch); },
+      [=](actors::abort_atom atom, uint64_t epoch) { self->send(remote, atom, epoch); },
+      [=](actors::status_atom atom) { return self->delegate(remote, atom); },
+  };
+}
+
+// KV blocks go as their own message, straight from the prefill worker's buffer.
+caf::result<bool> forward_kv(proxy_pointer self, data_plane::impl* dp, uint64_t peer,
+                             caf::actor_id target, actors::kv_handoff& h) {
+  auto rp = self->make_response_promise();
+  const uint64_t correlation = dp->track(peer, caf::actor_cast<caf::actor>(self));
+  self->state.waiting[correlation] = rp;
+  wire::kv_meta_header m;
+  m.correlation = correlation;
+  m.target = target;
+  m.request = h.request;
+  m.attempt = h.attempt;
+  m.block_tokens = h.block_tokens;
+  m.tokens = static_cast<int32_t>(h.tokens.size());
+  m.stop_ids = static_cast<int32_t>(h.params.stop_ids.size());
+  m.cached_tokens = h.cached_tokens;
+  m.max_tokens = h.params.max_tokens;
+  m.draw_offset = h.params.draw_offset;
+  m.temperature = h.params.sampling.temperature;
+  m.top_k = h.params.sampling.top_k;
+  m.top_p = h.params.sampling.top_p;
+  m.seed = h.params.sampling.seed;
+  m.kv_floats = h.kv.size();
+  std::vector<int32_t> ids = h.tokens;
+  ids.insert(ids.end(), h.params.stop_ids.begin(), h.params.stop_ids.end());
+  auto tokens = transport::byte_buffer::copy_of({ids.data(), ids.size() * sizeof(int32_t)});
+  dp->send_call(peer, wire::kv_meta, wire::as_bytes(m), std::move(tokens), correlation);
+  wire::kv_data_header d{correlation};
+  dp->send_call(peer, wire::kv_data, wire::as_bytes(d), alias_buffer(h.kv.owner(), h.kv.size()),
+                correlation);
+  return caf::delegated<bool>{};
+}
+
+void on_kv_answer(proxy_pointer self, answer_in& a) {
+  auto it = self->state.waiting.find(a.header.correlation);
+  if (it == self->state.waiting.end()) return;
+  if (a.header.ok) {
+    it->second.deliver(true);
+  } else {
+    it->second.deliver(remote_error(a.header.message));
+  }
+  self->state.waiting.erase(it);
+}
+
+caf::behavior decode_proxy(proxy_pointer self, data_plane::impl* dp,
+                           actors::decode_worker_actor remote, uint64_t peer) {
+  watch_remote(self, dp, caf::actor_cast<caf::actor>(remote));
+  const caf::actor_id target = remote->id();
+  return {
+      [=](actors::kv_handoff& h) { return forward_kv(self, dp, peer, target, h); },
+      [=](answer_in& a) { on_kv_answer(self, a); },
+      [=](call_failed& f) { on_call_failed(self, f); },
+      [=](actors::cancel_atom atom, uint64_t request) { self->send(remote, atom, request); },
+      [=](actors::status_atom atom) { return self->delegate(remote, atom); },
+  };
+}
+
+void answer(data_plane::impl* dp, uint64_t to, transport::channel_id channel,
+            wire::answer_header h, transport::byte_buffer payload) {
+  (void)dp->net->send(to, channel, wire::as_bytes(h), std::move(payload));
+}
+
+void serve_expert_call(caf::event_based_actor* self, data_plane::impl* dp, expert_call_in& in) {
+  wire::answer_header h;
+  h.correlation = in.header.correlation;
+  h.step = in.header.step;
+  h.layer = in.header.layer;
+  const auto shard = caf::actor_cast<actors::expert_shard_actor>(dp->local(in.header.target));
+  const size_t rows = static_cast<size_t>(in.header.rows);
+  const size_t cols = static_cast<size_t>(in.header.cols);
+  if (!shard || in.payload.size() != rows * sizeof(int32_t) + rows * cols * sizeof(float)) {
+    h.set_message(shard ? "expert call payload does not match its header"
+                        : "no expert shard with that id on this node");
+    return answer(dp, in.from, wire::expert_answer, h, {});
+  }
+  actors::expert_request req;
+  req.step = in.header.step;
+  req.epoch = in.header.epoch;
+  req.layer = in.header.layer;
+  const auto* slots = reinterpret_cast<const int32_t*>(in.payload.data());
+  req.slots.assign(slots, slots + rows);
+  const auto* values = reinterpret_cast<const float*>(in.payload.data() + rows * sizeof(int32_t));
+  req.input.rows = in.header.rows;
+  req.input.cols = in.header.cols;
+  req.input.data.assign(values, values + rows * cols);
+  const uint64_t from = in.from;
+  self->request(shard, local_call_timeout, std::move(req))
+      .then(
+          [=](actors::expert_reply& reply) mutable {
+            h.ok = 1;
+            h.rows = reply.output.rows;
+            h.cols = reply.output.cols;
+            answer(dp, from, wire::expert_answer, h, floats_buffer(std::move(reply.output.data)));
+          },
+          [=](caf::error& err) mutable {
+            h.set_message(to_string(err));
+            answer(dp, from, wire::expert_answer, h, {});
+          });
+}
+
+void serve_kv_call(caf::event_based_actor* self, data_plane::impl* dp, kv_call_in& in) {
+  wire::answer_header h;
+  h.correlation = in.correlation;
+  const auto worker = caf::actor_cast<actors::decode_worker_actor>(dp->local(in.target));
+  if (!worker) {
+    h.set_message("no decode worker with that id on this node");
+    return answer(dp, in.from, wire::kv_answer, h, {});
+  }
+  const uint64_t from = in.from;
+  self->request(worker, local_call_timeout, std::move(in.handoff))
+      .then(
+          [=](bool) mutable {
+            h.ok = 1;
+            answer(dp, from, wire::kv_answer, h, {});
+          },
+          [=](caf::error& err) mutable {
+            h.set_message(to_string(err));
+            answer(dp, from, wire::kv_answer, h, {});
+          });
+}
+
+}  // namespace
+
+caf::behavior ingress_behavior(caf::event_based_actor* self, data_plane::impl* dp) {
+  return {
+      [=](expert_call_in& in) { serve_expert_call(self, dp, in); },
+      [=](kv_call_in& in) { serve_kv_call(self, dp, in); },
+  };
+}
+
+caf::actor spawn_shard_proxy(caf::actor_system& sys, data_plane::impl* dp,
+                             actors::expert_shard_actor remote, uint64_t peer) {
+  return sys.spawn(shard_proxy, dp, std::move(remote), peer);
+}
+
+caf::actor spawn_decode_proxy(caf::actor_system& sys, data_plane::impl* dp,
+                              actors::decode_worker_actor remote, uint64_t peer) {
+  return sys.spawn(decode_proxy, dp, std::move(remote), peer);
+}
+
+}  // namespace brigade::cluster

@@ -1,0 +1,67 @@
+#include "cluster/join_secret.hpp"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace brigade::cluster {
+namespace {
+
+std::string hex(const unsigned char* bytes, size_t n) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    out.push_back(digits[bytes[i] >> 4]);
+    out.push_back(digits[bytes[i] & 15]);
+  }
+  return out;
+}
+
+}  // namespace
+
+result<std::string> read_join_secret(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return error(errc::not_found, path + ": cannot read the join secret file (create one with, "
+                                         "e.g., `head -c 32 /dev/urandom | base64 > FILE`)");
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string secret = ss.str();
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+  if (secret.size() < 16) {
+    return error(errc::invalid_argument,
+                 path + ": the join secret must be at least 16 bytes (it has " +
+                     std::to_string(secret.size()) + ")");
+  }
+  return secret;
+}
+
+std::string random_nonce() {
+  unsigned char bytes[16];
+  if (RAND_bytes(bytes, sizeof bytes) != 1) {
+    // RAND_bytes fails only without an entropy source; refuse to run with a guessable nonce.
+    throw std::runtime_error("no random source for join nonces");
+  }
+  return hex(bytes, sizeof bytes);
+}
+
+std::string join_proof(const std::string& secret, const std::string& role,
+                       const std::string& first, const std::string& second) {
+  const std::string message = "brigade-join|" + role + "|" + first + "|" + second;
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &len);
+  return hex(mac, len);
+}
+
+bool proofs_equal(const std::string& a, const std::string& b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+}  // namespace brigade::cluster

@@ -1,0 +1,24 @@
+// The join secret: a coordinator and a node each prove they know it, without sending it, by an
+// HMAC-SHA256 over both sides' fresh nonces. A peer that cannot prove it gets nothing spawned.
+#pragma once
+
+#include <string>
+
+#include "common/result.hpp"
+
+namespace brigade::cluster {
+
+/// Reads a secret file: its contents without the trailing newline, at least 16 bytes.
+result<std::string> read_join_secret(const std::string& path);
+
+/// 32 hex characters from the kernel's random source.
+std::string random_nonce();
+
+/// The proof `role` ("node" or "coordinator") gives for the nonce pair (first, second).
+std::string join_proof(const std::string& secret, const std::string& role,
+                       const std::string& first, const std::string& second);
+
+/// Compares two proofs in constant time.
+bool proofs_equal(const std::string& a, const std::string& b);
+
+}  // namespace brigade::cluster

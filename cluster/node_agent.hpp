@@ -1,0 +1,20 @@
+// Spawning the node agent (interface: actors/node_agent.hpp).
+#pragma once
+
+#include <caf/fwd.hpp>
+
+#include <string>
+
+#include "actors/node_agent.hpp"
+
+namespace brigade::cluster {
+
+struct node_agent_config {
+  std::string name;    ///< Reported to the coordinator.
+  std::string secret;  ///< The join secret.
+};
+
+/// Spawns the agent. It starts this process's data plane when a coordinator joins.
+actors::node_agent_actor spawn_node_agent(caf::actor_system& sys, node_agent_config config);
+
+}  // namespace brigade::cluster

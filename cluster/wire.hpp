@@ -1,0 +1,92 @@
+// The data plane's message formats: fixed-layout headers (memcpy'd: every node runs the same
+// brigade build) and the channels they travel on. Payloads follow their header: activations,
+// token lists, and KV blocks straight from and into their buffers.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <type_traits>
+
+#include "transport/byte_buffer.hpp"
+#include "transport/ids.hpp"
+
+namespace brigade::cluster::wire {
+
+enum channel : transport::channel_id {
+  expert_call = 1,    ///< Rows for an expert shard. Payload: slots (int32 each), then rows.
+  expert_answer = 2,  ///< A shard's output rows, or an error. Payload: rows.
+  kv_meta = 3,        ///< A KV handoff's tokens and parameters. Payload: tokens, stop ids.
+  kv_data = 4,        ///< A KV handoff's blocks. Payload: the blocks, float32.
+  kv_answer = 5,      ///< Whether the decode worker took the sequence. No payload.
+};
+
+/// Rows for the expert shard `target` (an actor id on the receiving node).
+struct expert_call_header {
+  uint64_t correlation = 0;
+  uint64_t target = 0;
+  uint64_t step = 0;
+  uint64_t epoch = 0;
+  int32_t layer = 0;
+  int32_t rows = 0;
+  int32_t cols = 0;
+  int32_t reserved = 0;
+};
+
+/// The outcome of a call: ok with rows (expert answers), or an error message.
+struct answer_header {
+  uint64_t correlation = 0;
+  uint64_t step = 0;
+  int32_t ok = 0;
+  int32_t layer = 0;
+  int32_t rows = 0;
+  int32_t cols = 0;
+  char message[192] = {};
+
+  void set_message(const std::string& text) {
+    std::strncpy(message, text.c_str(), sizeof message - 1);
+  }
+};
+
+/// Everything of a KV handoff but its tokens (in this message's payload) and blocks (kv_data).
+struct kv_meta_header {
+  uint64_t correlation = 0;
+  uint64_t target = 0;
+  uint64_t request = 0;
+  uint64_t seed = 0;
+  uint64_t kv_floats = 0;
+  uint32_t attempt = 0;
+  int32_t block_tokens = 0;
+  int32_t tokens = 0;
+  int32_t stop_ids = 0;
+  int32_t cached_tokens = 0;
+  int32_t max_tokens = 0;
+  int32_t draw_offset = 0;
+  int32_t top_k = 0;
+  float temperature = 0;
+  float top_p = 1;
+};
+
+/// Pairs a kv_data message with its kv_meta.
+struct kv_data_header {
+  uint64_t correlation = 0;
+};
+
+template <class T>
+transport::byte_view as_bytes(const T& header) {
+  static_assert(std::is_trivially_copyable<T>::value, "wire headers are plain data");
+  return {&header, sizeof header};
+}
+
+/// The header at the front of `bytes`, if it is long enough.
+template <class T>
+std::optional<T> read(transport::byte_view bytes) {
+  static_assert(std::is_trivially_copyable<T>::value, "wire headers are plain data");
+  if (bytes.size() < sizeof(T)) return std::nullopt;
+  T out;
+  std::memcpy(&out, bytes.data(), sizeof out);
+  return out;
+}
+
+}  // namespace brigade::cluster::wire
