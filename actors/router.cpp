@@ -37,6 +37,7 @@ struct tracked_request {
   int64_t prefill_tokens = 0;
   int cached_tokens = 0;
   int attempts = 0;
+  bool queued = false;  // in the waiting queue
   clock_type::time_point not_before{};
 };
 
@@ -134,6 +135,7 @@ void pump(router_pointer self) {
       continue;
     }
     if (!dispatch(self, r->second)) break;
+    r->second.queued = false;
     it = st.waiting.erase(it);
   }
   if (deferred) self->delayed_send(self, st.config.retry_backoff, tick_atom_v);
@@ -163,8 +165,13 @@ void redispatch(router_pointer self, tracked_request& r, const std::string& why)
   ++st.redispatched;
   log::info("router", "re-dispatching request " + std::to_string(r.id) + " after " +
                           std::to_string(r.streamed.size()) + " tokens: " + why);
+  // Whatever the old attempt still sends (tokens, failures) is stale from now on.
+  ++r.attempt;
   r.not_before = clock_type::now() + st.config.retry_backoff * r.attempts;
-  st.waiting.push_front(r.id);
+  if (!r.queued) {
+    r.queued = true;
+    st.waiting.push_front(r.id);
+  }
   pump(self);
 }
 
@@ -231,6 +238,7 @@ submit_result submit(router_pointer self, generation_job& job) {
   r.sink = std::move(job.sink);
   st.by_service_id[r.req.id] = r.id;
   const uint64_t id = r.id;
+  r.queued = true;
   st.requests.emplace(id, std::move(r));
   st.waiting.push_back(id);
   pump(self);

@@ -92,6 +92,7 @@ class actor_service final : public serve::inference_service {
                  [&](caf::error&) {});
   }
   std::string experts_json() const override { return ask_text(experts_atom_v, "null"); }
+  std::string status_json() const override;
   std::string events_json(uint64_t since) const override {
     caf::scoped_actor self{sys_};
     std::string out = "[]";
@@ -233,6 +234,29 @@ result<std::unique_ptr<topology>> topology::start(const deploy::manifest& m,
 
 serve::inference_service& topology::service() { return *impl_->service; }
 
+std::string actor_service::status_json() const {
+  caf::scoped_actor self{sys_};
+  nlohmann::json out = nlohmann::json::array();
+  auto add = [&](const role_status& s) {
+    out.push_back({{"name", s.name},
+                   {"role", s.role},
+                   {"queue_depth", s.queue_depth},
+                   {"in_flight", s.in_flight},
+                   {"last_step_ms", s.last_step_ms},
+                   {"steps", s.steps},
+                   {"detail", nlohmann::json::parse(s.detail.empty() ? "{}" : s.detail, nullptr, false)}});
+  };
+  self->request(router_, edge_timeout, status_atom_v)
+      .receive([&](const role_status& s) { add(s); }, [&](caf::error&) {});
+  self->request(supervisor_, edge_timeout, status_atom_v, true)
+      .receive(
+          [&](const std::vector<role_status>& all) {
+            for (const auto& s : all) add(s);
+          },
+          [&](caf::error&) {});
+  return out.dump();
+}
+
 const model::model_config& topology::config() const { return impl_->ctx->config; }
 
 status topology::kill(const std::string& actor_name) {
@@ -270,27 +294,6 @@ std::string topology::events_json(uint64_t since) const {
 
 std::string topology::actors_json() const { return impl_->service->actors_json(); }
 
-std::string topology::statuses_json() const {
-  caf::scoped_actor self{*impl_->sys};
-  nlohmann::json out = nlohmann::json::array();
-  auto add = [&](const role_status& s) {
-    out.push_back({{"name", s.name},
-                   {"role", s.role},
-                   {"queue_depth", s.queue_depth},
-                   {"in_flight", s.in_flight},
-                   {"last_step_ms", s.last_step_ms},
-                   {"steps", s.steps},
-                   {"detail", nlohmann::json::parse(s.detail.empty() ? "{}" : s.detail, nullptr, false)}});
-  };
-  self->request(impl_->router, edge_timeout, status_atom_v)
-      .receive([&](const role_status& s) { add(s); }, [&](caf::error&) {});
-  self->request(impl_->supervisor, edge_timeout, status_atom_v, true)
-      .receive(
-          [&](const std::vector<role_status>& all) {
-            for (const auto& s : all) add(s);
-          },
-          [&](caf::error&) {});
-  return out.dump();
-}
+std::string topology::statuses_json() const { return impl_->service->status_json(); }
 
 }  // namespace brigade::deploy

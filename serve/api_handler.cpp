@@ -184,6 +184,8 @@ http_reply api_handler::get_route(std::string_view path) {
     r.body = model_response(info);
   } else if (path == "/v1/actors") {
     r.body = service_.actors_json();
+  } else if (path == "/v1/status") {
+    r.body = service_.status_json();
   } else if (path == "/v1/experts") {
     r.body = service_.experts_json();
   } else {

@@ -6,6 +6,7 @@
 //   GET  /metrics                 Prometheus text
 //   GET  /v1/models[/NAME]        the served model            (API key)
 //   GET  /v1/actors               the registry snapshot        (API key)
+//   GET  /v1/status               every role's queue and steps (API key)
 //   GET  /v1/experts              expert layout and balance    (API key)
 //   GET  /v1/events               expert-balancing events, SSE (API key)
 //   POST /v1/admin/kill           fault injection: {"actor": "decode-0"}  (API key)

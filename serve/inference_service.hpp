@@ -104,6 +104,8 @@ class inference_service {
   // Introspection of the expert layout and fault injection. Services without experts (the
   // single-process engine) keep the defaults.
 
+  /// GET /v1/status: every role actor's queue depth, in-flight work and last step, as JSON.
+  virtual std::string status_json() const { return "[]"; }
   /// GET /v1/experts: layout, per-shard load per window, balancedness history, migrations.
   virtual std::string experts_json() const { return "null"; }
   /// The expert-balancing events after sequence number `since`, as a JSON array of objects

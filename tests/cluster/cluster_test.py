@@ -1,0 +1,336 @@
+#!/usr/bin/env python3
+"""Multi-node brigade: three `brigade node` processes and a coordinator (`brigade serve MANIFEST`).
+
+- outputs identical to `brigade generate` for concurrent greedy prompts, with expert shards on
+  every node and prefill and decode on different nodes;
+- kill -9 of a node holding expert shards, and of the node holding the decode worker, mid-stream:
+  every stream completes with the same text; the registry shows who died with the node and why;
+- a node started with another join secret is refused and gets nothing spawned;
+- `brigade deploy --dry-run` prints the placement node by node;
+- with --netns, the nodes run in Linux network namespaces joined by veth pairs to a bridge.
+
+Usage: cluster_test.py BRIGADE_BIN WORKDIR [--netns | --shm]
+
+--shm runs the data plane over shared memory (UCX_TLS=posix,sysv,cma,self), where UCX cannot
+detect a dead peer itself, and stops a node with SIGSTOP (a hung node) instead of killing it.
+"""
+import concurrent.futures
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+PROMPTS = 24
+TOKENS = 12
+
+
+def prompt_ids(i):
+    return [(i * 89 + t * 37) % 1900 + 40 for t in range(4 + (i * 5) % 24)]
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
+
+
+class node:
+    def __init__(self, brigade, name, host, secret_file, log, netns=None):
+        cmd = [brigade, "node", "--listen", f"{host}:0", "--join-secret-file", secret_file,
+               "--name", name]
+        if netns:
+            cmd = ["ip", "netns", "exec", netns] + cmd
+        self.name = name
+        self.log = open(log, "w")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        line = self.proc.stdout.readline()
+        m = re.search(r"listening on (\S+):(\d+) \(pid (\d+)\)", line)
+        if not m:
+            raise SystemExit(f"node {name} did not start: {line!r}; see {log}")
+        self.address = f"{m.group(1)}:{m.group(2)}"
+        self.pid = int(m.group(3))
+
+    def kill(self, sig=signal.SIGKILL):
+        os.kill(self.pid, sig)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(timeout=10)
+        self.log.close()
+
+
+class coordinator:
+    def __init__(self, brigade, manifest, log):
+        self.log = open(log, "w")
+        self.proc = subprocess.Popen([brigade, "serve", manifest, "--listen", "127.0.0.1:0"],
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.url = None
+        for line in self.proc.stdout:
+            if " at http://" in line:
+                self.url = line.split(" at ")[1].split()[0]
+                break
+        if not self.url:
+            self.stop()
+            raise RuntimeError(f"brigade serve did not start; see {log}")
+
+    def post(self, path, body, timeout=180):
+        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.loads(r.read())
+
+    def actors(self):
+        with urllib.request.urlopen(self.url + "/v1/actors", timeout=30) as r:
+            return {a["name"]: a for a in json.loads(r.read())["actors"]}
+
+    def stream(self, ids, tokens, on_third_chunk=None):
+        body = {"model": "model", "prompt": ids, "max_tokens": tokens, "temperature": 0,
+                "ignore_eos": True, "stream": True}
+        req = urllib.request.Request(self.url + "/v1/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        text, chunks = "", 0
+        with urllib.request.urlopen(req, timeout=180) as r:
+            for raw in r:
+                line = raw.decode().strip()
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                event = json.loads(line[6:])
+                if "error" in event:
+                    raise AssertionError(f"stream error: {event['error']}")
+                text += event["choices"][0]["text"]
+                chunks += 1
+                if chunks == 3 and on_third_chunk:
+                    on_third_chunk()
+        return text
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.log.close()
+
+
+def generate(brigade, model, ids, tokens):
+    out = run([brigade, "generate", "--model", model, "--prompt-ids", ",".join(map(str, ids)),
+               "--max-tokens", str(tokens), "--temperature", "0", "--ignore-eos", "--json"])
+    return json.loads(out.stdout.strip().splitlines()[-1])["text"]
+
+
+def write_manifest(path, model, secret, nodes, roles, tls, devices):
+    with open(path, "w") as f:
+        f.write(f"model: {model}\njoin_secret_file: {secret}\n"
+                f"transport: {{tls: '{tls}'{', net_devices: ' + devices if devices else ''}}}\n"
+                f"restart: {{max_restarts: 5, window_s: 60, backoff_ms: 20}}\nnodes:\n")
+        for n, r in zip(nodes, roles):
+            f.write(f"  - {{name: {n.name}, address: '{n.address}', roles: {r}}}\n")
+
+
+class cluster:
+    """Three nodes: n1 prefill + 2 shards, n2 decode + 1 shard, n3 1 shard."""
+
+    ROLES = ["{prefill: 1, expert_shard: 2}", "{decode: 1, expert_shard: 1}", "{expert_shard: 1}"]
+
+    def __init__(self, brigade, model, workdir, tag, hosts, netns, tls, devices):
+        self.nodes, self.coord = [], None
+        secret = os.path.join(workdir, "secret")
+        for i, host in enumerate(hosts):
+            self.nodes.append(node(brigade, f"n{i + 1}", host, secret,
+                                   os.path.join(workdir, f"{tag}-n{i + 1}.log"),
+                                   netns[i] if netns else None))
+        manifest = os.path.join(workdir, f"{tag}.yaml")
+        write_manifest(manifest, model, secret, self.nodes, self.ROLES, tls, devices)
+        self.coord = coordinator(brigade, manifest, os.path.join(workdir, f"{tag}-serve.log"))
+
+    def stop(self):
+        if self.coord:
+            self.coord.stop()
+        for n in self.nodes:
+            n.stop()
+
+
+def check_outputs(c, expected):
+    with concurrent.futures.ThreadPoolExecutor(max_workers=PROMPTS) as pool:
+        answers = list(pool.map(lambda i: c.coord.post(
+            "/v1/completions", {"model": "model", "prompt": prompt_ids(i), "max_tokens": TOKENS,
+                                "temperature": 0, "ignore_eos": True}), range(PROMPTS)))
+    bad = [i for i, a in enumerate(answers) if a["choices"][0]["text"] != expected[i]]
+    placement = {n: a["node"] for n, a in c.coord.actors().items()}
+    print(f"  {PROMPTS} concurrent prompts over 3 nodes: "
+          f"{'identical to generate' if not bad else f'{len(bad)} differ'}; placement {placement}")
+    return not bad
+
+
+def check_node_kill(c, brigade, model, victim, expect_dead, sig=signal.SIGKILL):
+    """Kills (or stops) `victim` mid-stream; every stream must still equal generate's text."""
+    tokens = 40
+    expected = [generate(brigade, model, prompt_ids(i), tokens) for i in range(6)]
+    killed_at = []
+
+    def kill_once():
+        if not killed_at:
+            killed_at.append(time.time())
+            victim.kill(sig)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
+        futures = [pool.submit(c.coord.stream, prompt_ids(i), tokens,
+                               kill_once if i == 0 else None) for i in range(6)]
+        # The death shows up in the registry: measure how soon.
+        noticed = None
+        while noticed is None and time.time() - (killed_at[0] if killed_at else time.time()) < 30:
+            if killed_at:
+                actors = c.coord.actors()
+                if all(actors[a]["death_cause"] and victim.name in actors[a]["death_cause"]
+                       for a in expect_dead):
+                    noticed = time.time() - killed_at[0]
+            time.sleep(0.02)
+        texts = [f.result() for f in futures]
+    ok = all(t == e for t, e in zip(texts, expected)) and noticed is not None
+    actors = c.coord.actors()
+    causes = {a: (actors[a]["death_cause"], actors[a]["node"], actors[a]["generation"])
+              for a in expect_dead}
+    how = "kill -9" if sig == signal.SIGKILL else "SIGSTOP (hung)"
+    print(f"  {how} {victim.name} mid-stream: "
+          f"{'6 streams identical to generate' if ok else 'FAILED'}; noticed after "
+          f"{noticed if noticed is None else round(noticed, 3)} s; registry {causes}")
+    if not ok:
+        for t, e in zip(texts, expected):
+            if t != e:
+                print(f"    got {t!r}\n    expected {e!r}")
+    return ok
+
+
+def check_wrong_secret(brigade, model, workdir, host):
+    other = os.path.join(workdir, "other-secret")
+    with open(other, "w") as f:
+        f.write("a-different-secret-0123456789\n")
+    good = node(brigade, "good", host, os.path.join(workdir, "secret"),
+                os.path.join(workdir, "secret-good.log"))
+    bad = node(brigade, "intruder", host, other, os.path.join(workdir, "secret-bad.log"))
+    manifest = os.path.join(workdir, "secret.yaml")
+    write_manifest(manifest, model, os.path.join(workdir, "secret"), [good, bad],
+                   ["{prefill: 1, decode: 1, expert_shard: 1}", "{expert_shard: 1}"], "tcp", "lo")
+    try:
+        out = subprocess.run([brigade, "serve", manifest, "--listen", "127.0.0.1:0"],
+                             capture_output=True, text=True, timeout=120)
+    finally:
+        good.stop()
+        bad.stop()
+    spawned = "spawned" in open(os.path.join(workdir, "secret-bad.log")).read()
+    ok = out.returncode != 0 and "join secret" in out.stderr and "intruder" in out.stderr
+    ok = ok and not spawned
+    print(f"  node with the wrong join secret: {'refused' if ok else 'NOT refused'}: "
+          f"{out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.stdout[-200:]}")
+    return ok
+
+
+def check_dry_run(brigade, workdir):
+    manifest = os.path.join(workdir, "dry.yaml")
+    with open(manifest, "w") as f:
+        f.write("model: /models/x\njoin_secret_file: /dev/null\nnodes:\n"
+                "  - {name: a, address: '10.0.0.1:7000', roles: {prefill: 1, expert_shard: 2}}\n"
+                "  - {name: b, address: '10.0.0.2:7000', roles: {decode: 2, expert_shard: 2}}\n")
+    out = run([brigade, "deploy", "--dry-run", manifest]).stdout
+    ok = ("node a (10.0.0.1:7000): expert_shard-0 expert_shard-1 prefill-0" in out and
+          "node b (10.0.0.2:7000): expert_shard-2 expert_shard-3 decode-0 decode-1" in out)
+    print(f"  deploy --dry-run: {'placement printed node by node' if ok else 'WRONG:' + out}")
+    return ok
+
+
+class namespaces:
+    """Three network namespaces on a bridge: 10.77.0.1 (host), .2, .3, .4 (nodes)."""
+
+    def __init__(self, tag):
+        self.tag = tag
+        self.names = [f"brig{tag}{i}" for i in range(1, 4)]
+        self.bridge = f"brbr{tag}"
+        self.cleanup()
+        sh = lambda *a: run(["ip"] + list(a))
+        sh("link", "add", self.bridge, "type", "bridge")
+        sh("addr", "add", "10.77.0.1/24", "dev", self.bridge)
+        sh("link", "set", self.bridge, "up")
+        for i, ns in enumerate(self.names, start=2):
+            sh("netns", "add", ns)
+            sh("link", "add", f"vb{tag}{i}", "type", "veth", "peer", "name", f"vn{tag}{i}")
+            sh("link", "set", f"vb{tag}{i}", "master", self.bridge)
+            sh("link", "set", f"vb{tag}{i}", "up")
+            sh("link", "set", f"vn{tag}{i}", "netns", ns)
+            sh("netns", "exec", ns, "ip", "addr", "add", f"10.77.0.{i}/24", "dev", f"vn{tag}{i}")
+            sh("netns", "exec", ns, "ip", "link", "set", f"vn{tag}{i}", "up")
+            sh("netns", "exec", ns, "ip", "link", "set", "lo", "up")
+        self.hosts = [f"10.77.0.{i}" for i in range(2, 5)]
+
+    def cleanup(self):
+        for ns in getattr(self, "names", []):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        subprocess.run(["ip", "link", "del", getattr(self, "bridge", "none")], capture_output=True)
+
+
+def main():
+    brigade, workdir = sys.argv[1], sys.argv[2]
+    use_netns = "--netns" in sys.argv
+    use_shm = "--shm" in sys.argv
+    shutil.rmtree(workdir, ignore_errors=True)
+    os.makedirs(workdir)
+    with open(os.path.join(workdir, "secret"), "w") as f:
+        f.write("brigade-test-secret-" + os.urandom(8).hex() + "\n")
+    model = os.path.join(workdir, "model")
+    run([brigade, "make-model", "--family", "qwen3_moe", "--out", model, "--layers", "2",
+         "--hidden", "64", "--heads", "4", "--kv-heads", "2", "--head-dim", "16", "--experts", "8",
+         "--top-k", "2", "--moe-inter", "32", "--seed", "5"])
+    expected = [generate(brigade, model, prompt_ids(i), TOKENS) for i in range(PROMPTS)]
+    ok = True
+    if use_netns:
+        if os.geteuid() != 0:
+            print("SKIP: network namespaces need root (the CI runs as root)")
+            return 0
+        ns = namespaces(str(os.getpid() % 1000))
+        try:
+            # The nodes' data planes talk TCP over their veth interfaces, through the bridge.
+            c = cluster(brigade, model, workdir, "netns", ns.hosts, ns.names, "tcp", "")
+            try:
+                print("three nodes in network namespaces (10.77.0.2-4 on a bridge):")
+                ok = check_outputs(c, expected)
+                ok = check_node_kill(c, brigade, model, c.nodes[2], ["expert_shard-3"]) and ok
+            finally:
+                c.stop()
+        finally:
+            ns.cleanup()
+    elif use_shm:
+        print("three nodes on one host, data plane over shared memory:")
+        c = cluster(brigade, model, workdir, "shm", ["127.0.0.1"] * 3, None,
+                    "posix,sysv,cma,self", "")
+        try:
+            ok = check_outputs(c, expected)
+            ok = check_node_kill(c, brigade, model, c.nodes[2], ["expert_shard-3"],
+                                 signal.SIGSTOP) and ok
+            c.nodes[2].kill(signal.SIGCONT)
+            ok = check_node_kill(c, brigade, model, c.nodes[1], ["decode-0", "expert_shard-2"]) and ok
+        finally:
+            c.stop()
+    else:
+        print("three nodes on loopback:")
+        c = cluster(brigade, model, workdir, "lo", ["127.0.0.1"] * 3, None, "tcp", "lo")
+        try:
+            ok = check_outputs(c, expected)
+            ok = check_node_kill(c, brigade, model, c.nodes[2], ["expert_shard-3"]) and ok
+            ok = check_node_kill(c, brigade, model, c.nodes[1], ["decode-0", "expert_shard-2"]) and ok
+        finally:
+            c.stop()
+        ok = check_wrong_secret(brigade, model, workdir, "127.0.0.1") and ok
+        ok = check_dry_run(brigade, workdir) and ok
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

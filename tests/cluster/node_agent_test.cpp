@@ -1,0 +1,84 @@
+// The node agent refuses a coordinator that cannot prove the join secret, and spawns nothing
+// for it. Two actor systems in one process stand for the node and the rogue coordinator.
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include <catch2/catch.hpp>
+
+#include "actors/message_types.hpp"
+#include "cluster/join_secret.hpp"
+#include "cluster/node_agent.hpp"
+#include "deploy/middleman_config.hpp"
+
+using namespace brigade;
+
+namespace {
+
+struct system_with_middleman {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  system_with_middleman() {
+    cfg.set("logger.verbosity", caf::atom("quiet"));
+    actors::register_message_types(cfg);
+    deploy::configure_middleman(cfg);
+    sys = std::make_unique<caf::actor_system>(cfg);
+  }
+};
+
+const std::string secret = "the-cluster-secret-0123456789";
+
+}  // namespace
+
+TEST_CASE("a coordinator with the wrong proof is refused and gets nothing spawned", "[cluster]") {
+  system_with_middleman node, rogue;
+  auto agent = cluster::spawn_node_agent(*node.sys, {"n1", secret});
+  auto port = node.sys->middleman().publish(agent, 0, "127.0.0.1");
+  REQUIRE(port);
+  auto remote = rogue.sys->middleman().remote_actor<actors::node_agent_actor>("127.0.0.1", *port);
+  REQUIRE(remote);
+  caf::scoped_actor self{*rogue.sys};
+  const auto timeout = std::chrono::seconds(10);
+
+  // Without hello/join, a spawn is refused.
+  bool spawned = false;
+  std::string refusal;
+  actors::expert_shard_config cfg;
+  cfg.name = "expert_shard-0";
+  self->request(*remote, timeout, actors::spawn_atom_v, std::string("/nonexistent"), cfg)
+      .receive([&](actors::expert_shard_actor&) { spawned = true; },
+               [&](caf::error& err) { refusal = rogue.sys->render(err); });
+  CHECK_FALSE(spawned);
+  CHECK_THAT(refusal, Catch::Contains("join secret"));
+
+  // The node proves the secret; a rogue that does not know it sends a wrong proof back.
+  std::optional<actors::node_hello> hello;
+  const std::string nonce = cluster::random_nonce();
+  self->request(*remote, timeout, actors::hello_atom_v, nonce)
+      .receive([&](actors::node_hello& h) { hello = h; }, [&](caf::error&) {});
+  REQUIRE(hello);
+  CHECK(cluster::proofs_equal(hello->proof, cluster::join_proof(secret, "node", nonce, hello->nonce)));
+  bool joined = false;
+  self->request(*remote, timeout, actors::join_atom_v,
+                cluster::join_proof("not-the-secret-0123456789", "coordinator", hello->nonce, nonce),
+                actors::data_plane_settings{"tcp", "lo"})
+      .receive([&](actors::node_joined&) { joined = true; }, [&](caf::error&) {});
+  CHECK_FALSE(joined);
+
+  // Still nothing may be spawned.
+  refusal.clear();
+  self->request(*remote, timeout, actors::spawn_atom_v, std::string("/nonexistent"), cfg)
+      .receive([&](actors::expert_shard_actor&) { spawned = true; },
+               [&](caf::error& err) { refusal = rogue.sys->render(err); });
+  CHECK_FALSE(spawned);
+  CHECK_THAT(refusal, Catch::Contains("join secret"));
+  caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("join secrets: files, proofs", "[cluster]") {
+  CHECK_FALSE(cluster::read_join_secret("/nonexistent/secret").ok());
+  const auto a = cluster::join_proof(secret, "node", "x", "y");
+  CHECK(cluster::proofs_equal(a, cluster::join_proof(secret, "node", "x", "y")));
+  CHECK_FALSE(cluster::proofs_equal(a, cluster::join_proof(secret, "coordinator", "x", "y")));
+  CHECK_FALSE(cluster::proofs_equal(a, cluster::join_proof(secret, "node", "y", "x")));
+  CHECK(cluster::random_nonce() != cluster::random_nonce());
+}
