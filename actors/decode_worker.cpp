@@ -46,6 +46,7 @@ struct decode_state {
   uint64_t step = 0;
   int64_t steps_done = 0;
   double last_ms = 0.0;
+  double total_ms = 0.0;  // all steps, for mean step times
   std::chrono::steady_clock::time_point step_start;
   static inline const char* name = "decode_worker";
 };
@@ -156,6 +157,7 @@ void finish_step(decode_pointer self) {
   st.last_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                          st.step_start)
                    .count();
+  st.total_ms += st.last_ms;
   if (!st.seqs.empty()) self->send(self, step_atom_v);
 }
 
@@ -270,6 +272,7 @@ decode_worker_actor::behavior_type decode_behavior(decode_pointer self,
         out.last_step_ms = s.last_ms;
         out.steps = s.steps_done;
         out.detail = nlohmann::json{{"free_kv_blocks", s.pool->free_blocks()},
+                                    {"step_ms_total", s.total_ms},
                                     {"kv_blocks", s.pool->capacity()},
                                     {"stalled", s.experts.stalled},
                                     {"epoch", s.experts.shards.layout.epoch}}

@@ -118,7 +118,7 @@ void count_steps(shard_pointer self, const expert_request& req) {
 
 // Runs each slot's group of rows through its expert; rows keep their order in the reply.
 result<expert_reply> compute(shard_state& st, const expert_request& req) {
-  gpu::backend& dev = *st.ctx->dev;
+  gpu::backend& dev = *st.ctx->serial_dev;
   const int hidden = st.ctx->config.hidden_size;
   const int n = static_cast<int>(req.slots.size());
   if (req.input.rows != n || req.input.cols != hidden ||

@@ -1,5 +1,7 @@
 #include "actors/model_context.hpp"
 
+#include "common/thread_pool.hpp"
+
 namespace brigade::actors {
 
 result<std::shared_ptr<const model_context>> model_context::load(
@@ -13,6 +15,8 @@ result<std::shared_ptr<const model_context>> model_context::load(
   if (!ck) return ck.err();
   ctx->ckpt = std::move(ck.value());
   ctx->dev = gpu::make_cpu_backend();
+  static thread_pool caller_only(1);
+  ctx->serial_dev = gpu::make_cpu_backend(&caller_only);
   auto dense = model::dense_weights::load(*ctx->ckpt, ctx->config, *ctx->dev, progress);
   if (!dense) return dense.err();
   ctx->dense = std::move(dense.value());

@@ -19,6 +19,10 @@ struct model_context {
   model::model_config config;
   std::unique_ptr<model::checkpoint> ckpt;
   std::unique_ptr<gpu::backend> dev;
+  /// The same device, computing on the calling thread only. Expert shards use it: they run
+  /// side by side, so the parallelism comes from the shards, and a thread pool inside each one
+  /// would only oversubscribe the cores.
+  std::unique_ptr<gpu::backend> serial_dev;
   std::unique_ptr<model::dense_weights> dense;
   std::unique_ptr<model::transformer> forward;
 

@@ -12,8 +12,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
+#include "bench/actor_overhead.hpp"
 #include "deploy/topology.hpp"
 #include "bench/load_generator.hpp"
 #include "bench/table.hpp"
@@ -37,6 +39,8 @@ struct serve_bench_options {
   int max_tokens = 32;
   bool direct = true;
   bool actors = true;
+  int overhead_batch = 32;
+  int overhead_steps = 64;
 };
 
 std::vector<int32_t> prompt_ids(int request, int tokens, int vocab) {
@@ -311,14 +315,36 @@ int serve(int argc, char** argv) {
     return 1;
   }
   const std::vector<level_result> levels = run_levels(o, h);
+  // The step-time overhead of the topology beside the engine, on the same model and batch.
+  std::optional<overhead_figures> overhead;
+  if (o.actors) {
+    std::fprintf(stderr, "measuring the actor overhead at batch %d ...\n", o.overhead_batch);
+    auto f = measure_actor_overhead(h.dir.string(), o.overhead_batch, o.overhead_steps, 4);
+    if (f) overhead = f.value();
+    else std::fprintf(stderr, "bench serve: actor overhead: %s\n", f.err().message.c_str());
+  }
   std::ostringstream model_line;
   const auto& cfg = h.loaded->config;
   model_line << cfg.model_type << ", " << cfg.num_layers << " layers, hidden " << cfg.hidden_size
              << ", " << cfg.num_experts << " experts top-" << cfg.top_k << ", CPU backend";
   if (o.json) {
-    std::printf("%s\n", to_json(o, levels, model_line.str()).dump().c_str());
+    nlohmann::json j = to_json(o, levels, model_line.str());
+    if (overhead) {
+      j["actor_step_overhead"] = {{"batch", overhead->batch},
+                                  {"steps", overhead->steps},
+                                  {"engine_step_ms", overhead->engine_step_ms},
+                                  {"topology_step_ms", overhead->topology_step_ms},
+                                  {"ratio", overhead->ratio()}};
+    }
+    std::printf("%s\n", j.dump().c_str());
   } else {
     print_table(o, levels, model_line.str());
+    if (overhead) {
+      std::printf("\nactor overhead at batch %d (%d decode steps, 4 expert shards): engine %.2f ms "
+                  "per step, topology %.2f ms per step: ratio %.3f (goal <= 1.10)\n",
+                  overhead->batch, overhead->steps, overhead->engine_step_ms,
+                  overhead->topology_step_ms, overhead->ratio());
+    }
   }
   int errors = 0;
   for (const auto& l : levels)
