@@ -1,6 +1,9 @@
 #include "actors/expert_shard.hpp"
 
 #include <caf/all.hpp>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <map>
@@ -172,6 +175,8 @@ result<expert_reply> compute(shard_state& st, const expert_request& req) {
 caf::behavior loader(caf::event_based_actor* self, std::shared_ptr<const model_context> ctx,
                      shard_plan plan, std::set<std::pair<int32_t, int32_t>> have,
                      expert_shard_actor shard) {
+  // Serving steps come first: the copy runs at the lowest CPU priority (Linux: per thread).
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
   caf::anon_send(shard, loaded_atom_v, plan.epoch, load_missing(*ctx, plan, have));
   self->quit();
   return {};

@@ -14,12 +14,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "bench/expert_load_generator.hpp"
+#include "bench/migration_stall.hpp"
 #include "eplb/adoption.hpp"
 #include "eplb/balance_metrics.hpp"
 #include "eplb/deepseek_eplb.hpp"
@@ -39,6 +41,7 @@ struct balance_options {
   double tokens_per_step = 4096;
   uint64_t seed = 1;
   bool json = false;
+  int migrations = 20;
 };
 
 struct cluster_shape {
@@ -331,8 +334,18 @@ void print_goals(const std::vector<goal>& goals, const std::vector<std::vector<d
       "actors, not built yet)\n");
 }
 
+void print_stall(const migration_stall_figures& s) {
+  std::printf("\nDecode steps (batch 32, 4 expert shards of 10 slots, 32 experts) through %d live "
+              "migrations\n(%.3f s each on average): %d steps overlapped a migration, %d did not.\n"
+              "  median step outside migrations %.2f ms; p99 during migrations %.2f ms (%.3fx the "
+              "median); p99 outside %.2f ms (%.3fx: the noise floor)\n",
+              s.migrations, s.mean_migration_s, s.steps_during, s.steps_outside, s.median_ms,
+              s.p99_during_ms, s.p99_ratio(), s.p99_outside_ms, s.noise_ratio());
+}
+
 void print_json(const std::vector<row>& rows, const std::vector<goal>& goals,
-                const std::vector<std::vector<double>>& fresh_ms, const balance_options& o) {
+                const std::vector<std::vector<double>>& fresh_ms, const balance_options& o,
+                const std::optional<migration_stall_figures>& stall) {
   nlohmann::json doc;
   doc["benchmark"] = "balance";
   doc["layers"] = o.layers;
@@ -358,7 +371,17 @@ void print_json(const std::vector<row>& rows, const std::vector<goal>& goals,
                             {"at_most", g.at_most},
                             {"met", g.met()}});
   }
-  doc["not_measured"] = {"p99 step time during migration: needs live weight migration in actors"};
+  if (stall) {
+    doc["migration"] = {{"migrations", stall->migrations},
+                        {"mean_migration_s", stall->mean_migration_s},
+                        {"steps_during", stall->steps_during},
+                        {"steps_outside", stall->steps_outside},
+                        {"median_step_ms", stall->median_ms},
+                        {"p99_step_ms_during", stall->p99_during_ms},
+                        {"p99_step_ms_outside", stall->p99_outside_ms},
+                        {"p99_during_over_median", stall->p99_ratio()},
+                        {"p99_outside_over_median", stall->noise_ratio()}};
+  }
   std::printf("%s\n", doc.dump().c_str());
 }
 
@@ -383,6 +406,9 @@ int balance(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--seed", o.seed, "load generator seed");
   app.add_flag("--json", o.json, "print one JSON object with every figure");
+  app.add_option("--migrations", o.migrations,
+                 "live migrations to time decode steps through (0 skips that part)")
+      ->check(CLI::Range(0, 1000));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -403,11 +429,24 @@ int balance(int argc, char** argv) {
   std::vector<std::vector<double>> fresh_ms;
   for (const cluster_shape& shape : shapes)
     fresh_ms.push_back(fresh_plan_ms(shape, o));
-  const std::vector<goal> goals = goals_of(rows, fresh_ms);
+  std::vector<goal> goals = goals_of(rows, fresh_ms);
+  std::optional<migration_stall_figures> stall;
+  if (o.migrations > 0) {
+    std::fprintf(stderr, "timing decode steps through %d live migrations ...\n", o.migrations);
+    auto s = measure_migration_stall(
+        (std::filesystem::temp_directory_path() / "brigade-bench").string(), o.migrations);
+    if (!s) {
+      std::fprintf(stderr, "brigade bench balance: migration: %s\n", s.err().message.c_str());
+      return 1;
+    }
+    stall = s.value();
+    goals.push_back({"p99 step time during migration / median", stall->p99_ratio(), 1.05, true});
+  }
   if (o.json) {
-    print_json(rows, goals, fresh_ms, o);
+    print_json(rows, goals, fresh_ms, o, stall);
   } else {
     print_table(rows, o);
+    if (stall) print_stall(*stall);
     print_goals(goals, fresh_ms);
   }
   return 0;

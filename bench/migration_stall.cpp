@@ -1,0 +1,136 @@
+#include "bench/migration_stall.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "deploy/topology.hpp"
+#include "model/model_writer.hpp"
+
+namespace brigade::bench {
+namespace {
+
+using clock_type = std::chrono::system_clock;
+
+double unix_ms(clock_type::time_point t) {
+  return std::chrono::duration<double, std::milli>(t.time_since_epoch()).count();
+}
+
+// Records when each token arrives: one per decode step for a running sequence.
+class timing_sink final : public serve::generation_sink {
+ public:
+  void on_tokens(const std::vector<int32_t>& t) override {
+    std::lock_guard<std::mutex> lock(m_);
+    for (size_t i = 0; i < t.size(); ++i) arrivals_.push_back(unix_ms(clock_type::now()));
+    cv_.notify_all();
+  }
+  void on_finished(serve::finish_reason, const serve::generation_usage&) override {}
+  void on_error(const error&) override {}
+  bool wait_for(size_t n) {
+    std::unique_lock<std::mutex> lock(m_);
+    return cv_.wait_for(lock, std::chrono::seconds(120), [&] { return arrivals_.size() >= n; });
+  }
+  std::vector<double> arrivals() {
+    std::lock_guard<std::mutex> lock(m_);
+    return arrivals_;
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::vector<double> arrivals_;
+};
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+// Migration windows [start, end] in unix ms from the supervisor's events.
+std::vector<std::pair<double, double>> windows_of(const std::string& events_json) {
+  std::vector<std::pair<double, double>> out;
+  double start = -1;
+  for (const auto& e : nlohmann::json::parse(events_json)) {
+    const std::string kind = e["kind"];
+    if (kind == "migration_started") start = e["unix_ms"].get<double>();
+    if ((kind == "migration_finished" || kind == "migration_rolled_back") && start >= 0) {
+      out.emplace_back(start, e["unix_ms"].get<double>());
+      start = -1;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+result<migration_stall_figures> measure_migration_stall(const std::string& work_dir,
+                                                        int migrations) {
+  const std::string dir = work_dir + "/migration-model";
+  model::model_spec spec;
+  spec.layers = 4;
+  spec.hidden = 256;
+  spec.experts = 32;
+  spec.top_k = 4;
+  spec.moe_inter = 256;
+  spec.seed = 11;
+  if (!std::filesystem::exists(dir + "/model.safetensors")) {
+    std::filesystem::create_directories(work_dir);
+    if (status s = model::write_random_model(spec, dir); !s) return s.err();
+  }
+  deploy::manifest m = deploy::default_manifest(dir);
+  m.experts.count = 4;
+  m.experts.slots_per_shard = 10;  // 40 slots for 32 experts: 8 replicas to move around
+  m.decode.max_running = 32;
+  m.eplb.enabled = false;
+  auto t = deploy::topology::start(m);
+  if (!t) return t.err();
+  std::vector<std::shared_ptr<timing_sink>> sinks;
+  for (int b = 0; b < 32; ++b) {
+    serve::generation_request r;
+    r.id = b + 1;
+    for (int i = 0; i < 16; ++i) r.prompt.push_back((b * 131 + i * 17) % 2000 + 10);
+    r.max_tokens = 3000;
+    sinks.push_back(std::make_shared<timing_sink>());
+    if (status s = t.value()->service().submit(r, sinks.back()); !s) return s.err();
+  }
+  for (auto& s : sinks) s->wait_for(8);
+  migration_stall_figures f;
+  for (int i = 0; i < migrations; ++i) {
+    // Steady steps between migrations, so that "outside" has a baseline of its own.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    if (!t.value()->replan_randomly(static_cast<uint64_t>(i + 1))) continue;
+    for (int tries = 0; tries < 3000; ++tries) {
+      if (nlohmann::json::parse(t.value()->experts_json())["migration"].is_null()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    ++f.migrations;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto windows = windows_of(t.value()->events_json(0));
+  const auto arrivals = sinks[0]->arrivals();
+  for (int b = 0; b < 32; ++b) t.value()->service().cancel(b + 1);
+  std::vector<double> during, outside;
+  for (size_t i = 9; i < arrivals.size(); ++i) {
+    const double begin = arrivals[i - 1], end = arrivals[i];
+    bool overlaps = false;
+    for (const auto& [ws, we] : windows) overlaps |= begin <= we && end >= ws;
+    (overlaps ? during : outside).push_back(end - begin);
+  }
+  double total_s = 0;
+  for (const auto& [ws, we] : windows) total_s += (we - ws) / 1000.0;
+  f.steps_during = static_cast<int>(during.size());
+  f.steps_outside = static_cast<int>(outside.size());
+  f.median_ms = percentile(outside, 0.5);
+  f.p99_during_ms = percentile(during, 0.99);
+  f.p99_outside_ms = percentile(outside, 0.99);
+  f.mean_migration_s = windows.empty() ? 0 : total_s / static_cast<double>(windows.size());
+  return f;
+}
+
+}  // namespace brigade::bench
