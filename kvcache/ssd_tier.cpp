@@ -110,7 +110,9 @@ result<int> lock_directory(const std::string& dir) {
                  "SSD tier directory " + dir + " is not a directory: point the manifest at one");
   }
   const std::string lock_path = dir + "/LOCK";
-  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // Read-only: flock needs no write access, and an open writer would keep the file system from
+  // being remounted read-only.
+  const int fd = ::open(lock_path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0 || ::access(dir.c_str(), W_OK | X_OK) != 0) {
     const int err_no = errno;
     if (fd >= 0) ::close(fd);
@@ -152,6 +154,12 @@ result<std::unique_ptr<ssd_tier>> ssd_tier::open(const ssd_tier_config& config, 
   ssd_tier_config c = config;
   while (c.dir.size() > 1 && c.dir.back() == '/')
     c.dir.pop_back();
+  if (c.budget_bytes < allocation_bytes) {
+    return error(errc::invalid_argument,
+                 "the SSD tier's budget of " + std::to_string(c.budget_bytes) + " bytes at " +
+                     c.dir +
+                     " holds no block: give it at least a few blocks' worth, or no directory");
+  }
   result<int> lock_fd = lock_directory(c.dir);
   if (!lock_fd.ok()) return lock_fd.err();
   std::unique_ptr<ssd_tier> tier(new ssd_tier(std::move(c), clk, policy, *lock_fd));

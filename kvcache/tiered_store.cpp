@@ -253,9 +253,12 @@ void tiered_store::run_demote(const job& j) {
     auto pending = pending_demotions_.find(key);
     // Taken back into host memory, or superseded by a put, since it was queued.
     if (pending == pending_demotions_.end() || pending->second.payload != j.block.payload) return;
-    if (demotion_paused_ && clock_.now() < retry_demotion_at_ns_) {
+    const time_ns now = clock_.now();
+    const bool paused = demotion_paused_ && now < retry_demotion_at_ns_;
+    const bool expired = expiry_of(retention_, j.block.scenario, j.block.last_use_ns) <= now;
+    if (paused || expired) {
       pending_demotions_.erase(pending);
-      ++counters_.demotions_dropped;
+      counters_.demotions_dropped += paused ? 1 : 0;
       return;
     }
   }
@@ -274,22 +277,29 @@ void tiered_store::run_demote(const job& j) {
     return;
   }
   ++counters_.demotions_dropped;
-  if (stored.err().code == errc::resource_exhausted) {
-    on_disk_full(stored.err());
-  } else {
-    log::warn("kvcache", "KV block not demoted to SSD: " + stored.err().message);
+  if (stored.err().code == errc::invalid_argument) {
+    // A block larger than the whole SSD budget: a configuration error, said once.
+    if (!warned_block_too_large_) {
+      warned_block_too_large_ = true;
+      log::warn("kvcache", "KV blocks are not demoted to SSD: " + stored.err().message);
+    }
+    return;
   }
+  pause_demotion_locked(stored.err());
 }
 
-void tiered_store::on_disk_full(const error& why) {
+void tiered_store::pause_demotion_locked(const error& why) {
   retry_demotion_at_ns_ = clock_.now() + to_ns(config_.disk_full_retry_ms);
   if (demotion_paused_) return;
   demotion_paused_ = true;
-  ++counters_.disk_full_pauses;
-  log::warn("kvcache", "SSD tier is full, demotion to SSD paused for " +
+  const bool full = why.code == errc::resource_exhausted;
+  ++(full ? counters_.disk_full_pauses : counters_.write_error_pauses);
+  log::warn("kvcache", std::string(full ? "SSD tier is full" : "SSD tier cannot write") +
+                           ", demotion to SSD paused for " +
                            std::to_string(config_.disk_full_retry_ms.count()) +
-                           " ms; blocks stay in host memory while it fits and are otherwise "
-                           "recomputed; free space or lower the SSD budget (" +
+                           " ms; blocks stay in host memory while they fit and are otherwise "
+                           "recomputed; " +
+                           (full ? "free space or lower the SSD budget (" : "check the disk (") +
                            why.message + ")");
 }
 

@@ -16,8 +16,9 @@
 //
 // A full disk pauses demotion: one warning, evicted blocks are dropped as if there were no SSD
 // tier (nothing resident in host memory is touched), and after disk_full_retry_ms the next
-// demotion tries again. A damaged SSD block is dropped by the SSD tier and its promotion fails:
-// the caller finds it missing after the wait and recomputes it.
+// demotion tries again. Any other write failure (EIO, a read-only remount) pauses it the same way.
+// A damaged SSD block is dropped by the SSD tier and its promotion fails: the caller finds it
+// missing after the wait and recomputes it.
 //
 // Thread-safe: every public call may come from any thread.
 #pragma once
@@ -52,7 +53,8 @@ struct tiered_store_config {
   /// is dropped and a promotion is not started; blocks waiting for demotion are host memory over
   /// the host budget, at most this many.
   std::size_t queue_capacity = 256;
-  /// How long demotion stays paused after a full disk, in the store clock's time.
+  /// How long demotion stays paused after a full disk (or another write failure), in the store
+  /// clock's time.
   std::chrono::milliseconds disk_full_retry_ms{30000};
   /// Called on the background thread after each job with its ticket (an actor sends itself a
   /// message here); must not call back into the store.
@@ -113,6 +115,8 @@ struct store_stats {
   std::uint64_t promotions_refused = 0;
   /// Full-disk episodes: each one warned once and paused demotion.
   std::uint64_t disk_full_pauses = 0;
+  /// Episodes of other write failures (EIO, a read-only remount): handled like a full disk.
+  std::uint64_t write_error_pauses = 0;
   bool demotion_paused = false;
   std::uint64_t pending_demotions = 0;
   std::uint64_t queue_depth = 0;
@@ -184,7 +188,7 @@ class tiered_store {
   void run_background();
   void run_demote(const job& j);
   void run_promote(const job& j);
-  void on_disk_full(const error& why);
+  void pause_demotion_locked(const error& why);
   scenario_lookups& lookups_of_locked(scenario_id scenario);
 
   const tiered_store_config config_;
@@ -207,6 +211,7 @@ class tiered_store {
   /// Demotion is paused until this time after a full disk.
   bool demotion_paused_ = false;
   time_ns retry_demotion_at_ns_ = 0;
+  bool warned_block_too_large_ = false;
   std::function<void(store_job)> job_hook_;
   store_stats counters_;
   std::thread worker_;

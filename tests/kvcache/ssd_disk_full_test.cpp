@@ -64,6 +64,15 @@ std::size_t files_ending(const std::string& dir, const std::string& suffix) {
   return n;
 }
 
+/// Puts each block and waits for the background thread, so that demotions run in order.
+void put_blocks(tiered_store& store, const model_fingerprint& model,
+                const std::vector<block_hash>& chain) {
+  for (block_hash h : chain) {
+    store.put(block_of(model, h), retention::chat);
+    REQUIRE(store.wait_idle(patience));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("disk full: demotion stops with one warning, host blocks stay, nothing bad is read",
@@ -150,4 +159,53 @@ TEST_CASE("disk full: demotion stops with one warning, host blocks stay, nothing
     }
   }
   CHECK(second->stats().ssd.corrupt_blocks == 0);
+}
+
+TEST_CASE("a read-only remount pauses demotion with one warning and resumes when writable",
+          "[disk_full]") {
+  temp_dir dir("disk-readonly");
+  const std::string mount_point = dir.file("mnt");
+  small_tmpfs tmpfs(mount_point, "4m");
+  if (!tmpfs.mounted()) {
+    std::printf("SKIPPED read-only remount test: %s\n", tmpfs.reason().c_str());
+    WARN("read-only remount test skipped: " << tmpfs.reason());
+    return;
+  }
+  manual_clock clk(test_epoch_ns);
+  retention policy;
+  const auto model = small_model();
+  tiered_store_config config;
+  config.host_budget_bytes = 2 * model.block_bytes();
+  config.ssd_dir = mount_point;
+  config.ssd_budget_bytes = 1 << 20;
+  config.disk_full_retry_ms = milliseconds(1000);
+  auto opened = tiered_store::open(config, clk, policy);
+  REQUIRE(opened.ok());
+  auto store = std::move(*opened);
+  put_blocks(*store, model, hashes(4));  // 1000 and 1001 reach the disk.
+  REQUIRE(store->stats().demotions == 2);
+
+  REQUIRE(::mount("tmpfs", mount_point.c_str(), "tmpfs", MS_REMOUNT | MS_RDONLY, "size=4m") == 0);
+  stderr_capture captured(dir.file("stderr.txt"));
+  put_blocks(*store, model, hashes(4, 2000));
+  const std::string log = captured.text();
+  INFO("log:\n" << log);
+  store_stats s = store->stats();
+  CHECK(s.demotion_paused);
+  CHECK(s.write_error_pauses == 1);
+  CHECK(s.disk_full_pauses == 0);
+  CHECK(count_of(log, "SSD tier cannot write, demotion to SSD paused") == 1);
+  CHECK(s.demotions == 2);
+  std::vector<payload_ptr> out;
+  CHECK(store->fetch(model, hashes(2, 2002), retention::chat, out) == 2);
+  // Reads still work on a read-only disk.
+  CHECK(intact(store->ssd()->get(model, 1000, retention::chat).payload, model, 1000));
+
+  REQUIRE(::mount("tmpfs", mount_point.c_str(), "tmpfs", MS_REMOUNT, "size=4m") == 0);
+  clk.advance(std::chrono::seconds(2));
+  put_blocks(*store, model, hashes(2, 3000));
+  s = store->stats();
+  CHECK_FALSE(s.demotion_paused);
+  CHECK(s.demotions == 4);
+  REQUIRE(store->ssd()->check_invariants().ok());
 }

@@ -1,8 +1,11 @@
 // The tiered store: demotion on host eviction, promotion on an SSD hit off the caller's thread,
 // damaged blocks recomputed, a restart that keeps the SSD tier, models kept apart, retention per
 // scenario across tiers, and the bounded queue.
+#include <unistd.h>
 #include <catch2/catch.hpp>
+
 #include <condition_variable>
+#include <cstdio>
 #include <filesystem>
 #include <mutex>
 
@@ -338,4 +341,53 @@ TEST_CASE("a host-only store drops what host memory evicts", "[tiered_store]") {
   CHECK(store->lookup_prefix(model, {1001, 1002}, retention::chat).where == where_list{H, H});
   CHECK(store->stats().demotions_dropped == 0);
   CHECK_FALSE(store->stats().has_ssd);
+}
+
+TEST_CASE("disk full without root: a device that reports ENOSPC pauses demotion once",
+          "[tiered_store]") {
+  if (::access("/dev/full", W_OK) != 0) {
+    std::printf("SKIPPED ENOSPC-device test: /dev/full is not writable here\n");
+    WARN("ENOSPC-device test skipped: /dev/full is not writable here");
+    return;
+  }
+  temp_dir dir("store-devfull");
+  manual_clock clk(test_epoch_ns);
+  retention policy;
+  const auto model = small_model();
+  tiered_store_config config = config_for(dir.path(), 1, model);
+  config.disk_full_retry_ms = milliseconds(1000);
+  auto store = open_store(config, clk, policy);
+  // Block 0x101's temporary file is a link to /dev/full, which fails every write with ENOSPC;
+  // the tier's cleanup unlinks the link, never the device.
+  char name[64];
+  std::snprintf(name, sizeof name, "%016llx-0000000000000101.chat.kvb.tmp",
+                static_cast<unsigned long long>(model.digest()));
+  fs::create_directories(dir.file("01"));
+  REQUIRE(::symlink("/dev/full", dir.file(std::string("01/") + name).c_str()) == 0);
+
+  stderr_capture captured(dir.file("stderr.txt"));
+  for (block_hash h : {0x101, 0x102, 0x103}) {
+    store->put(block_of(model, h), retention::chat);
+    REQUIRE(store->wait_idle(patience));
+  }
+  const std::string log = captured.text();
+  INFO("log:\n" << log);
+  store_stats s = store->stats();
+  CHECK(s.demotion_paused);
+  CHECK(s.disk_full_pauses == 1);
+  CHECK(s.demotions_dropped == 2);  // 0x101 failed; 0x102 was dropped while paused.
+  CHECK(s.ssd.disk_full_events == 1);
+  CHECK(count_of(log, "SSD tier is full, demotion to SSD paused") == 1);
+  CHECK(fetch_checked(*store, model, {0x103}) == 1);
+  CHECK(file_exists("/dev/full"));
+  CHECK_FALSE(fs::is_symlink(dir.file(std::string("01/") + name)));
+
+  clk.advance(std::chrono::seconds(2));
+  store->put(block_of(model, 0x104), retention::chat);
+  REQUIRE(store->wait_idle(patience));
+  s = store->stats();
+  CHECK_FALSE(s.demotion_paused);
+  CHECK(s.demotions == 1);
+  CHECK(store->ssd()->contains({model.digest(), 0x103}));
+  REQUIRE(store->ssd()->check_invariants().ok());
 }
