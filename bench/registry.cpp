@@ -6,12 +6,14 @@ namespace brigade::bench {
 int engine(int argc, char** argv);
 int balance(int argc, char** argv);
 int tokenizer(int argc, char** argv);
+int kv_tiers(int argc, char** argv);
 
 const bench_entry* registered_benchmarks(int* count) {
   static const bench_entry entries[] = {
       {"engine", engine, "prefill/decode tokens/s and expert FFN GFLOP/s beside OpenBLAS"},
       {"balance", balance, "expert-placement planner beside DeepSeek's EPLB on drifting loads"},
       {"tokenizer", tokenizer, "tokenizer encode/decode MB/s on one core, cold and warm cache"},
+      {"kvtiers", kv_tiers, "time to fetch one KV block from host memory, SSD and the tiered store"},
   };
   *count = static_cast<int>(sizeof entries / sizeof entries[0]);
   return entries;
