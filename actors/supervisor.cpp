@@ -48,6 +48,8 @@ void spawn_child(supervisor_pointer self, supervised_child& c) {
     c.handle = caf::actor_cast<caf::actor>(spawn_decode_worker(self->system(), st.ctx, cfg, st.shards));
     self->send(st.router, worker_atom_v,
                worker_up{"decode", c.index, c.name, c.handle, m.decode.max_running});
+  } else if (c.role == "kv_store") {
+    spawn_kv_store_child(self, c);
   } else {
     prefill_worker_config cfg;
     cfg.name = c.name;
@@ -55,6 +57,7 @@ void spawn_child(supervisor_pointer self, supervised_child& c) {
     cfg.kv_tokens = m.prefill.kv_tokens;
     cfg.block_tokens = m.block_tokens;
     cfg.layout_acks = acks;
+    configure_prefill_cache(self, cfg, c.index);
     c.handle = caf::actor_cast<caf::actor>(spawn_prefill_worker(self->system(), st.ctx, cfg, st.shards));
     self->send(st.router, worker_atom_v, worker_up{"prefill", c.index, c.name, c.handle, 0});
   }
@@ -120,11 +123,12 @@ void add_children(supervisor_pointer self) {
     }
   };
   add("expert_shard", m.experts.count);
+  add("kv_store", m.kv_cache.has_store() ? 1 : 0);
   add("decode", m.decode.count);
   add("prefill", m.prefill.count);
   st.shards.shards.resize(static_cast<size_t>(m.experts.count));
   // Shards first: workers are spawned with the complete shard set.
-  for (const char* role : {"expert_shard", "decode", "prefill"}) {
+  for (const char* role : {"expert_shard", "kv_store", "decode", "prefill"}) {
     for (auto& [name, c] : st.children) {
       if (c.role == role) spawn_child(self, c);
     }

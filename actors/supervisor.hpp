@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "actors/atoms.hpp"
+#include "actors/cache_options.hpp"
 #include "actors/expert_layout.hpp"
 #include "actors/expert_shard.hpp"
 #include "actors/model_context.hpp"
@@ -48,6 +49,7 @@ using supervisor_actor = caf::typed_actor<
 struct supervisor_config {
   deploy::manifest manifest;
   expert_layout layout;
+  cache_options cache;
 };
 
 /// Spawns the supervisor, which spawns the shards and workers at once and announces the workers

@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 
+#include "actors/prefill_worker.hpp"
 #include "actors/rebalancer.hpp"
 #include "actors/shard_set.hpp"
 #include "actors/supervisor.hpp"
@@ -68,5 +69,11 @@ bool start_migration(supervisor_pointer self, expert_layout target);
 /// A failure during a migration returns everyone to the last complete layout.
 void roll_back(supervisor_pointer self, const std::string& why);
 std::string migration_json(const supervisor_state& st);
+
+// The prefix cache's roles (supervisor_cache.cpp).
+/// Spawns the node's KV store and gives its handle to every live prefill worker.
+void spawn_kv_store_child(supervisor_pointer self, supervised_child& c);
+/// Fills a prefill worker's cache settings from the manifest and the cache options.
+void configure_prefill_cache(supervisor_pointer self, prefill_worker_config& cfg, int index);
 
 }  // namespace brigade::actors

@@ -10,6 +10,7 @@ int tokenizer(int argc, char** argv);
 int transport(int argc, char** argv);
 int cuda_matmul(int argc, char** argv);
 int kv_tiers(int argc, char** argv);
+int cache(int argc, char** argv);
 
 const bench_entry* registered_benchmarks(int* count) {
   static const bench_entry entries[] = {
@@ -20,6 +21,7 @@ const bench_entry* registered_benchmarks(int* count) {
       {"transport", transport, "UCX transport latency, rate and bandwidth beside ucx_perftest"},
       {"cuda-matmul", cuda_matmul, "CUDA matmul GFLOP/s on expert FFN shapes beside the CPU"},
       {"kvtiers", kv_tiers, "time to fetch one KV block from host memory, SSD and the tiered store"},
+      {"cache", cache, "prefix KV cache: prefill tokens/s with and without it, TTFT per tier"},
   };
   *count = static_cast<int>(sizeof entries / sizeof entries[0]);
   return entries;
