@@ -48,6 +48,7 @@ struct cache_state {
   prefill_cache_report report;  // unsent changes
   int64_t prompt_tokens = 0;
   int64_t hit_tokens[3] = {0, 0, 0};  // pool, host, ssd
+  int64_t demotion_batches = 0;  // kv_demotion messages sent
   int64_t invariant_checks = 0;
   int64_t invariant_violations = 0;
   std::string first_violation;
@@ -140,6 +141,7 @@ void publish_cache(prefill_pointer self, const std::string& where) {
       d.bytes.insert(d.bytes.end(), b.bytes.begin(), b.bytes.end());
     }
     self->send(st.config.cache.store, std::move(d));
+    ++cs.demotion_batches;
   }
   const bool changed = !cs.report.hashes.empty() || !cs.report.hits.empty();
   if (changed && st.config.router) {
@@ -303,6 +305,7 @@ nlohmann::json cache_json(const prefill_state& st) {
           {"host_hit_tokens", cs.hit_tokens[1]},
           {"ssd_hit_tokens", cs.hit_tokens[2]},
           {"admitting", cs.front.has_value()},
+          {"demotion_batches", cs.demotion_batches},
           {"invariant_checks", cs.invariant_checks},
           {"invariant_violations", cs.invariant_violations},
           {"first_violation", cs.first_violation}};

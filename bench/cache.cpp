@@ -40,6 +40,8 @@ struct cache_bench_options {
   int reps = 3;  // TTFT measurements per tier
   int layers = 4;
   int hidden = 512;
+  int moe_inter = 512;
+  int top_k = 2;
   std::string ssd_dir;  // empty: a directory under /tmp
 };
 
@@ -178,14 +180,20 @@ std::array<int64_t, 3> tier_hits(const actors::topology& topo) {
   return out;
 }
 
-// Waits until the KV store has written what it was sent (demotions run in the background).
+// Waits until the KV store has received what the prefill workers sent and written it all
+// (demotions run in the background).
 void wait_store_idle(const actors::topology& topo) {
   for (int tries = 0; tries < 6000; ++tries) {
+    int64_t sent = 0, received = -1;
+    bool idle = false;
     for (const auto& s : nlohmann::json::parse(topo.statuses_json())) {
-      if (s["role"] != "kv_store") continue;
       const auto& d = s["detail"];
-      if (d.value("queue_depth", 1) == 0 && d.value("pending_demotions", 1) == 0) return;
+      if (s["role"] == "prefill") sent += d["cache"].value("demotion_batches", int64_t{0});
+      if (s["role"] != "kv_store") continue;
+      received = d.value("demotion_batches", int64_t{-1});
+      idle = d.value("queue_depth", 1) == 0 && d.value("pending_demotions", 1) == 0;
     }
+    if (idle && sent == received) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
@@ -305,8 +313,8 @@ status start(const cache_bench_options& o, bench_setup& b) {
   b.spec.kv_heads = std::max(1, o.hidden / 128);
   b.spec.head_dim = 64;
   b.spec.experts = 8;
-  b.spec.top_k = 2;
-  b.spec.moe_inter = o.hidden;
+  b.spec.top_k = o.top_k;
+  b.spec.moe_inter = o.moe_inter;
   b.spec.vocab = 2048;
   b.spec.max_positions = 2 * (o.prefix_tokens + o.unique_tokens) + 64;
   b.spec.seed = 11;
@@ -404,10 +412,14 @@ int cache(int argc, char** argv) {
   app.add_option("--layers", o.layers, "model layers")->capture_default_str();
   app.add_option("--hidden", o.hidden, "model hidden size (a multiple of 128)")
       ->capture_default_str();
+  app.add_option("--moe-inter", o.moe_inter, "intermediate size of an expert")
+      ->capture_default_str();
+  app.add_option("--top-k", o.top_k, "experts per token (of 8)")->capture_default_str();
   app.add_option("--ssd-dir", o.ssd_dir, "directory for the SSD tier (default: under /tmp)");
   CLI11_PARSE(app, argc, argv);
   if (o.prefix_tokens < 16 || o.unique_tokens < 1 || o.requests < 2 || o.concurrency < 1 ||
-      o.reps < 1 || o.layers < 1 || o.hidden < 128 || o.hidden % 128 != 0) {
+      o.reps < 1 || o.layers < 1 || o.hidden < 128 || o.hidden % 128 != 0 || o.moe_inter < 1 ||
+      o.top_k < 1 || o.top_k > 8) {
     std::fprintf(stderr,
                  "bench cache: prefix >= 16, requests >= 2, hidden a multiple of 128, "
                  "other counts positive\n");
@@ -430,7 +442,9 @@ int cache(int argc, char** argv) {
     return 1;
   }
   const std::string model_line = "qwen3_moe, " + std::to_string(o.layers) + " layers, hidden " +
-                                 std::to_string(o.hidden) + ", 8 experts top-2, CPU backend";
+                                 std::to_string(o.hidden) + ", 8 experts of " +
+                                 std::to_string(o.moe_inter) + " top-" + std::to_string(o.top_k) +
+                                 ", CPU backend";
   const nlohmann::json j = to_json(o, t.value(), tiers.value(), model_line);
   if (o.json) {
     std::printf("%s\n", j.dump().c_str());

@@ -122,15 +122,20 @@ std::map<std::string, json> statuses(const actors::topology& topo) {
   return out;
 }
 
-// Waits until the KV store has written every demotion it was sent.
+// Waits until the KV store has received every demotion the prefill workers sent and written
+// them all.
 void wait_store_idle(const actors::topology& topo) {
   for (int tries = 0; tries < 3000; ++tries) {
     const auto all = statuses(topo);
     auto it = all.find("kv_store-0");
     REQUIRE(it != all.end());
     const json& d = it->second["detail"];
-    if (d.value("open", false) && d.value("queue_depth", 1) == 0 &&
-        d.value("pending_demotions", 1) == 0) {
+    int64_t sent = 0;
+    for (const auto& [name, s] : all) {
+      if (s["role"] == "prefill") sent += s["detail"]["cache"].value("demotion_batches", 0);
+    }
+    if (d.value("open", false) && d.value("demotion_batches", -1) == sent &&
+        d.value("queue_depth", 1) == 0 && d.value("pending_demotions", 1) == 0) {
       return;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
