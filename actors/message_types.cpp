@@ -3,7 +3,9 @@
 #include <caf/all.hpp>
 
 #include "actors/decode_worker.hpp"
+#include "actors/cache_report.hpp"
 #include "actors/expert_shard.hpp"
+#include "actors/kv_store.hpp"
 #include "actors/node_agent.hpp"
 #include "actors/prefill_worker.hpp"
 #include "actors/registry.hpp"
@@ -31,6 +33,10 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<expert_shard_config>("brigade::expert_shard_config");
   cfg.add_message_type<decode_worker_config>("brigade::decode_worker_config");
   cfg.add_message_type<prefill_worker_config>("brigade::prefill_worker_config");
+  cfg.add_message_type<prefill_cache_report>("brigade::prefill_cache_report");
+  cfg.add_message_type<kv_lookup>("brigade::kv_lookup");
+  cfg.add_message_type<kv_found>("brigade::kv_found");
+  cfg.add_message_type<kv_demotion>("brigade::kv_demotion");
   cfg.add_message_type<actor_entry>("brigade::actor_entry");
   cfg.add_message_type<registry_snapshot>("brigade::registry_snapshot");
   cfg.add_message_type<registry_event>("brigade::registry_event");
@@ -53,6 +59,7 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<layout_ack_actor>("brigade::layout_ack_actor");
   cfg.add_message_type<load_sink_actor>("brigade::load_sink_actor");
   cfg.add_message_type<node_agent_actor>("brigade::node_agent_actor");
+  cfg.add_message_type<kv_store_actor>("brigade::kv_store_actor");
 }
 
 }  // namespace brigade::actors

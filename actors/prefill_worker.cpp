@@ -5,8 +5,12 @@
 #include <chrono>
 #include <deque>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "actors/cache_report.hpp"
 #include "actors/expert_dispatch.hpp"
+#include "actors/prefix_cache.hpp"
+#include "actors/retention_table.hpp"
 #include "actors/remote_link.hpp"
 #include "common/log.hpp"
 #include "kvcache/block_pool.hpp"
@@ -23,6 +27,32 @@ struct active_job {
   std::vector<int32_t> blocks;
   int computed = 0;
   bool cancelled = false;
+  job_prefix prefix;  // its part in the prefix cache
+};
+
+// The queue's first job while it is admitted: its pooled prefix is pinned, and it may wait for
+// the KV store's answer and then for free blocks.
+struct admitting_job {
+  prefill_job job;
+  std::vector<int32_t> blocks;
+  job_prefix prefix;
+  bool store_asked = false;
+  bool store_pending = false;
+  kv_found fetched;
+};
+
+// The prefix cache and what the worker reports about it.
+struct cache_state {
+  kvcache::retention retention;
+  std::unique_ptr<prefix_cache> cache;
+  std::optional<admitting_job> front;
+  prefill_cache_report report;  // unsent changes
+  int64_t prompt_tokens = 0;
+  int64_t hit_tokens[3] = {0, 0, 0};  // pool, host, ssd
+  int64_t demotion_batches = 0;  // kv_demotion messages sent
+  int64_t invariant_checks = 0;
+  int64_t invariant_violations = 0;
+  std::string first_violation;
 };
 
 struct prefill_state {
@@ -37,6 +67,7 @@ struct prefill_state {
   std::deque<active_job> active;
   model::step_batch batch;
   std::vector<std::pair<uint64_t, int>> in_step;  // (request, tokens fed) in batch order
+  cache_state cached;
   bool busy = false;
   uint64_t step = 0;
   int64_t steps_done = 0;
@@ -61,23 +92,233 @@ void fail(prefill_pointer self, const prefill_job& job, const std::string& reaso
   self->send(job.router, job_failed{job.request, job.attempt, reason, retry});
 }
 
-// Moves queued jobs to active while their whole prompt fits in free KV blocks.
-void admit(prefill_pointer self) {
+// Gives a job's blocks back, and its references to the prefix cache.
+void release_job(prefill_state& st, job_prefix& prefix, std::vector<int32_t>& blocks,
+                 int computed) {
+  if (st.cached.cache) return st.cached.cache->finish(prefix, blocks, computed);
+  st.pool->release_all(blocks);
+  blocks.clear();
+}
+
+// Between steps: cancelled jobs give their blocks back (a step in flight keeps them until it
+// ends).
+void drop_cancelled(prefill_state& st) {
+  for (auto it = st.active.begin(); it != st.active.end();) {
+    if (it->cancelled) {
+      release_job(st, it->prefix, it->blocks, it->computed);
+      it = st.active.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// Checks the cache's reference counts against every job holding blocks (tests switch it on).
+void check_cache(prefill_state& st, const std::string& where) {
+  auto& cs = st.cached;
+  std::vector<job_blocks> jobs;
+  for (const auto& a : st.active)
+    jobs.push_back({&a.prefix, &a.blocks});
+  if (cs.front) jobs.push_back({&cs.front->prefix, &cs.front->blocks});
+  ++cs.invariant_checks;
+  status ok = cs.cache->check_invariants(jobs);
+  if (ok) return;
+  if (cs.invariant_violations++ == 0) cs.first_violation = where + ": " + ok.err().message;
+  log::error(st.config.name, "prefix cache invariant broken " + where + ": " + ok.err().message);
+}
+
+// Sends the cache's changes to the router and its evicted blocks to the KV store.
+void publish_cache(prefill_pointer self, const std::string& where) {
   auto& st = self->state;
+  auto& cs = st.cached;
+  if (!cs.cache) return;
+  cs.cache->take_events(cs.report.hashes, cs.report.stored);
+  std::vector<demoted_block> demoted = cs.cache->take_demotions();
+  if (!demoted.empty() && st.config.cache.store) {
+    kv_demotion d;
+    for (auto& b : demoted) {
+      d.hashes.push_back(b.hash);
+      d.scenarios.push_back(b.scenario);
+      d.bytes.insert(d.bytes.end(), b.bytes.begin(), b.bytes.end());
+    }
+    self->send(st.config.cache.store, std::move(d));
+    ++cs.demotion_batches;
+  }
+  const bool changed = !cs.report.hashes.empty() || !cs.report.hits.empty();
+  if (changed && st.config.router) {
+    cs.report.worker = st.config.index;
+    self->send(st.config.router, std::move(cs.report));
+  }
+  cs.report = prefill_cache_report{};
+  if (st.config.cache.check_invariants) check_cache(st, where);
+}
+
+// Asks the KV store for the admitted job's blocks after its pooled ones; the job waits for the
+// answer (or its timeout) while the worker goes on stepping the others.
+void ask_store(prefill_pointer self) {
+  auto& st = self->state;
+  admitting_job& a = *st.cached.front;
+  a.store_asked = a.store_pending = true;
+  kv_lookup q;
+  const auto& chain = a.prefix.chain;
+  q.hashes.assign(chain.begin() + static_cast<std::ptrdiff_t>(a.prefix.held),
+                  chain.begin() + static_cast<std::ptrdiff_t>(a.prefix.reusable));
+  q.scenario = a.prefix.scenario;
+  const uint64_t request = a.job.request;
+  const uint32_t attempt = a.job.attempt;
+  auto on_answer = [self, request, attempt](kv_found found) {
+    auto& f = self->state.cached.front;
+    if (!f || f->job.request != request || f->job.attempt != attempt || !f->store_pending) return;
+    f->store_pending = false;
+    f->fetched = std::move(found);
+    self->send(self, step_atom_v);
+  };
+  self->request(st.config.cache.store, st.config.cache.store_timeout, std::move(q))
+      .then([on_answer](kv_found& found) { on_answer(std::move(found)); },
+            [on_answer](caf::error&) { on_answer(kv_found{}); });
+}
+
+// Takes the queue's first job into admission, pinning its pooled prefix; false when none.
+bool begin_admission(prefill_pointer self) {
+  auto& st = self->state;
+  auto& cs = st.cached;
   while (!st.queue.empty()) {
-    prefill_job& job = st.queue.front();
+    prefill_job job = std::move(st.queue.front());
+    st.queue.pop_front();
     const int needed = blocks_for(static_cast<int>(job.tokens.size()), st.config.block_tokens);
     if (needed > st.pool->capacity()) {
       fail(self, job, "the prompt needs more KV than a prefill worker holds", false);
-      st.queue.pop_front();
       continue;
     }
-    active_job a;
-    if (!st.pool->allocate(needed, a.blocks)) break;
+    admitting_job& a = cs.front.emplace();
     a.job = std::move(job);
-    st.queue.pop_front();
-    st.active.push_back(std::move(a));
+    if (cs.cache) {
+      const auto scenario =
+          a.job.scenario < cs.retention.size() ? a.job.scenario : kvcache::retention::chat;
+      cs.cache->begin(a.job.tokens, scenario, a.prefix);
+      cs.cache->take_pooled(a.prefix, a.blocks);
+    }
+    return true;
   }
+  return false;
+}
+
+// Whether another step has something to do. A job whose KV store answer came while a step ran
+// is ready to admit, and nothing else would wake the worker for it.
+bool has_work(const prefill_state& st) {
+  const auto& front = st.cached.front;
+  return !st.active.empty() || !st.queue.empty() || (front && !front->store_pending);
+}
+
+void record_hit(cache_state& cs, const admitting_job& a, int block_tokens) {
+  prefix_hit h;
+  h.request = a.job.request;
+  h.attempt = a.job.attempt;
+  h.scenario = a.prefix.scenario;
+  h.prompt_tokens = static_cast<int32_t>(a.job.tokens.size());
+  h.pool_tokens = a.prefix.pool_blocks * block_tokens;
+  h.host_tokens = a.prefix.host_blocks * block_tokens;
+  h.ssd_tokens = a.prefix.ssd_blocks * block_tokens;
+  cs.prompt_tokens += h.prompt_tokens;
+  cs.hit_tokens[0] += h.pool_tokens;
+  cs.hit_tokens[1] += h.host_tokens;
+  cs.hit_tokens[2] += h.ssd_tokens;
+  cs.report.hits.push_back(h);
+}
+
+// Allocates the admitted job's other blocks, writes what the KV store sent into them and starts
+// the job; false when the pool is short even after evicting cached blocks.
+bool finish_admission(prefill_pointer self) {
+  auto& st = self->state;
+  auto& cs = st.cached;
+  admitting_job& a = *cs.front;
+  const int bt = st.config.block_tokens;
+  const int fresh =
+      blocks_for(static_cast<int>(a.job.tokens.size()), bt) - static_cast<int>(a.blocks.size());
+  if (!(cs.cache ? cs.cache->allocate(fresh, a.blocks) : st.pool->allocate(fresh, a.blocks))) {
+    return false;
+  }
+  if (cs.cache) {
+    const kv_found& f = a.fetched;
+    const bool usable = f.blocks > 0 && f.host_blocks + f.ssd_blocks == f.blocks &&
+                        f.bytes.size() == static_cast<size_t>(f.blocks) * cs.cache->block_bytes() &&
+                        a.prefix.held + static_cast<size_t>(f.blocks) <= a.prefix.reusable;
+    if (usable) cs.cache->adopt_fetched(a.prefix, a.blocks, f.bytes, f.host_blocks, f.ssd_blocks);
+    record_hit(cs, a, bt);
+  }
+  active_job j;
+  j.job = std::move(a.job);
+  j.blocks = std::move(a.blocks);
+  j.prefix = std::move(a.prefix);
+  j.computed = j.prefix.first_computed() * bt;
+  st.active.push_back(std::move(j));
+  cs.front.reset();
+  return true;
+}
+
+// Admits queued jobs in order while their blocks fit, reusing what the cache holds.
+void admit(prefill_pointer self) {
+  auto& st = self->state;
+  auto& cs = st.cached;
+  if (cs.cache) cs.cache->expire();
+  while (cs.front || begin_admission(self)) {
+    admitting_job& a = *cs.front;
+    if (a.store_pending) break;
+    if (cs.cache && st.config.cache.store && !a.store_asked && a.prefix.held < a.prefix.reusable) {
+      ask_store(self);
+      break;
+    }
+    if (!finish_admission(self)) break;
+  }
+  publish_cache(self, "after admission");
+}
+
+// Drops the job being admitted if it is `request`.
+bool cancel_admitting(prefill_pointer self, uint64_t request) {
+  auto& st = self->state;
+  auto& front = st.cached.front;
+  if (!front || front->job.request != request) return false;
+  release_job(st, front->prefix, front->blocks, 0);
+  front.reset();
+  publish_cache(self, "after a cancel");
+  self->send(self, step_atom_v);
+  return true;
+}
+
+void init_cache(prefill_state& st) {
+  const prefill_cache_config& c = st.config.cache;
+  if (!c.enabled) return;
+  auto& cs = st.cached;
+  cs.retention = retention_table(c.scenarios);
+  prefix_cache_config pc;
+  pc.block_tokens = st.config.block_tokens;
+  pc.capacity_blocks =
+      c.capacity_blocks == 0 ? static_cast<size_t>(st.pool->capacity()) : c.capacity_blocks;
+  pc.demote = static_cast<bool>(c.store);
+  // A worker spawned on another node gets no clock (it does not cross processes): the system's.
+  if (!c.clock) st.config.cache.clock = std::make_shared<const kvcache::system_clock>();
+  cs.cache = std::make_unique<prefix_cache>(*st.pool, *st.ctx->dev, *st.kv, pc,
+                                            *st.config.cache.clock, cs.retention);
+}
+
+nlohmann::json cache_json(const prefill_state& st) {
+  const auto& cs = st.cached;
+  if (!cs.cache) return {{"enabled", false}};
+  const auto& index = cs.cache->index();
+  return {{"enabled", true},
+          {"cached_blocks", index.size()},
+          {"pinned_blocks", index.referenced()},
+          {"capacity_blocks", index.capacity()},
+          {"used_blocks", st.pool->used_blocks()},
+          {"prompt_tokens", cs.prompt_tokens},
+          {"pool_hit_tokens", cs.hit_tokens[0]},
+          {"host_hit_tokens", cs.hit_tokens[1]},
+          {"ssd_hit_tokens", cs.hit_tokens[2]},
+          {"admitting", cs.front.has_value()},
+          {"demotion_batches", cs.demotion_batches},
+          {"invariant_checks", cs.invariant_checks},
+          {"invariant_violations", cs.invariant_violations},
+          {"first_violation", cs.first_violation}};
 }
 
 // Samples the first token, packs the KV blocks and sends both to the decode worker.
@@ -88,6 +329,7 @@ void hand_off(prefill_pointer self, active_job& a, const float* logits_row) {
   h.request = a.job.request;
   h.attempt = a.job.attempt;
   h.block_tokens = st.config.block_tokens;
+  h.cached_tokens = a.prefix.first_computed() * h.block_tokens;
   const int kv_blocks = blocks_for(static_cast<int>(a.job.tokens.size()), h.block_tokens);
   const size_t block_floats = static_cast<size_t>(h.block_tokens) * c.num_kv_heads * c.head_dim;
   std::vector<float> kv(static_cast<size_t>(kv_blocks) * c.num_layers * 2 * block_floats);
@@ -128,8 +370,16 @@ void finish_step(prefill_pointer self) {
     if (!a) continue;
     a->computed += st.in_step[i].second;
     st.tokens_done += st.in_step[i].second;
+    if (st.cached.cache) st.cached.cache->cache_computed(a->prefix, a->blocks, a->computed);
     const int seq = static_cast<int>(i);
     if (!a->cancelled && st.batch.logits_count(seq) > 0) {
+      if (st.config.cache.first_logits) {
+        st.config.cache.first_logits(
+            a->job.tokens,
+            logits.data() +
+                static_cast<size_t>(st.batch.logits_begin(seq)) * static_cast<size_t>(c.vocab_size),
+            c.vocab_size);
+      }
       hand_off(self, *a, logits.data() + static_cast<size_t>(st.batch.logits_begin(seq)) *
                                              static_cast<size_t>(c.vocab_size));
     }
@@ -137,19 +387,20 @@ void finish_step(prefill_pointer self) {
   // Jobs handed off or cancelled give their blocks back.
   for (auto it = st.active.begin(); it != st.active.end();) {
     if (it->cancelled || it->computed == static_cast<int>(it->job.tokens.size())) {
-      st.pool->release_all(it->blocks);
+      release_job(st, it->prefix, it->blocks, it->computed);
       it = st.active.erase(it);
     } else {
       ++it;
     }
   }
+  publish_cache(self, "after a step");
   st.busy = false;
   apply_pending_layout(self, st.experts);
   ++st.steps_done;
   st.last_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                          st.step_start)
                    .count();
-  if (!st.active.empty() || !st.queue.empty()) self->send(self, step_atom_v);
+  if (has_work(st)) self->send(self, step_atom_v);
 }
 
 void abandon_step(prefill_pointer self, const std::string& reason) {
@@ -162,17 +413,18 @@ void abandon_step(prefill_pointer self, const std::string& reason) {
   }
   for (auto it = st.active.begin(); it != st.active.end();) {
     if (it->cancelled) {
-      st.pool->release_all(it->blocks);
+      release_job(st, it->prefix, it->blocks, it->computed);
       it = st.active.erase(it);
     } else {
       ++it;
     }
   }
+  publish_cache(self, "after an abandoned step");
   st.busy = false;
   st.experts.stalled = false;
   apply_pending_layout(self, st.experts);
   ++st.step;
-  if (!st.active.empty() || !st.queue.empty()) self->send(self, step_atom_v);
+  if (has_work(st)) self->send(self, step_atom_v);
 }
 
 void dispatch(prefill_pointer self) {
@@ -190,6 +442,7 @@ void continue_step(prefill_pointer self) {
 void start_step(prefill_pointer self) {
   auto& st = self->state;
   if (st.busy || st.experts.shards.shards.empty()) return;
+  drop_cancelled(st);
   admit(self);
   st.batch.clear();
   st.in_step.clear();
@@ -202,6 +455,12 @@ void start_step(prefill_pointer self) {
     st.batch.add_sequence(&a.job.tokens[static_cast<size_t>(a.computed)], chunk, a.computed,
                           a.blocks.data(), static_cast<int>(a.blocks.size()), last ? 1 : 0);
     st.in_step.emplace_back(a.job.request, chunk);
+    if (st.config.cache.check_invariants && st.cached.cache) {
+      status writable = st.cached.cache->check_writable(a.blocks, a.computed, chunk);
+      if (!writable && st.cached.invariant_violations++ == 0) {
+        st.cached.first_violation = writable.err().message;
+      }
+    }
     budget -= chunk;
   }
   if (st.in_step.empty()) return;
@@ -234,6 +493,7 @@ prefill_worker_actor::behavior_type prefill_behavior(prefill_pointer self,
   st.pool = std::make_unique<kvcache::block_pool>(layout.blocks);
   st.ws = std::make_unique<model::workspace>(c, *st.ctx->dev, st.config.max_step_tokens);
   st.driver = std::make_unique<model::step_driver>(*st.ctx->forward, *st.kv, *st.ws);
+  init_cache(st);
   return {
       [=](prefill_job& job) {
         auto& s = self->state;
@@ -251,7 +511,11 @@ prefill_worker_actor::behavior_type prefill_behavior(prefill_pointer self,
             return;
           }
         }
-        if (active_job* a = find_active(s, request)) a->cancelled = true;
+        if (cancel_admitting(self, request)) return;
+        if (active_job* a = find_active(s, request)) {
+          a->cancelled = true;
+          self->send(self, step_atom_v);  // gives its blocks back if no step is running
+        }
       },
       [=](shards_atom, shard_set& next) {
         auto& s = self->state;
@@ -259,6 +523,7 @@ prefill_worker_actor::behavior_type prefill_behavior(prefill_pointer self,
         self->send(self, step_atom_v);
       },
       [=](step_atom) { start_step(self); },
+      [=](store_atom, kv_store_actor& store) { self->state.config.cache.store = std::move(store); },
       [=](tick_atom, uint64_t step) {
         auto& s = self->state;
         if (s.experts.stalled && s.step == step) abandon_step(self, "expert shard unavailable");
@@ -268,14 +533,15 @@ prefill_worker_actor::behavior_type prefill_behavior(prefill_pointer self,
         role_status out;
         out.name = s.config.name;
         out.role = "prefill";
-        out.queue_depth = static_cast<int32_t>(s.queue.size());
+        out.queue_depth = static_cast<int32_t>(s.queue.size() + (s.cached.front ? 1 : 0));
         out.in_flight = static_cast<int32_t>(s.active.size());
         out.last_step_ms = s.last_ms;
         out.steps = s.steps_done;
         out.detail = nlohmann::json{{"tokens_prefilled", s.tokens_done},
                                     {"free_kv_blocks", s.pool->free_blocks()},
                                     {"stalled", s.experts.stalled},
-                                    {"epoch", s.experts.shards.layout.epoch}}
+                                    {"epoch", s.experts.shards.layout.epoch},
+                                    {"cache", cache_json(s)}}
                          .dump();
         return out;
       },

@@ -1,8 +1,13 @@
 // Prefill worker: computes the KV of prompts in chunks (several prompts share a step), samples
 // each prompt's first token and hands the KV blocks and that token to the chosen decode worker.
+// With the prefix cache on (actors/prefix_cache.hpp), a prompt's leading full blocks computed
+// before are reused from the worker's pool or fetched from the node's KV store, and its prefill
+// starts after them.
 //
-//   prefill_job --> queued --(KV blocks free)--> prefilling --(last chunk)--> handed off
-//                      \--cancel--> dropped                              \--refused--> job_failed
+//   prefill_job --> queued --> admitting: pool hits pinned [, KV store asked for the next blocks]
+//                     |          --(KV blocks free)--> prefilling --(last chunk)--> handed off
+//                     |                                                   \--refused--> job_failed
+//                     \--cancel (any time before the hand-off)--> dropped, blocks given back
 #pragma once
 
 #include <caf/actor.hpp>
@@ -12,12 +17,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "actors/atoms.hpp"
 #include "actors/decode_worker.hpp"
+#include "actors/kv_store.hpp"
 #include "actors/model_context.hpp"
 #include "actors/payloads.hpp"
 #include "actors/shard_set.hpp"
@@ -31,19 +38,41 @@ struct prefill_job {
   generation_params params;     ///< draw_offset: index of the token this prefill samples.
   decode_worker_actor decode;   ///< Who continues the generation.
   router_actor router;          ///< Where failures go.
+  uint16_t scenario = 0;        ///< Retention scenario id (the manifest's kv_cache.scenarios).
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, prefill_job& x) {
   return f(caf::meta::type_name("prefill_job"), x.request, x.attempt, x.tokens, x.params, x.decode,
-           x.router);
+           x.router, x.scenario);
 }
 
 using prefill_worker_actor =
     caf::typed_actor<caf::reacts_to<prefill_job>, caf::reacts_to<cancel_atom, uint64_t>,
                      caf::reacts_to<shards_atom, shard_set>, caf::reacts_to<step_atom>,
                      caf::reacts_to<tick_atom, uint64_t>,
+                     /// The node's KV store (again, after a restart).
+                     caf::reacts_to<store_atom, kv_store_actor>,
                      caf::replies_to<status_atom>::with<role_status>>;
+
+/// The prefix cache of a prefill worker.
+struct prefill_cache_config {
+  bool enabled = false;
+  /// Cached blocks the pool keeps at most; 0: the whole pool.
+  size_t capacity_blocks = 0;
+  std::vector<deploy::scenario_retention> scenarios;
+  std::shared_ptr<const kvcache::clock> clock;
+  /// The node's KV store; a null handle means none.
+  kv_store_actor store;
+  /// How long a job waits for the KV store's answer before computing its blocks itself.
+  std::chrono::milliseconds store_timeout{5000};
+  /// Tests: check the cache's reference counts after every change, reporting violations in the
+  /// status (costs O(pool blocks) each time).
+  bool check_invariants = false;
+  /// Tests: gets the prompt and the logits its first token is sampled from.
+  std::function<void(const std::vector<int32_t>& prompt, const float* logits, int vocab)>
+      first_logits;
+};
 
 struct prefill_worker_config {
   std::string name;  ///< "prefill-0"
@@ -53,12 +82,24 @@ struct prefill_worker_config {
   int max_queue = 1024;  ///< Jobs waiting; beyond it new jobs fail back to the router.
   int64_t stall_timeout_ms = 10000;  ///< How long a layer waits for a failed shard's replacement.
   layout_ack_actor layout_acks;  ///< Told when the worker switches layout epochs.
+  int index = 0;                 ///< Among the prefill workers: its id in cache reports.
+  router_actor router;           ///< Where cache reports go.
+  prefill_cache_config cache;
 };
+
+// A worker spawned on another node gets everything but the clock and the test hooks, which
+// only mean something in the process that set them (it uses the system clock).
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, prefill_cache_config& x) {
+  return f(caf::meta::type_name("prefill_cache_config"), x.enabled, x.capacity_blocks,
+           x.scenarios, x.store, x.store_timeout, x.check_invariants);
+}
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, prefill_worker_config& x) {
   return f(caf::meta::type_name("prefill_worker_config"), x.name, x.max_step_tokens, x.kv_tokens,
-           x.block_tokens, x.max_queue, x.stall_timeout_ms, x.layout_acks);
+           x.block_tokens, x.max_queue, x.stall_timeout_ms, x.layout_acks, x.index, x.router,
+           x.cache);
 }
 
 prefill_worker_actor spawn_prefill_worker(caf::actor_system& sys,

@@ -6,7 +6,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "actors/cache_usage.hpp"
 #include "actors/decode_worker.hpp"
+#include "actors/prefill_placement.hpp"
 #include "actors/prefill_worker.hpp"
 #include "common/log.hpp"
 
@@ -36,6 +38,7 @@ struct tracked_request {
   int decode = -1;
   int64_t prefill_tokens = 0;
   int cached_tokens = 0;
+  uint16_t scenario = 0;
   int attempts = 0;
   bool queued = false;  // in the waiting queue
   clock_type::time_point not_before{};
@@ -51,6 +54,9 @@ struct router_state {
   uint64_t next_id = 1;
   int64_t completed = 0;
   int64_t redispatched = 0;
+  std::unique_ptr<prefill_placement> placement;
+  std::unique_ptr<cache_usage> usage;
+  int64_t cache_event_errors = 0;
   static inline const char* name = "router";
 };
 
@@ -88,19 +94,32 @@ void cancel_at_workers(router_pointer self, tracked_request& r) {
   }
 }
 
+// The prefill worker for `tokens` by cache-aware placement among the live ones.
+prefill_placement::choice place_prefill(router_state& st, const std::vector<int32_t>& tokens) {
+  std::vector<bool> alive;
+  std::vector<int64_t> queued;
+  for (const auto& w : st.prefill) {
+    alive.push_back(w.alive);
+    queued.push_back(w.load);
+  }
+  return st.placement->place(tokens, alive, queued);
+}
+
 // Starts one attempt of `r`; false when no worker can take it now.
 bool dispatch(router_pointer self, tracked_request& r) {
   auto& st = self->state;
   const int d = pick(st.decode, true);
-  const int p = pick(st.prefill, false);
-  if (d < 0 || p < 0) return false;
-  ++r.attempt;
-  ++r.attempts;
+  if (d < 0 || pick(st.prefill, false) < 0) return false;
   prefill_job job;
-  job.request = r.id;
-  job.attempt = r.attempt;
   job.tokens = r.req.prompt;
   job.tokens.insert(job.tokens.end(), r.streamed.begin(), r.streamed.end());
+  const prefill_placement::choice placed = place_prefill(st, job.tokens);
+  const int p = placed.worker;
+  ++r.attempt;
+  ++r.attempts;
+  job.request = r.id;
+  job.attempt = r.attempt;
+  job.scenario = r.scenario;
   job.params.sampling = r.req.sampling;
   job.params.max_tokens = r.req.max_tokens - static_cast<int32_t>(r.streamed.size());
   job.params.draw_offset = static_cast<int32_t>(r.streamed.size());
@@ -110,7 +129,7 @@ bool dispatch(router_pointer self, tracked_request& r) {
   r.prefill = p;
   r.decode = d;
   r.at = phase::prefill;
-  r.prefill_tokens = static_cast<int64_t>(job.tokens.size());
+  r.prefill_tokens = placed.uncached_tokens;
   st.prefill[static_cast<size_t>(p)].load += r.prefill_tokens;
   st.decode[static_cast<size_t>(d)].load += 1;
   self->send(caf::actor_cast<prefill_worker_actor>(st.prefill[static_cast<size_t>(p)].handle),
@@ -224,15 +243,28 @@ void on_update(router_pointer self, token_update& u) {
 submit_result submit(router_pointer self, generation_job& job) {
   auto& st = self->state;
   if (static_cast<int>(st.waiting.size()) >= st.config.admission_queue) {
-    return {static_cast<int32_t>(errc::resource_exhausted),
+    return {false, static_cast<int32_t>(errc::resource_exhausted),
             "the admission queue is full (" + std::to_string(st.config.admission_queue) +
                 " requests waiting); retry later"};
   }
   if (st.by_service_id.count(job.request.id)) {
-    return {static_cast<int32_t>(errc::invalid_argument),
+    return {false, static_cast<int32_t>(errc::invalid_argument),
             "request id " + std::to_string(job.request.id) + " is already in use"};
   }
+  uint16_t scenario = 0;
+  while (scenario < st.config.scenarios.size() &&
+         st.config.scenarios[scenario] != job.request.scenario) {
+    ++scenario;
+  }
+  if (scenario == st.config.scenarios.size()) {
+    std::string known;
+    for (const auto& name : st.config.scenarios)
+      known += (known.empty() ? "" : ", ") + name;
+    return {false, static_cast<int32_t>(errc::invalid_argument),
+            "unknown scenario '" + job.request.scenario + "': known scenarios are " + known};
+  }
   tracked_request r;
+  r.scenario = scenario;
   r.id = st.next_id++;
   r.req = std::move(job.request);
   r.sink = std::move(job.sink);
@@ -245,6 +277,33 @@ submit_result submit(router_pointer self, generation_job& job) {
   return {};
 }
 
+// A prefill worker's cache changes and the hits of the jobs it admitted: the global index,
+// the computed-load correction and the usage counters.
+void on_cache_report(router_pointer self, const prefill_cache_report& report) {
+  auto& st = self->state;
+  if (report.worker < 0 || static_cast<size_t>(report.worker) >= st.prefill.size()) return;
+  worker_slot& slot = st.prefill[static_cast<size_t>(report.worker)];
+  // A report of an earlier generation describes a pool that is gone.
+  if (!slot.alive ||
+      self->current_sender() != caf::actor_cast<caf::strong_actor_ptr>(slot.handle)) {
+    return;
+  }
+  st.cache_event_errors += static_cast<int64_t>(st.placement->apply(report));
+  for (const prefix_hit& hit : report.hits) {
+    st.usage->record(hit);
+    auto it = st.requests.find(hit.request);
+    if (it == st.requests.end() || it->second.attempt != hit.attempt ||
+        it->second.prefill != report.worker) {
+      continue;
+    }
+    tracked_request& r = it->second;
+    const int64_t actual = hit.prompt_tokens - hit.pool_tokens - hit.host_tokens - hit.ssd_tokens;
+    st.placement->correct(report.worker, r.prefill_tokens, actual);
+    if (r.at == phase::prefill) slot.load += actual - r.prefill_tokens;
+    r.prefill_tokens = actual;
+  }
+}
+
 void on_worker_down(router_pointer self, const caf::down_msg& dm) {
   auto& st = self->state;
   for (auto* group : {&st.prefill, &st.decode}) {
@@ -253,6 +312,7 @@ void on_worker_down(router_pointer self, const caf::down_msg& dm) {
       if (!w.alive || w.handle.address() != dm.source) continue;
       w.alive = false;
       const bool is_decode = group == &st.decode;
+      if (!is_decode) st.placement->cleared(static_cast<int>(i));
       std::vector<uint64_t> affected;
       for (auto& [id, r] : st.requests) {
         const bool uses = is_decode ? (r.at != phase::waiting && r.decode == static_cast<int>(i))
@@ -271,6 +331,9 @@ void on_worker_down(router_pointer self, const caf::down_msg& dm) {
 
 router_actor::behavior_type router_behavior(router_pointer self, router_config config) {
   self->state.config = config;
+  self->state.placement = std::make_unique<prefill_placement>(
+      std::max(1, config.prefill_workers), config.block_tokens, config.balance_slack);
+  self->state.usage = std::make_unique<cache_usage>(config.scenarios);
   self->set_down_handler([self](caf::down_msg& dm) { on_worker_down(self, dm); });
   return {
       [=](submit_atom, generation_job& job) { return submit(self, job); },
@@ -284,29 +347,34 @@ router_actor::behavior_type router_behavior(router_pointer self, router_config c
         fail_request(self, id->second, error(errc::cancelled, "the request was cancelled"));
       },
       [=](std::vector<token_update>& updates) {
-        for (auto& u : updates) on_update(self, u);
+        for (auto& u : updates)
+          on_update(self, u);
       },
       [=](job_failed& f) {
         auto& st = self->state;
         auto it = st.requests.find(f.request);
         if (it == st.requests.end() || it->second.attempt != f.attempt) return;
-        if (!f.retryable) return fail_request(self, f.request, error(errc::invalid_argument, f.reason));
+        if (!f.retryable)
+          return fail_request(self, f.request, error(errc::invalid_argument, f.reason));
         redispatch(self, it->second, f.reason);
       },
       [=](worker_atom, worker_up& up) {
         auto& st = self->state;
         auto& group = up.role == "prefill" ? st.prefill : st.decode;
-        if (static_cast<size_t>(up.index) >= group.size()) group.resize(static_cast<size_t>(up.index) + 1);
+        if (static_cast<size_t>(up.index) >= group.size())
+          group.resize(static_cast<size_t>(up.index) + 1);
         worker_slot& w = group[static_cast<size_t>(up.index)];
         w.name = up.name;
         w.handle = up.handle;
         w.alive = true;
         w.capacity = up.capacity;
         w.load = 0;
+        if (up.role == "prefill") st.placement->cleared(up.index);
         self->monitor(w.handle);
         pump(self);
       },
       [=](tick_atom) { pump(self); },
+      [=](const prefill_cache_report& report) { on_cache_report(self, report); },
       [=](status_atom) {
         const auto& st = self->state;
         role_status out;
@@ -315,15 +383,36 @@ router_actor::behavior_type router_behavior(router_pointer self, router_config c
         out.queue_depth = static_cast<int32_t>(st.waiting.size());
         out.in_flight = static_cast<int32_t>(st.requests.size() - st.waiting.size());
         out.steps = st.completed;
-        out.detail = nlohmann::json{{"completed", st.completed},
-                                    {"redispatched", st.redispatched}}
-                         .dump();
+        nlohmann::json cache = nlohmann::json::parse(st.usage->to_json());
+        cache["computed_tokens"] = st.placement->computed_tokens();
+        std::vector<size_t> blocks;
+        for (size_t w = 0; w < st.prefill.size(); ++w) {
+          blocks.push_back(st.placement->cached_blocks(static_cast<int>(w)));
+        }
+        cache["cached_blocks"] = blocks;
+        cache["event_errors"] = st.cache_event_errors;
+        out.detail = nlohmann::json{
+            {"completed", st.completed},
+            {"redispatched", st.redispatched},
+            {"cache",
+             cache}}.dump();
         return out;
       },
   };
 }
 
 }  // namespace
+
+router_config router_config_for(const deploy::manifest& m) {
+  router_config rc;
+  rc.admission_queue = m.admission_queue;
+  rc.prefill_workers = m.prefill.count;
+  rc.block_tokens = m.block_tokens;
+  rc.scenarios.clear();
+  for (const auto& s : m.kv_cache.scenarios)
+    rc.scenarios.push_back(s.name);
+  return rc;
+}
 
 router_actor spawn_router(caf::actor_system& sys, router_config config) {
   return sys.spawn(router_behavior, config);

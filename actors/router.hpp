@@ -23,7 +23,9 @@
 #include <vector>
 
 #include "actors/atoms.hpp"
+#include "actors/cache_report.hpp"
 #include "actors/payloads.hpp"
+#include "deploy/manifest.hpp"
 #include "serve/inference_service.hpp"
 
 namespace brigade::actors {
@@ -34,15 +36,16 @@ struct generation_job {
   std::shared_ptr<serve::generation_sink> sink;
 };
 
-/// The router's answer to a submission: code 0 (accepted) or an errc value, with a message.
+/// The router's answer to a submission: accepted, or refused with an errc value and a message.
 struct submit_result {
-  int32_t code = 0;
+  bool accepted = true;
+  int32_t code = 0;  ///< The errc of a refusal (errc::invalid_argument is 0: read `accepted`).
   std::string message;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, submit_result& x) {
-  return f(caf::meta::type_name("submit_result"), x.code, x.message);
+  return f(caf::meta::type_name("submit_result"), x.accepted, x.code, x.message);
 }
 
 /// A prefill or decode worker is (again) up under a stable index.
@@ -59,18 +62,27 @@ typename Inspector::result_type inspect(Inspector& f, worker_up& x) {
   return f(caf::meta::type_name("worker_up"), x.role, x.index, x.name, x.handle, x.capacity);
 }
 
-using router_actor =
-    caf::typed_actor<caf::replies_to<submit_atom, generation_job>::with<submit_result>,
-                     caf::reacts_to<cancel_atom, int64_t>,
-                     caf::reacts_to<std::vector<token_update>>, caf::reacts_to<job_failed>,
-                     caf::reacts_to<worker_atom, worker_up>, caf::reacts_to<tick_atom>,
-                     caf::replies_to<status_atom>::with<role_status>>;
+using router_actor = caf::typed_actor<
+    caf::replies_to<submit_atom, generation_job>::with<submit_result>,
+    caf::reacts_to<cancel_atom, int64_t>, caf::reacts_to<std::vector<token_update>>,
+    caf::reacts_to<job_failed>, caf::reacts_to<worker_atom, worker_up>, caf::reacts_to<tick_atom>,
+    /// A prefill worker's cache changes and hits.
+    caf::reacts_to<prefill_cache_report>, caf::replies_to<status_atom>::with<role_status>>;
 
 struct router_config {
   int admission_queue = 256;  ///< Requests waiting for a worker before submissions get 429.
   int max_attempts = 8;       ///< Dispatches of one request before it fails for good.
   std::chrono::milliseconds retry_backoff{20};
+  int prefill_workers = 1;  ///< Prefill workers are indexed 0 .. prefill_workers - 1.
+  int block_tokens = 16;    ///< KV block size of the workers' prefix caches.
+  /// Scenario names by id (the manifest's kv_cache.scenarios); requests naming others fail.
+  std::vector<std::string> scenarios{"chat", "agent"};
+  /// How far above the mean computed load a prefill worker may go (kvcache/placement.hpp).
+  double balance_slack = 0.05;
 };
+
+/// The router's settings for a deployment of `manifest`.
+router_config router_config_for(const deploy::manifest& manifest);
 
 router_actor spawn_router(caf::actor_system& sys, router_config config);
 

@@ -52,6 +52,7 @@ prefill_worker_config prefill_config(supervisor_pointer self, const supervised_c
   cfg.kv_tokens = m.prefill.kv_tokens;
   cfg.block_tokens = m.block_tokens;
   cfg.layout_acks = caf::actor_cast<layout_ack_actor>(self);
+  configure_prefill_cache(self, cfg, c);
   return cfg;
 }
 
@@ -78,6 +79,8 @@ void child_up(supervisor_pointer self, const std::string& name, caf::actor handl
     } else {
       broadcast_shards(self);  // workers resend any layer stalled on the old shard
     }
+  } else if (c.role == "kv_store") {
+    announce_kv_store(self, caf::actor_cast<kv_store_actor>(c.handle));
   } else {
     const bool decode = c.role == "decode";
     self->send(st.router, worker_atom_v,
@@ -135,6 +138,8 @@ void spawn_child(supervisor_pointer self, supervised_child& c) {
     caf::actor h;
     if (c.role == "expert_shard") {
       h = caf::actor_cast<caf::actor>(spawn_expert_shard(self->system(), st.ctx, shard_config(self, c)));
+    } else if (c.role == "kv_store") {
+      h = caf::actor_cast<caf::actor>(spawn_kv_store_child(self, c));
     } else if (c.role == "decode") {
       h = caf::actor_cast<caf::actor>(
           spawn_decode_worker(self->system(), st.ctx, decode_config(self, c), st.shards));
@@ -233,7 +238,20 @@ void add_children(supervisor_pointer self) {
     c.node = p.node;
     st.children[c.name] = c;
   }
+  bool local_prefill = false;
+  for (const auto& [name, c] : st.children) local_prefill |= c.role == "prefill" && c.node == "local";
+  if (st.config.manifest.kv_cache.has_store() && local_prefill) {
+    // One KV store, here: it holds the host and SSD tiers for this process's prefill workers.
+    supervised_child store;
+    store.role = "kv_store";
+    store.name = "kv_store-0";
+    store.node = "local";
+    st.children[store.name] = store;
+  }
   st.shards.shards.resize(static_cast<size_t>(st.config.manifest.experts.count));
+  for (auto& [name, c] : st.children) {
+    if (c.role == "kv_store") spawn_child(self, c);
+  }
   // Shards first: workers are spawned once all of them are up (spawn_workers).
   for (auto& [name, c] : st.children) {
     if (c.role == "expert_shard") spawn_child(self, c);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "actors/atoms.hpp"
+#include "actors/cache_options.hpp"
 #include "actors/expert_layout.hpp"
 #include "actors/expert_shard.hpp"
 #include "actors/model_context.hpp"
@@ -56,6 +57,7 @@ struct supervisor_config {
   /// The agents of the manifest's nodes, by node name, and their data-plane peer ids.
   std::map<std::string, node_agent_actor> agents;
   std::map<std::string, uint64_t> peer_ids;
+  cache_options cache;
 };
 
 /// Spawns the supervisor, which spawns the shards and workers at once and announces the workers

@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 
+#include "actors/prefill_worker.hpp"
 #include "actors/rebalancer.hpp"
 #include "actors/shard_set.hpp"
 #include "actors/supervisor.hpp"
@@ -72,5 +73,16 @@ bool start_migration(supervisor_pointer self, expert_layout target);
 /// A failure during a migration returns everyone to the last complete layout.
 void roll_back(supervisor_pointer self, const std::string& why);
 std::string migration_json(const supervisor_state& st);
+
+// The prefix cache's roles (supervisor_cache.cpp).
+/// Spawns the KV store in this process (it serves the prefill workers that run here).
+kv_store_actor spawn_kv_store_child(supervisor_pointer self, const supervised_child& c);
+/// Gives a (re)started KV store's handle to every live prefill worker in this process.
+void announce_kv_store(supervisor_pointer self, const kv_store_actor& store);
+/// Fills a prefill worker's cache settings from the manifest and the cache options. A worker on
+/// another node keeps its pool cache but gets no KV store: block bytes would cross the control
+/// channel.
+void configure_prefill_cache(supervisor_pointer self, prefill_worker_config& cfg,
+                             const supervised_child& c);
 
 }  // namespace brigade::actors

@@ -329,9 +329,6 @@ void print_goals(const std::vector<goal>& goals, const std::vector<std::vector<d
     std::printf("  %-62s %8.4f %s %-6g %s\n", g.name.c_str(), g.value,
                 g.at_most ? "<=" : ">=", g.target, g.met() ? "met" : "MISSED");
   }
-  std::printf(
-      "\nnot measured: p99 step time during migration (needs live weight migration in the "
-      "actors, not built yet)\n");
 }
 
 void print_stall(const migration_stall_figures& s) {

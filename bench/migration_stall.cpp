@@ -78,6 +78,7 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
   spec.experts = 32;
   spec.top_k = 4;
   spec.moe_inter = 256;
+  spec.max_positions = 8192;
   spec.seed = 11;
   if (!std::filesystem::exists(dir + "/model.safetensors")) {
     std::filesystem::create_directories(work_dir);
@@ -87,6 +88,7 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
   m.experts.count = 4;
   m.experts.slots_per_shard = 10;  // 40 slots for 32 experts: 8 replicas to move around
   m.decode.max_running = 32;
+  m.decode.kv_tokens = 32 * (16 + 4000 + 64);  // every sequence runs to the end
   m.eplb.enabled = false;
   auto t = deploy::topology::start(m);
   if (!t) return t.err();
@@ -95,11 +97,13 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
     serve::generation_request r;
     r.id = b + 1;
     for (int i = 0; i < 16; ++i) r.prompt.push_back((b * 131 + i * 17) % 2000 + 10);
-    r.max_tokens = 3000;
+    r.max_tokens = 4000;
     sinks.push_back(std::make_shared<timing_sink>());
     if (status s = t.value()->service().submit(r, sinks.back()); !s) return s.err();
   }
-  for (auto& s : sinks) s->wait_for(8);
+  for (auto& s : sinks) {
+    if (!s->wait_for(8)) return error(errc::unavailable, "decode did not start within 120 s");
+  }
   migration_stall_figures f;
   for (int i = 0; i < migrations; ++i) {
     // Steady steps between migrations, so that "outside" has a baseline of its own.

@@ -2,14 +2,21 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <chrono>
+
 #include <fstream>
 #include <functional>
 #include <map>
 #include <set>
 #include <sstream>
 
+#include "kvcache/retention.hpp"
+
 namespace brigade::deploy {
 namespace {
+
+bool parse_bytes(const std::string& text, uint64_t& out);
+bool parse_duration_s(const std::string& text, int64_t& out);
 
 // Reads one YAML mapping, naming fields by their path ("roles.decode.count") in errors, and
 // rejecting keys it does not know so that a typo never silently falls back to a default.
@@ -95,6 +102,35 @@ class section {
       }
     });
   }
+  /// A size in bytes: an integer, or a string with a unit ("512MiB", "2GiB", "64KiB", "1GB").
+  void bytes(const char* key, uint64_t& out) {
+    read(key, [&](const YAML::Node& n) {
+      if (!n.IsScalar() || !parse_bytes(n.Scalar(), out)) {
+        return fail(key,
+                    "must be a size in bytes: an integer or a number with B, KiB, MiB, "
+                    "GiB, TiB, KB, MB, GB or TB, e.g. 512MiB");
+      }
+    });
+  }
+  /// A mapping of names to durations (seconds, or a number with s, m, h or d: "7d", "12h").
+  void durations(const char* key, std::vector<std::pair<std::string, int64_t>>& out) {
+    read(key, [&](const YAML::Node& n) {
+      if (!n.IsMap()) return fail(key, "must be a mapping of scenario names to durations");
+      out.clear();
+      for (const auto& kv : n) {
+        const std::string name = kv.first.as<std::string>();
+        int64_t seconds = 0;
+        if (!kv.second.IsScalar() || !parse_duration_s(kv.second.Scalar(), seconds)) {
+          return fail((std::string(key) + "." + name).c_str(),
+                      "must be a positive duration: seconds, or a number with s, m, h or d "
+                      "(e.g. 7d, 12h), at most 3650d");
+        }
+        out.emplace_back(name, seconds);
+      }
+    });
+  }
+  /// Reports an error on `key` found by a check after reading.
+  void invalid(const char* key, const std::string& what) { fail(key, what); }
   /// Calls `fn` with the sub-section `key` when present.
   void child(const char* key, const std::function<void(section&)>& fn) {
     read(key, [&](const YAML::Node& n) {
@@ -141,6 +177,99 @@ class section {
   error* err_;
   std::set<std::string> known_;
 };
+
+// Splits "12.5GiB" into its number and unit; false when the number part is missing.
+bool split_number(const std::string& text, double& number, std::string& unit) {
+  size_t digits = 0;
+  while (digits < text.size() &&
+         ((text[digits] >= '0' && text[digits] <= '9') || text[digits] == '.')) {
+    ++digits;
+  }
+  if (digits == 0) return false;
+  try {
+    size_t used = 0;
+    number = std::stod(text.substr(0, digits), &used);
+    if (used != digits) return false;
+  } catch (const std::exception&) {
+    return false;
+  }
+  unit = text.substr(digits);
+  while (!unit.empty() && unit.front() == ' ')
+    unit.erase(unit.begin());
+  return true;
+}
+
+bool parse_bytes(const std::string& text, uint64_t& out) {
+  static const std::map<std::string, double> units = {{"", 1},
+                                                      {"B", 1},
+                                                      {"KiB", 1024.0},
+                                                      {"MiB", 1048576.0},
+                                                      {"GiB", 1073741824.0},
+                                                      {"TiB", 1099511627776.0},
+                                                      {"KB", 1e3},
+                                                      {"MB", 1e6},
+                                                      {"GB", 1e9},
+                                                      {"TB", 1e12}};
+  double number = 0;
+  std::string unit;
+  if (!split_number(text, number, unit)) return false;
+  const auto it = units.find(unit);
+  if (it == units.end()) return false;
+  const double value = number * it->second;
+  if (value < 0 || value > 1e18 || value != static_cast<double>(static_cast<uint64_t>(value))) {
+    return false;
+  }
+  out = static_cast<uint64_t>(value);
+  return true;
+}
+
+bool parse_duration_s(const std::string& text, int64_t& out) {
+  static const std::map<std::string, double> units = {
+      {"", 1}, {"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86400}};
+  double number = 0;
+  std::string unit;
+  if (!split_number(text, number, unit)) return false;
+  const auto it = units.find(unit);
+  if (it == units.end()) return false;
+  const double seconds = number * it->second;
+  if (seconds < 1 || seconds > 3650.0 * 86400) return false;
+  out = static_cast<int64_t>(seconds);
+  return true;
+}
+
+// kv_cache: the budgets of the three tiers, the SSD directory and the scenarios' retention.
+void read_kv_cache(section& s, kv_cache_policy& kv) {
+  s.flag("enabled", kv.enabled);
+  s.bytes("pool_bytes", kv.pool_bytes);
+  s.bytes("host_bytes", kv.host_bytes);
+  s.bytes("ssd_bytes", kv.ssd_bytes);
+  s.text("ssd_dir", kv.ssd_dir);
+  std::vector<std::pair<std::string, int64_t>> scenarios;
+  s.durations("scenarios", scenarios);
+  if (!s.ok()) return;
+  if (kv.ssd_bytes > 0 && kv.ssd_dir.empty()) {
+    return s.invalid("ssd_dir", "is missing: ssd_bytes needs a directory for the SSD tier");
+  }
+  if (!kv.ssd_dir.empty() && kv.ssd_bytes == 0) {
+    return s.invalid("ssd_bytes", "is missing or 0: ssd_dir needs a byte budget, e.g. 64GiB");
+  }
+  // The same rules the cache applies: chat and agent are always there, others are added.
+  kvcache::retention table;
+  for (const auto& [name, seconds] : scenarios) {
+    status set = table.set(name, std::chrono::seconds(seconds));
+    if (!set) return s.invalid(("scenarios." + name).c_str(), set.err().message);
+  }
+  for (const auto& [name, seconds] : scenarios) {
+    bool found = false;
+    for (auto& known : kv.scenarios) {
+      if (known.name == name) {
+        known.retention_s = seconds;
+        found = true;
+      }
+    }
+    if (!found) kv.scenarios.push_back({name, seconds});
+  }
+}
 
 status check_listen(const std::string& listen, const std::string& source) {
   const auto colon = listen.rfind(':');
@@ -241,6 +370,7 @@ result<manifest> parse_manifest(const std::string& yaml, const std::string& sour
     s.text("net_devices", m.transport.net_devices);
   });
   top.nodes("nodes", m.nodes);
+  top.child("kv_cache", [&](section& s) { read_kv_cache(s, m.kv_cache); });
   top.finish();
   if (!err.message.empty()) return err;
   if (m.model.empty()) return error(errc::bad_format, source + ": field 'model' is missing");

@@ -59,6 +59,27 @@ struct transport_settings {
   std::string net_devices;  ///< Empty lets UCX choose.
 };
 
+/// A scenario (traffic class) and how long its cached KV blocks outlive their last use.
+struct scenario_retention {
+  std::string name;         ///< [a-z0-9_-], 1 to 64 characters.
+  int64_t retention_s = 0;  ///< Positive.
+};
+
+/// The prefix KV cache: the prefill workers' pools, and the node's KV store (host memory and
+/// SSD tiers). A budget of 0 turns its tier off; pool_bytes 0 means the whole prefill KV pool.
+struct kv_cache_policy {
+  bool enabled = true;
+  uint64_t pool_bytes = 0;                  ///< Cached blocks a prefill worker keeps in its pool.
+  uint64_t host_bytes = uint64_t{1} << 30;  ///< The KV store's host-memory tier.
+  uint64_t ssd_bytes = 0;                   ///< The KV store's SSD tier; needs ssd_dir.
+  std::string ssd_dir;                      ///< An existing directory for the SSD tier's files.
+  /// Retention per scenario; chat (7 days) and agent (3 days) unless the manifest changes them.
+  std::vector<scenario_retention> scenarios{{"chat", 7 * 86400}, {"agent", 3 * 86400}};
+
+  /// Whether a KV store actor runs: the cache is on and has a host or SSD tier.
+  bool has_store() const { return enabled && (host_bytes > 0 || ssd_bytes > 0); }
+};
+
 struct manifest {
   std::string source = "<embedded default>";  ///< Where it came from, for messages.
   std::string model;                          ///< Checkpoint directory.
@@ -76,6 +97,7 @@ struct manifest {
   std::vector<node_spec> nodes;
   std::string join_secret_file;  ///< Required with nodes: both sides prove they know it.
   transport_settings transport;
+  kv_cache_policy kv_cache;
 };
 
 /// Parses manifest YAML; `source` names the file in errors.

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "actors/cache_metrics.hpp"
 #include "actors/expert_layout.hpp"
 #include "actors/message_types.hpp"
 #include "deploy/coordinator.hpp"
@@ -57,7 +58,7 @@ class actor_service final : public serve::inference_service {
                   generation_job{std::move(request), std::move(sink)})
         .receive(
             [&](const submit_result& r) {
-              out = r.code == 0 ? ok_status() : status(error(static_cast<errc>(r.code), r.message));
+              out = r.accepted ? ok_status() : status(error(static_cast<errc>(r.code), r.message));
             },
             [&](caf::error& err) {
               out = error(errc::unavailable, "the router failed: " + sys_.render(err));
@@ -79,6 +80,7 @@ class actor_service final : public serve::inference_service {
     self->request(router_, edge_timeout, status_atom_v)
         .receive(
             [&](const role_status& s) {
+              collect_cache_metrics(s, into);
               into.add_gauge("brigade_num_requests_running", "Requests prefilling or decoding.")
                   .get()
                   .set(s.in_flight);
@@ -89,6 +91,9 @@ class actor_service final : public serve::inference_service {
             [&](caf::error&) {});
     self->request(supervisor_, edge_timeout, status_atom_v)
         .receive([&](const role_status& s) { collect_balance_metrics(s, into); },
+                 [&](caf::error&) {});
+    self->request(supervisor_, edge_timeout, status_atom_v, true)
+        .receive([&](const std::vector<role_status>& all) { collect_store_metrics(all, into); },
                  [&](caf::error&) {});
   }
   std::string experts_json() const override { return ask_text(experts_atom_v, "null"); }
@@ -187,7 +192,8 @@ topology::topology(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 topology::~topology() = default;
 
 result<std::unique_ptr<topology>> topology::start(const deploy::manifest& m,
-                                                  const model::load_progress& progress) {
+                                                  const model::load_progress& progress,
+                                                  actors::cache_options cache) {
   const bool distributed = !m.nodes.empty();
   // A coordinator only routes: the nodes load the weights.
   auto ctx = distributed ? model_context::load_config(m.model) : model_context::load(m.model, progress);
@@ -203,7 +209,7 @@ result<std::unique_ptr<topology>> topology::start(const deploy::manifest& m,
   p->ctx = ctx.value();
   p->cfg = make_config(distributed);
   p->sys = std::make_unique<caf::actor_system>(*p->cfg);
-  supervisor_config sc{m, layout.value(), {}, {}, {}};
+  supervisor_config sc{m, layout.value(), {}, {}, {}, std::move(cache)};
   if (distributed) {
     auto joined = join_nodes(*p->sys, m);
     if (!joined) return joined.err();
@@ -214,9 +220,7 @@ result<std::unique_ptr<topology>> topology::start(const deploy::manifest& m,
     }
   }
   p->registry = spawn_registry(*p->sys);
-  router_config rc;
-  rc.admission_queue = m.admission_queue;
-  p->router = spawn_router(*p->sys, rc);
+  p->router = spawn_router(*p->sys, router_config_for(m));
   actor_entry router_entry{"router", "router", "local", 1, 0, true, "", 0};
   caf::anon_send(p->registry, register_atom_v, router_entry);
   p->supervisor = spawn_supervisor(*p->sys, p->ctx, std::move(sc), p->registry, p->router);
@@ -225,6 +229,8 @@ result<std::unique_ptr<topology>> topology::start(const deploy::manifest& m,
   info.model_type = c.model_type;
   info.context_tokens = c.max_positions;
   info.vocab_size = c.vocab_size;
+  for (const auto& s : m.kv_cache.scenarios)
+    info.scenarios.push_back(s.name);
   info.created_unix_s =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "actors/cache_options.hpp"
 #include "common/result.hpp"
 #include "deploy/manifest.hpp"
 #include "model/config.hpp"
@@ -15,10 +16,12 @@ namespace brigade::deploy {
 
 class topology {
  public:
-  /// Loads the model, spawns registry, router, supervisor, expert shards, prefill and decode
-  /// workers. `progress` gets (layers loaded, layers).
+  /// Loads the model, spawns registry, router, supervisor, expert shards, the KV store, prefill
+  /// and decode workers. `progress` gets (layers loaded, layers); `cache` sets the prefix
+  /// cache's clock and test hooks.
   static result<std::unique_ptr<topology>> start(const deploy::manifest& manifest,
-                                                 const model::load_progress& progress = {});
+                                                 const model::load_progress& progress = {},
+                                                 actors::cache_options cache = {});
   ~topology();
   topology(const topology&) = delete;
   topology& operator=(const topology&) = delete;

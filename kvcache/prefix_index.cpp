@@ -261,7 +261,7 @@ void prefix_index::remove(entry& e, std::vector<removed_block>& removed) {
   (e.lru_next ? e.lru_next->lru_prev : lru_tail_) = e.lru_prev;
   --unreferenced_;
   if (e.parent != nullptr) --e.parent->children;
-  removed.push_back(removed_block{e.hash, e.block_id});
+  removed.push_back(removed_block{e.hash, e.block_id, e.scenario});
   entries_.erase(e.hash);
   compact_expiry_heap();
 }

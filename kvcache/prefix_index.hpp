@@ -48,6 +48,8 @@ namespace brigade::kvcache {
 struct removed_block {
   block_hash hash = 0;
   std::int64_t block_id = 0;
+  /// The scenario whose retention the entry had, for a tier that keeps the block on.
+  scenario_id scenario = retention::chat;
 };
 
 /// What insert() did: the block now cached under the hash, and whether it is the caller's.

@@ -38,6 +38,8 @@ engine_service::engine_service(const model::loaded_model& model, gpu::backend& d
   info_.model_type = model.config.model_type;
   info_.context_tokens = model.config.max_positions;
   info_.vocab_size = model.config.vocab_size;
+  // The engine has no prefix cache; it knows the default retention classes all the same.
+  info_.scenarios = {"chat", "agent"};
   info_.created_unix_s = std::chrono::duration_cast<std::chrono::seconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();

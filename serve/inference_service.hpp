@@ -78,6 +78,8 @@ struct service_info {
   int context_tokens = 0;      ///< Prompt plus generated tokens may not exceed this.
   int vocab_size = 0;          ///< Token ids are in [0, vocab_size).
   int64_t created_unix_s = 0;  ///< When the service started, for /v1/models.
+  /// The scenarios a request may name (cache retention classes); empty: any valid name.
+  std::vector<std::string> scenarios;
 };
 
 class inference_service {

@@ -269,7 +269,7 @@ bool read_stop_ids(field_reader& r, const request_context& ctx, std::vector<int3
   return true;
 }
 
-bool read_scenario(field_reader& r, std::string& scenario) {
+bool read_scenario(field_reader& r, const request_context& ctx, std::string& scenario) {
   const json* v = r.find("scenario");
   if (!v) return true;
   const std::string name = v->is_string() ? v->get<std::string>() : std::string();
@@ -279,6 +279,13 @@ bool read_scenario(field_reader& r, std::string& scenario) {
                            c == '-';
                   });
   if (!ok) return r.fail("scenario", "scenario must be a name of [a-z0-9_-], e.g. \"chat\"");
+  const auto& known = ctx.info.scenarios;
+  if (!known.empty() && std::find(known.begin(), known.end(), name) == known.end()) {
+    std::string names;
+    for (const auto& k : known)
+      names += (names.empty() ? "" : ", ") + k;
+    return r.fail("scenario", "unknown scenario '" + name + "'; this server knows " + names);
+  }
   scenario = name;
   return true;
 }
@@ -347,7 +354,7 @@ parse_outcome parse_request(api_kind kind, std::string_view body, const request_
                                           : read_prompt(r, j, ctx, g.prompt)) &&
                   read_stream(r, out) && read_sampling(r, ctx, g.sampling) &&
                   read_stop(r, out.stop_strings) && read_stop_ids(r, ctx, g.stop_ids) &&
-                  read_scenario(r, g.scenario) &&
+                  read_scenario(r, ctx, g.scenario) &&
                   read_max_tokens(r, kind, ctx, static_cast<int>(g.prompt.size()), g.max_tokens);
   if (!ok) return *r.error;
   return out;

@@ -16,7 +16,10 @@ json usage_json(const generation_usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},
           {"total_tokens", u.prompt_tokens + u.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
+          // DeepSeek's names for the same split, for clients that read those.
+          {"prompt_cache_hit_tokens", u.cached_tokens},
+          {"prompt_cache_miss_tokens", u.prompt_tokens - u.cached_tokens}};
 }
 
 json head(const response_meta& meta, const char* object) {

@@ -1,6 +1,7 @@
 #include "deploy/manifest.hpp"
 
 #include <catch2/catch.hpp>
+#include <map>
 
 using namespace brigade;
 
@@ -60,4 +61,79 @@ TEST_CASE("the example manifests are valid", "[manifest]") {
   auto m = deploy::load_manifest(std::string(BRIGADE_SOURCE_DIR) + "/deploy/examples/single-node.yaml");
   REQUIRE(m.ok());
   CHECK(m->experts.count == 8);
+}
+
+TEST_CASE("kv_cache: budgets, the SSD directory and retention per scenario",
+          "[manifest][kv_cache]") {
+  auto m = deploy::parse_manifest(R"(
+model: m
+kv_cache:
+  enabled: true
+  pool_bytes: 4MiB
+  host_bytes: 2GiB
+  ssd_bytes: 1000000
+  ssd_dir: /var/cache/brigade
+  scenarios: {agent: 2d, batch: 12h, nightly: 3600}
+)",
+                                  "m.yaml");
+  REQUIRE(m.ok());
+  const auto& kv = m->kv_cache;
+  CHECK(kv.enabled);
+  CHECK(kv.pool_bytes == 4u << 20);
+  CHECK(kv.host_bytes == uint64_t{2} << 30);
+  CHECK(kv.ssd_bytes == 1000000);
+  CHECK(kv.ssd_dir == "/var/cache/brigade");
+  CHECK(kv.has_store());
+  std::map<std::string, int64_t> retention;
+  for (const auto& s : kv.scenarios)
+    retention[s.name] = s.retention_s;
+  CHECK(retention ==
+        std::map<std::string, int64_t>{
+            {"chat", 7 * 86400}, {"agent", 2 * 86400}, {"batch", 12 * 3600}, {"nightly", 3600}});
+}
+
+TEST_CASE("kv_cache defaults: on, pool and host tiers, chat 7 days, agent 3 days",
+          "[manifest][kv_cache]") {
+  auto m = deploy::parse_manifest("model: m", "m.yaml");
+  REQUIRE(m.ok());
+  CHECK(m->kv_cache.enabled);
+  CHECK(m->kv_cache.pool_bytes == 0);
+  CHECK(m->kv_cache.host_bytes > 0);
+  CHECK(m->kv_cache.ssd_dir.empty());
+  REQUIRE(m->kv_cache.scenarios.size() == 2);
+  CHECK(m->kv_cache.scenarios[0].name == "chat");
+  CHECK(m->kv_cache.scenarios[0].retention_s == 7 * 86400);
+  CHECK(m->kv_cache.scenarios[1].name == "agent");
+  CHECK(m->kv_cache.scenarios[1].retention_s == 3 * 86400);
+  auto off = deploy::parse_manifest("model: m\nkv_cache: {enabled: false}", "m.yaml");
+  REQUIRE(off.ok());
+  CHECK_FALSE(off->kv_cache.has_store());
+}
+
+TEST_CASE("bad kv_cache fields are refused, naming the field", "[manifest][kv_cache]") {
+  CHECK_THAT(parse_error("model: m\nkv_cache: {enabeld: true}"),
+             Catch::Contains("'kv_cache.enabeld'") && Catch::Contains("not a known field"));
+  CHECK_THAT(parse_error("model: m\nkv_cache: {enabled: maybe}"),
+             Catch::Contains("'kv_cache.enabled'"));
+  CHECK_THAT(parse_error("model: m\nkv_cache: {host_bytes: lots}"),
+             Catch::Contains("'kv_cache.host_bytes'") && Catch::Contains("size in bytes"));
+  CHECK_THAT(parse_error("model: m\nkv_cache: {pool_bytes: 12XB}"),
+             Catch::Contains("'kv_cache.pool_bytes'"));
+  CHECK_THAT(parse_error("model: m\nkv_cache: {host_bytes: -1}"),
+             Catch::Contains("'kv_cache.host_bytes'"));
+  CHECK_THAT(parse_error("model: m\nkv_cache: {ssd_bytes: 1GiB}"),
+             Catch::Contains("'kv_cache.ssd_dir'") && Catch::Contains("missing"));
+  CHECK_THAT(parse_error("model: m\nkv_cache: {ssd_dir: /tmp/x}"),
+             Catch::Contains("'kv_cache.ssd_bytes'"));
+  CHECK_THAT(parse_error("model: m\nkv_cache: {ssd_dir: [a]}"),
+             Catch::Contains("'kv_cache.ssd_dir'"));
+  CHECK_THAT(parse_error("model: m\nkv_cache: {scenarios: [chat]}"),
+             Catch::Contains("'kv_cache.scenarios'") && Catch::Contains("mapping"));
+  CHECK_THAT(parse_error("model: m\nkv_cache: {scenarios: {agent: 0}}"),
+             Catch::Contains("'kv_cache.scenarios.agent'") && Catch::Contains("positive"));
+  CHECK_THAT(parse_error("model: m\nkv_cache: {scenarios: {agent: 3 weeks}}"),
+             Catch::Contains("'kv_cache.scenarios.agent'"));
+  CHECK_THAT(parse_error("model: m\nkv_cache: {scenarios: {Bad Name: 1d}}"),
+             Catch::Contains("'kv_cache.scenarios.Bad Name'") && Catch::Contains("invalid"));
+  CHECK_THAT(parse_error("model: m\nkv_cache: [1]"), Catch::Contains("'kv_cache'"));
 }

@@ -77,6 +77,8 @@ std::vector<bad_case> bad_cases() {
        "seed"},
       {"scenario of the wrong type", "POST", "/v1/completions", completion(R"(, "scenario": 3)"),
        400, "scenario"},
+      {"unknown scenario", "POST", "/v1/completions", completion(R"(, "scenario": "batch")"), 400,
+       "scenario"},
       {"missing messages", "POST", "/v1/chat/completions", R"({"model": "tiny"})", 400, "messages"},
       {"empty messages", "POST", "/v1/chat/completions", R"({"model": "tiny", "messages": []})",
        400, "messages"},

@@ -106,6 +106,8 @@ TEST_CASE("a streamed completion has the same text and usage as the whole one", 
   REQUIRE(whole["usage"]["prompt_tokens"].get<int>() > 0);
   REQUIRE(whole["usage"]["total_tokens"] == whole["usage"]["prompt_tokens"].get<int>() + 12);
   REQUIRE(whole["usage"]["prompt_tokens_details"]["cached_tokens"] == 0);
+  REQUIRE(whole["usage"]["prompt_cache_hit_tokens"] == 0);
+  REQUIRE(whole["usage"]["prompt_cache_miss_tokens"] == whole["usage"]["prompt_tokens"]);
 
   json body = completion_body(12);
   body["stream"] = true;

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """One answer, whatever the topology: 50+ concurrent greedy completions through `brigade serve`
 equal `brigade generate` for each prompt, with experts over 1, 2, 4 and 8 shards and 1 and 2
-decode workers; and a decode worker killed mid-stream loses and repeats nothing.
+decode workers; a decode worker killed mid-stream loses and repeats nothing; and prefix cache
+hits over HTTP give generate's text and report their cached tokens.
 
 Usage: serve_topology_test.py BRIGADE_BIN WORKDIR [--quick]
 """
@@ -12,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 PROMPTS = 52
@@ -166,6 +168,49 @@ def check_kill(brigade, model, workdir):
     return ok
 
 
+def check_cache(brigade, model, workdir):
+    """Prompts sharing a prefix, over HTTP with the prefix cache on: generate's text, usage that
+    reports the hits, a 400 naming 'scenario' for an unknown one, and hit rates in /metrics."""
+    manifest = os.path.join(workdir, "cache.yaml")
+    with open(manifest, "w") as f:
+        f.write(f"model: {model}\n"
+                f"roles: {{prefill: {{count: 2}}, decode: {{count: 1}}, expert_shard: {{count: 2}}}}\n"
+                f"kv_cache: {{enabled: true, host_bytes: 4MiB, scenarios: {{batch: 1h}}}}\n")
+    shared = [(t * 37) % 1900 + 40 for t in range(48)]
+    prompts = [shared + [7 + i, 9 + i] for i in range(4)]
+    expected = [generate(brigade, model, p, MAX_TOKENS)["text"] for p in prompts]
+    srv = server(brigade, manifest, os.path.join(workdir, "cache.log"))
+    ok = True
+    try:
+        answers = []
+        for i, p in enumerate(prompts):
+            answers.append(srv.post("/v1/completions", {
+                "model": "model", "prompt": p, "max_tokens": MAX_TOKENS, "temperature": 0,
+                "ignore_eos": True, "scenario": ["chat", "agent", "batch", "chat"][i]}))
+        for a, e in zip(answers, expected):
+            u = a["usage"]
+            ok = ok and a["choices"][0]["text"] == e
+            ok = ok and u["prompt_cache_hit_tokens"] == u["prompt_tokens_details"]["cached_tokens"]
+            ok = ok and u["prompt_cache_hit_tokens"] + u["prompt_cache_miss_tokens"] == u["prompt_tokens"]
+        hits = [a["usage"]["prompt_tokens_details"]["cached_tokens"] for a in answers]
+        ok = ok and hits[0] == 0 and sum(hits[1:]) > 0
+        try:
+            srv.post("/v1/completions", {"model": "model", "prompt": shared, "max_tokens": 2,
+                                         "scenario": "nightly"})
+            ok = False
+        except urllib.error.HTTPError as e:
+            body = json.loads(e.read())
+            ok = ok and e.code == 400 and body["error"]["param"] == "scenario"
+        with urllib.request.urlopen(srv.url + "/metrics", timeout=30) as r:
+            metrics = r.read().decode()
+        ok = ok and 'brigade_prefix_cache_hit_rate{tier="pool"}' in metrics
+        ok = ok and 'brigade_prefix_cache_scenario_hit_rate{scenario="batch"}' in metrics
+    finally:
+        srv.stop()
+    print(f"prefix cache over HTTP: cached tokens {hits}: {'ok' if ok else 'FAILED'}")
+    return ok
+
+
 def main():
     brigade, workdir = sys.argv[1], sys.argv[2]
     quick = "--quick" in sys.argv
@@ -180,6 +225,7 @@ def main():
     shapes = [(1, 1), (2, 2)] if quick else [(s, d) for s in (1, 2, 4, 8) for d in (1, 2)]
     ok = all([check_topology(brigade, model, workdir, expected, s, d) for s, d in shapes])
     ok = check_kill(brigade, model, workdir) and ok
+    ok = check_cache(brigade, model, workdir) and ok
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 

@@ -1,0 +1,239 @@
+#include "actors/kv_store.hpp"
+
+#include <caf/all.hpp>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "actors/retention_table.hpp"
+#include "common/log.hpp"
+#include "kvcache/tiered_store.hpp"
+
+namespace brigade::actors {
+namespace {
+
+// Opening the SSD directory can race with the previous generation, which releases the
+// directory's lock as it goes: retry for about a second before serving without tiers.
+constexpr int open_attempts = 50;
+constexpr std::chrono::milliseconds open_retry{20};
+// How often expired blocks are swept from the tiers (lookups never serve them meanwhile).
+constexpr std::chrono::seconds sweep_interval{10};
+// Lookups waiting for SSD promotions at once; beyond it a lookup is answered from host memory.
+constexpr size_t max_waiting_lookups = 64;
+
+struct waiting_lookup {
+  kv_lookup request;
+  kvcache::prefix_lookup found;
+  caf::typed_response_promise<kv_found> promise;
+  std::chrono::steady_clock::time_point deadline;
+};
+
+struct kv_store_state {
+  kv_store_config config;
+  kvcache::retention retention;
+  std::optional<kvcache::model_fingerprint> model;
+  std::unique_ptr<kvcache::tiered_store> store;
+  std::string open_error;
+  int open_tries = 0;
+  std::multimap<uint64_t, waiting_lookup> waiting;  // by ticket
+  uint64_t done_ticket = 0;
+  int64_t lookups = 0;
+  int64_t demotions_received = 0;
+  static inline const char* name = "kv_store";
+};
+
+using kv_store_pointer = kv_store_actor::stateful_pointer<kv_store_state>;
+
+// Answers a lookup with the leading blocks now in host memory.
+kv_found answer(kv_store_state& st, const kv_lookup& request, const kvcache::prefix_lookup& found) {
+  kv_found out;
+  if (!st.store) return out;
+  std::vector<kvcache::payload_ptr> payloads;
+  const size_t n = st.store->fetch(*st.model, request.hashes, request.scenario, payloads);
+  out.blocks = static_cast<int32_t>(n);
+  for (size_t i = 0; i < n; ++i) {
+    const bool from_ssd = i < found.where.size() && found.where[i] == kvcache::tier_location::ssd;
+    (from_ssd ? out.ssd_blocks : out.host_blocks) += 1;
+    const auto& bytes = payloads[i]->bytes();
+    out.bytes.insert(out.bytes.end(), bytes.begin(), bytes.end());
+  }
+  return out;
+}
+
+void answer_ready(kv_store_pointer self) {
+  auto& st = self->state;
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = st.waiting.begin(); it != st.waiting.end();) {
+    if (it->first <= st.done_ticket || it->second.deadline <= now) {
+      it->second.promise.deliver(answer(st, it->second.request, it->second.found));
+      it = st.waiting.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void try_open(kv_store_pointer self) {
+  auto& st = self->state;
+  const auto& c = st.config;
+  kvcache::tiered_store_config tc;
+  tc.host_budget_bytes = c.host_bytes;
+  tc.ssd_dir = c.ssd_bytes > 0 ? c.ssd_dir : std::string();
+  tc.ssd_budget_bytes = c.ssd_bytes;
+  // The callback runs on the store's thread; it only posts a message, and a weak handle lets
+  // the actor go while the store's last job finishes.
+  caf::weak_actor_ptr weak = caf::actor_cast<caf::weak_actor_ptr>(self);
+  tc.on_job_done = [weak](uint64_t ticket) {
+    if (auto strong = caf::actor_cast<caf::strong_actor_ptr>(weak)) {
+      caf::anon_send(caf::actor_cast<kv_store_actor>(strong), tick_atom_v, ticket);
+    }
+  };
+  auto opened = kvcache::tiered_store::open(tc, *c.clock, st.retention);
+  if (opened.ok()) {
+    st.store = std::move(opened.value());
+    st.open_error.clear();
+    if (st.open_tries > 0)
+      log::info(c.name, "tiers open after " + std::to_string(st.open_tries) + " retries");
+    self->delayed_send(self, sweep_interval, tick_atom_v);
+    return;
+  }
+  st.open_error = opened.err().message;
+  if (++st.open_tries < open_attempts) {
+    self->delayed_send(self, open_retry, tick_atom_v);
+    return;
+  }
+  log::error(c.name, "cannot open the KV cache tiers, serving without them: " + st.open_error);
+}
+
+caf::result<kv_found> lookup(kv_store_pointer self, kv_lookup& request) {
+  auto& st = self->state;
+  ++st.lookups;
+  if (!st.store || request.scenario >= st.retention.size()) return kv_found{};
+  // Blocks promoted from SSD land in host memory and are fetched from there: a lookup asks for
+  // no more than host memory holds, or its own promotions would evict its first blocks.
+  const size_t host_blocks = st.config.host_bytes / st.model->block_bytes();
+  if (request.hashes.size() > host_blocks) request.hashes.resize(host_blocks);
+  kvcache::prefix_lookup found =
+      st.store->lookup_prefix(*st.model, request.hashes, request.scenario);
+  if (found.ticket == 0 || found.ticket <= st.done_ticket ||
+      st.waiting.size() >= max_waiting_lookups) {
+    return answer(st, request, found);
+  }
+  auto promise = self->make_response_promise<kv_found>();
+  const uint64_t ticket = found.ticket;
+  waiting_lookup w{std::move(request), std::move(found), promise,
+                   std::chrono::steady_clock::now() + st.config.promotion_timeout};
+  st.waiting.emplace(ticket, std::move(w));
+  self->delayed_send(self, st.config.promotion_timeout, tick_atom_v, uint64_t{0});
+  return promise;
+}
+
+void demote(kv_store_pointer self, const kv_demotion& d) {
+  auto& st = self->state;
+  ++st.demotions_received;
+  if (!st.store) return;
+  const size_t block_bytes = st.model->block_bytes();
+  if (d.bytes.size() != d.hashes.size() * block_bytes || d.scenarios.size() != d.hashes.size()) {
+    log::warn(st.config.name, "dropping a malformed demotion of " +
+                                  std::to_string(d.hashes.size()) + " blocks in " +
+                                  std::to_string(d.bytes.size()) + " bytes");
+    return;
+  }
+  for (size_t i = 0; i < d.hashes.size(); ++i) {
+    if (d.scenarios[i] >= st.retention.size()) continue;
+    const auto* first = d.bytes.data() + i * block_bytes;
+    auto payload = kvcache::block_payload::make(*st.model, d.hashes[i],
+                                                std::vector<uint8_t>(first, first + block_bytes));
+    if (payload.ok()) st.store->put(std::move(payload.value()), d.scenarios[i]);
+  }
+}
+
+nlohmann::json tier_json(const kvcache::tier_stats& t) {
+  return {{"blocks", t.blocks},
+          {"bytes", t.bytes},
+          {"budget_bytes", t.budget_bytes},
+          {"hits", t.hits},
+          {"misses", t.misses},
+          {"insertions", t.insertions},
+          {"evictions", t.evictions},
+          {"expirations", t.expirations},
+          {"corrupt_blocks", t.corrupt_blocks},
+          {"disk_full_events", t.disk_full_events},
+          {"io_errors", t.io_errors}};
+}
+
+role_status status_of(const kv_store_state& st) {
+  role_status out;
+  out.name = st.config.name;
+  out.role = "kv_store";
+  out.in_flight = static_cast<int32_t>(st.waiting.size());
+  out.steps = st.lookups;
+  nlohmann::json d{{"lookups", st.lookups},
+                   {"demotion_batches", st.demotions_received},
+                   {"open", st.store != nullptr},
+                   {"open_error", st.open_error}};
+  if (st.store) {
+    const kvcache::store_stats s = st.store->stats();
+    out.queue_depth = static_cast<int32_t>(s.queue_depth);
+    d["host"] = tier_json(s.host);
+    d["ssd"] = tier_json(s.ssd);
+    d["has_ssd"] = s.has_ssd;
+    d["lookup_host_hits"] = s.lookup_host_hits;
+    d["lookup_ssd_hits"] = s.lookup_ssd_hits;
+    d["lookup_misses"] = s.lookup_misses;
+    d["demotions"] = s.demotions;
+    d["demotions_dropped"] = s.demotions_dropped;
+    d["promotions"] = s.promotions;
+    d["promotions_failed"] = s.promotions_failed;
+    d["disk_full_pauses"] = s.disk_full_pauses;
+    d["write_error_pauses"] = s.write_error_pauses;
+    d["demotion_paused"] = s.demotion_paused;
+    d["pending_demotions"] = s.pending_demotions;
+    d["queue_depth"] = s.queue_depth;
+  }
+  out.detail = d.dump();
+  return out;
+}
+
+kv_store_actor::behavior_type kv_store_behavior(kv_store_pointer self, kv_store_config config) {
+  auto& st = self->state;
+  st.config = std::move(config);
+  st.retention = retention_table(st.config.scenarios);
+  kvcache::kv_block_shape shape;
+  shape.layers = st.config.layers;
+  shape.block_tokens = st.config.block_tokens;
+  shape.kv_heads = st.config.kv_heads;
+  shape.head_dim = st.config.head_dim;
+  auto model = kvcache::model_fingerprint::make(st.config.model_id, shape);
+  if (model.ok()) {
+    st.model = model.value();
+    try_open(self);
+  } else {
+    st.open_error = model.err().message;
+    log::error(st.config.name, "serving without tiers: " + st.open_error);
+  }
+  return {
+      [=](kv_demotion& d) { demote(self, d); },
+      [=](kv_lookup& request) { return lookup(self, request); },
+      [=](tick_atom, uint64_t ticket) {
+        auto& s = self->state;
+        s.done_ticket = std::max(s.done_ticket, ticket);
+        answer_ready(self);
+      },
+      [=](tick_atom) {
+        auto& s = self->state;
+        if (!s.store) return try_open(self);
+        s.store->expire();
+        self->delayed_send(self, sweep_interval, tick_atom_v);
+      },
+      [=](status_atom) { return status_of(self->state); },
+  };
+}
+
+}  // namespace
+
+kv_store_actor spawn_kv_store(caf::actor_system& sys, kv_store_config config) {
+  return sys.spawn<caf::detached>(kv_store_behavior, std::move(config));
+}
+
+}  // namespace brigade::actors

@@ -1,0 +1,105 @@
+// KV store: the host-memory and SSD tiers of the prefix cache (kvcache::tiered_store), one per
+// node, shared by the node's prefill workers. Blocks a worker's pool evicts are demoted here; a
+// worker whose pool misses a prompt's next blocks looks them up here before computing them.
+//
+//   spawned --(tiers open)--> serving --(killed)--> gone; the supervisor spawns a new generation,
+//      \--(SSD directory busy: retry, then)--> serving without tiers (every lookup misses)
+//
+// The SSD tier outlives the actor: a new generation indexes the directory's block files again
+// (the host tier starts empty). No message waits on the disk: a lookup that needs blocks from
+// SSD is answered when their promotion (the tiered store's background thread) is done, while the
+// store goes on serving other messages, and the asking worker keeps stepping its other jobs.
+#pragma once
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/atoms.hpp"
+#include "actors/payloads.hpp"
+#include "deploy/manifest.hpp"
+#include "kvcache/clock.hpp"
+
+namespace brigade::deploy {
+
+// Found by argument-dependent lookup when a prefill worker's settings go to another node.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, scenario_retention& x) {
+  return f(caf::meta::type_name("scenario_retention"), x.name, x.retention_s);
+}
+
+}  // namespace brigade::deploy
+
+namespace brigade::actors {
+
+/// Blocks leaving a worker's pool: keep them in the store's tiers.
+struct kv_demotion {
+  std::vector<uint64_t> hashes;     ///< Chain hash of each block.
+  std::vector<uint16_t> scenarios;  ///< Retention scenario id of each block.
+  std::vector<uint8_t> bytes;       ///< The blocks one after the other, in payload layout.
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_demotion& x) {
+  return f(caf::meta::type_name("kv_demotion"), x.hashes, x.scenarios, x.bytes);
+}
+
+/// Which leading blocks of `hashes` the store holds; a use under `scenario`.
+struct kv_lookup {
+  std::vector<uint64_t> hashes;
+  uint16_t scenario = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_lookup& x) {
+  return f(caf::meta::type_name("kv_lookup"), x.hashes, x.scenario);
+}
+
+/// The leading blocks found, in chain order, and which tier each came from.
+struct kv_found {
+  int32_t blocks = 0;
+  int32_t host_blocks = 0;  ///< Blocks that were in host memory.
+  int32_t ssd_blocks = 0;   ///< Blocks promoted from SSD for this lookup.
+  std::vector<uint8_t> bytes;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_found& x) {
+  return f(caf::meta::type_name("kv_found"), x.blocks, x.host_blocks, x.ssd_blocks, x.bytes);
+}
+
+using kv_store_actor =
+    caf::typed_actor<caf::reacts_to<kv_demotion>, caf::replies_to<kv_lookup>::with<kv_found>,
+                     /// Internal: the tiered store finished the job with this ticket.
+                     caf::reacts_to<tick_atom, uint64_t>,
+                     /// Internal: try opening the tiers again, or sweep expired blocks.
+                     caf::reacts_to<tick_atom>, caf::replies_to<status_atom>::with<role_status>>;
+
+struct kv_store_config {
+  std::string name;      ///< "kv_store-0"
+  std::string model_id;  ///< The model directory: blocks of other models are never served.
+  int layers = 0;
+  int block_tokens = 16;
+  int kv_heads = 0;
+  int head_dim = 0;
+  uint64_t host_bytes = 0;
+  uint64_t ssd_bytes = 0;
+  std::string ssd_dir;  ///< Empty: no SSD tier.
+  /// Scenario names and retention periods, in scenario id order (chat and agent first).
+  std::vector<deploy::scenario_retention> scenarios;
+  std::shared_ptr<const kvcache::clock> clock;
+  /// How long a lookup may wait for its SSD promotions before it is answered with what is in
+  /// host memory.
+  std::chrono::milliseconds promotion_timeout{2000};
+};
+
+kv_store_actor spawn_kv_store(caf::actor_system& sys, kv_store_config config);
+
+}  // namespace brigade::actors

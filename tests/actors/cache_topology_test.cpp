@@ -1,0 +1,501 @@
+// The prefix KV cache through the actor topology: hits give the logits and tokens of
+// recomputing, retention per scenario under a warped clock, reference counts under random
+// concurrent load, the KV store's SSD tier (corruption, a full disk, a restart) and cache-aware
+// routing that keeps the prefill load even.
+#include <sys/mount.h>
+#include <unistd.h>
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "actors/collecting_sink.hpp"
+#include "deploy/topology.hpp"
+#include "common/metrics.hpp"
+#include "model/engine.hpp"
+#include "model/model_writer.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace brigade;
+using nlohmann::json;
+
+namespace {
+
+constexpr int block_tokens = 16;
+// One block of the test model: 2 layers x keys and values x 16 tokens x 2 heads x 16 dims x 4 B.
+constexpr uint64_t block_bytes = 2 * 2 * 16 * 2 * 16 * 4;
+
+struct model_fixture {
+  testing::temp_dir dir{"cache-topology"};
+  model_fixture() {
+    model::model_spec spec;
+    spec.family = "qwen3_moe";
+    spec.layers = 2;
+    spec.hidden = 64;
+    spec.heads = 4;
+    spec.kv_heads = 2;
+    spec.head_dim = 16;
+    spec.experts = 8;
+    spec.top_k = 2;
+    spec.moe_inter = 32;
+    spec.vocab = 512;
+    spec.seed = 33;
+    REQUIRE(model::write_random_model(spec, dir.path()).ok());
+  }
+};
+
+// A prompt of `length` tokens: the first `shared` come from family `family`, the rest from
+// `unique` (different per prompt).
+std::vector<int32_t> prompt(int family, int shared, int length, int unique) {
+  std::vector<int32_t> p;
+  for (int t = 0; t < length; ++t) {
+    p.push_back(t < shared ? (family * 131 + t * 17) % 500 : (unique * 89 + t * 7) % 500 + 3);
+  }
+  return p;
+}
+
+struct engine_answer {
+  std::vector<int32_t> tokens;
+  std::vector<float> first_logits;
+};
+
+std::vector<engine_answer> engine_answers(const std::string& dir,
+                                          const std::vector<std::vector<int32_t>>& prompts,
+                                          int max_tokens) {
+  auto dev = gpu::make_cpu_backend();
+  auto m = model::loaded_model::load(dir, *dev, true);
+  REQUIRE(m.ok());
+  model::engine eng(*m.value(), *dev, {});
+  model::request_options req;
+  req.max_tokens = max_tokens;
+  req.keep_logits = true;
+  std::vector<engine_answer> out;
+  for (const auto& p : prompts) {
+    const int64_t id = eng.submit(p, req).value();
+    eng.run_until_idle();
+    const auto& logits = eng.kept_logits(id);
+    out.push_back({eng.output(id), std::vector<float>(logits.begin(), logits.begin() + 512)});
+  }
+  return out;
+}
+
+deploy::manifest manifest_for(const std::string& dir, int prefill = 1, int decode = 1) {
+  deploy::manifest m = deploy::default_manifest(dir);
+  m.experts.count = 2;
+  m.prefill.count = prefill;
+  m.decode.count = decode;
+  m.decode.max_running = 16;
+  m.kv_cache.host_bytes = 0;  // pool only unless a test adds tiers
+  return m;
+}
+
+struct answer {
+  std::vector<int32_t> tokens;
+  serve::generation_usage usage;
+};
+
+answer run(deploy::topology& topo, const std::vector<int32_t>& p, int max_tokens,
+           const std::string& scenario = "chat") {
+  static int64_t next_id = 1;
+  serve::generation_request r;
+  r.id = next_id++;
+  r.prompt = p;
+  r.max_tokens = max_tokens;
+  r.scenario = scenario;
+  auto sink = std::make_shared<testing::collecting_sink>();
+  REQUIRE(topo.service().submit(r, sink).ok());
+  REQUIRE(sink->wait());
+  REQUIRE_FALSE(sink->failed());
+  return {sink->tokens(), sink->usage()};
+}
+
+// The statuses of every role, by name.
+std::map<std::string, json> statuses(const deploy::topology& topo) {
+  std::map<std::string, json> out;
+  for (const auto& s : json::parse(topo.statuses_json()))
+    out[s["name"]] = s;
+  return out;
+}
+
+// Waits until the KV store has received every demotion the prefill workers sent and written
+// them all.
+void wait_store_idle(const deploy::topology& topo) {
+  for (int tries = 0; tries < 3000; ++tries) {
+    const auto all = statuses(topo);
+    auto it = all.find("kv_store-0");
+    REQUIRE(it != all.end());
+    const json& d = it->second["detail"];
+    int64_t sent = 0;
+    for (const auto& [name, s] : all) {
+      if (s["role"] == "prefill") sent += s["detail"]["cache"].value("demotion_batches", 0);
+    }
+    if (d.value("open", false) && d.value("demotion_batches", -1) == sent &&
+        d.value("queue_depth", 1) == 0 && d.value("pending_demotions", 1) == 0) {
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  FAIL("the KV store did not finish its demotions within 15 s");
+}
+
+json store_detail(const deploy::topology& topo) {
+  return statuses(topo).at("kv_store-0")["detail"];
+}
+
+// Waits until every prefill worker is idle and returns their cache details.
+std::vector<json> idle_prefill_caches(const deploy::topology& topo) {
+  for (int tries = 0; tries < 2000; ++tries) {
+    std::vector<json> caches;
+    bool idle = true;
+    for (const auto& [name, s] : statuses(topo)) {
+      if (s["role"] != "prefill") continue;
+      idle = idle && s["queue_depth"] == 0 && s["in_flight"] == 0;
+      caches.push_back(s["detail"]["cache"]);
+    }
+    if (idle) return caches;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  FAIL("prefill workers did not become idle");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("a cache hit gives the logits and tokens of recomputing (cache on vs off)",
+          "[topology][kv_cache]") {
+  model_fixture f;
+  const int max_tokens = 8;
+  const auto base = prompt(1, 200, 100, 0);
+  std::vector<std::vector<int32_t>> prompts = {
+      base,                                                   // a miss
+      base,                                                   // the same prompt: a hit
+      std::vector<int32_t>(base.begin(), base.begin() + 64),  // block-aligned: 3 blocks reused
+      prompt(1, 70, 90, 1),                                   // shares 4 full blocks
+      prompt(1, 33, 50, 2),                                   // shares 2 full blocks
+      prompt(2, 0, 40, 3),                                    // shares nothing
+  };
+  const auto expected = engine_answers(f.dir.path(), prompts, max_tokens);
+  std::map<bool, std::vector<std::vector<float>>> logits;
+  std::map<bool, std::vector<answer>> answers;
+  for (bool cache_on : {false, true}) {
+    INFO("cache " << (cache_on ? "on" : "off"));
+    deploy::manifest m = manifest_for(f.dir.path());
+    m.kv_cache.enabled = cache_on;
+    m.prefill.max_step_tokens = 24;  // chunks that start and end inside blocks
+    std::mutex mutex;
+    std::map<std::vector<int32_t>, std::vector<float>> seen;
+    actors::cache_options options;
+    options.check_invariants = true;
+    options.first_logits = [&](const std::vector<int32_t>& p, const float* row, int vocab) {
+      std::lock_guard<std::mutex> lock(mutex);
+      seen[p] = std::vector<float>(row, row + vocab);
+    };
+    auto topo = deploy::topology::start(m, {}, options);
+    REQUIRE(topo.ok());
+    for (const auto& p : prompts) {
+      answers[cache_on].push_back(run(*topo.value(), p, max_tokens));
+      std::lock_guard<std::mutex> lock(mutex);
+      logits[cache_on].push_back(seen.at(p));
+    }
+    for (const auto& c : idle_prefill_caches(*topo.value())) {
+      if (!cache_on) continue;
+      CHECK(c["invariant_violations"] == 0);
+      CHECK(c["invariant_checks"].get<int>() > 0);
+    }
+  }
+  const std::vector<int> reused = {0, 96, 48, 64, 32, 0};
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    INFO("prompt " << i);
+    CHECK(answers[true][i].tokens == expected[i].tokens);
+    CHECK(answers[false][i].tokens == expected[i].tokens);
+    // Bit for bit: compare the bytes, not the values.
+    REQUIRE(logits[true][i].size() == expected[i].first_logits.size());
+    CHECK(std::memcmp(logits[true][i].data(), logits[false][i].data(),
+                      logits[true][i].size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(logits[true][i].data(), expected[i].first_logits.data(),
+                      logits[true][i].size() * sizeof(float)) == 0);
+    CHECK(answers[true][i].usage.cached_tokens == reused[i]);
+    CHECK(answers[false][i].usage.cached_tokens == 0);
+    CHECK(answers[true][i].usage.prompt_tokens == static_cast<int>(prompts[i].size()));
+  }
+}
+
+TEST_CASE("retention through the topology: agent blocks expire after 3 days, chat after 7",
+          "[topology][kv_cache]") {
+  using namespace std::chrono_literals;
+  model_fixture f;
+  auto clk = std::make_shared<kvcache::manual_clock>(kvcache::to_ns(24h * 1000));
+  actors::cache_options options;
+  options.clock = clk;
+  deploy::manifest m = manifest_for(f.dir.path());
+  m.kv_cache.host_bytes = 64 * block_bytes;  // the host tier follows the same retention
+  auto topo = deploy::topology::start(m, {}, options);
+  REQUIRE(topo.ok());
+  auto& t = *topo.value();
+  const auto chat = prompt(3, 100, 65, 0), agent = prompt(4, 100, 65, 0);
+  CHECK(run(t, chat, 2, "chat").usage.cached_tokens == 0);
+  CHECK(run(t, agent, 2, "agent").usage.cached_tokens == 0);
+  clk->advance(72h - 1s);
+  CHECK(run(t, agent, 2, "agent").usage.cached_tokens == 64);  // a use: 3 more days from now
+  clk->advance(72h + 1s);
+  CHECK(run(t, agent, 2, "agent").usage.cached_tokens == 0);  // expired
+  CHECK(run(t, chat, 2, "chat").usage.cached_tokens == 64);   // 6 days: still there
+  clk->advance(168h - 1s);
+  CHECK(run(t, chat, 2, "chat").usage.cached_tokens == 64);
+  clk->advance(168h + 1s);
+  CHECK(run(t, chat, 2, "chat").usage.cached_tokens == 0);
+  // A request of an unknown scenario is refused before it runs.
+  serve::generation_request r;
+  r.id = 999;
+  r.prompt = chat;
+  r.scenario = "nightly";
+  const status refused = t.service().submit(r, std::make_shared<testing::collecting_sink>());
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.err().code == errc::invalid_argument);
+  CHECK_THAT(refused.err().message, Catch::Contains("nightly"));
+}
+
+TEST_CASE("random concurrent requests: no block freed while in use, no leak afterwards",
+          "[topology][kv_cache]") {
+  const uint64_t seed = std::random_device{}();
+  INFO("seed " << seed);
+  std::mt19937_64 rng(seed);
+  model_fixture f;
+  const int n = 48, max_tokens = 4;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < n; ++i) {
+    const int family = static_cast<int>(rng() % 4);
+    const int shared = 16 * static_cast<int>(1 + rng() % 5);
+    const int length = 1 + static_cast<int>(rng() % 110);
+    prompts.push_back(prompt(family, shared, length, i));
+  }
+  const auto expected = engine_answers(f.dir.path(), prompts, max_tokens);
+  deploy::manifest m = manifest_for(f.dir.path(), 2, 2);
+  m.prefill.kv_tokens = 40 * block_tokens;  // a small pool: evictions all the time
+  m.prefill.max_step_tokens = 40;
+  m.kv_cache.pool_bytes = 24 * block_bytes;
+  m.kv_cache.host_bytes = 16 * block_bytes;
+  actors::cache_options options;
+  options.check_invariants = true;
+  auto topo = deploy::topology::start(m, {}, options);
+  REQUIRE(topo.ok());
+  auto& svc = topo.value()->service();
+  std::vector<std::shared_ptr<testing::collecting_sink>> sinks;
+  std::vector<bool> cancelled;
+  for (int i = 0; i < n; ++i) {
+    serve::generation_request r;
+    r.id = 10000 + i;
+    r.prompt = prompts[static_cast<size_t>(i)];
+    r.max_tokens = max_tokens;
+    r.scenario = rng() % 2 ? "chat" : "agent";
+    sinks.push_back(std::make_shared<testing::collecting_sink>());
+    REQUIRE(svc.submit(r, sinks.back()).ok());
+    cancelled.push_back(rng() % 8 == 0);
+    if (cancelled.back()) svc.cancel(r.id);
+    if (rng() % 4 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 5));
+  }
+  for (int i = 0; i < n; ++i) {
+    INFO("request " << i);
+    REQUIRE(sinks[static_cast<size_t>(i)]->wait());
+    if (cancelled[static_cast<size_t>(i)]) continue;
+    CHECK_FALSE(sinks[static_cast<size_t>(i)]->failed());
+    CHECK(sinks[static_cast<size_t>(i)]->tokens() == expected[static_cast<size_t>(i)].tokens);
+  }
+  int64_t hits = 0;
+  for (const auto& c : idle_prefill_caches(*topo.value())) {
+    CHECK(c["invariant_violations"] == 0);
+    INFO(c["first_violation"].get<std::string>());
+    CHECK(c["invariant_checks"].get<int>() > 0);
+    // Idle: only what the cache holds is in use, and nothing is pinned.
+    CHECK(c["pinned_blocks"] == 0);
+    CHECK(c["used_blocks"] == c["cached_blocks"]);
+    hits += c["pool_hit_tokens"].get<int64_t>() + c["host_hit_tokens"].get<int64_t>();
+  }
+  CHECK(hits > 0);
+}
+
+TEST_CASE(
+    "cache-aware routing keeps max/mean prefill load at most 1.1 when every request "
+    "shares its first block",
+    "[topology][kv_cache]") {
+  const uint64_t seed = std::random_device{}();
+  INFO("seed " << seed);
+  std::mt19937_64 rng(seed);
+  model_fixture f;
+  auto topo = deploy::topology::start(manifest_for(f.dir.path(), 4, 2));
+  REQUIRE(topo.ok());
+  auto& svc = topo.value()->service();
+  std::vector<std::shared_ptr<testing::collecting_sink>> sinks;
+  for (int i = 0; i < 64; ++i) {
+    serve::generation_request r;
+    r.id = 20000 + i;
+    r.prompt = prompt(7, 16, 56 + static_cast<int>(rng() % 80), i);
+    r.max_tokens = 2;
+    sinks.push_back(std::make_shared<testing::collecting_sink>());
+    REQUIRE(svc.submit(r, sinks.back()).ok());
+    if (i % 8 == 7) REQUIRE(sinks.back()->wait());  // waves, so that the cache fills
+  }
+  int cached = 0;
+  for (auto& s : sinks) {
+    REQUIRE(s->wait());
+    REQUIRE_FALSE(s->failed());
+    cached += s->usage().cached_tokens;
+  }
+  CHECK(cached > 0);
+  idle_prefill_caches(*topo.value());
+  std::vector<double> loads;
+  for (const auto& [name, s] : statuses(*topo.value())) {
+    if (s["role"] == "prefill") loads.push_back(s["detail"]["tokens_prefilled"].get<double>());
+  }
+  REQUIRE(loads.size() == 4);
+  double mean = 0, max = 0;
+  for (double l : loads) {
+    mean += l / 4;
+    max = std::max(max, l);
+  }
+  INFO("loads " << json(loads).dump());
+  CHECK(max / mean <= 1.1);
+}
+
+namespace {
+
+// A topology whose KV store keeps little in host memory and the rest on SSD.
+deploy::manifest ssd_manifest(const std::string& model, const std::string& ssd_dir,
+                              uint64_t ssd_bytes) {
+  deploy::manifest m = manifest_for(model);
+  m.kv_cache.pool_bytes = block_bytes;      // the pool keeps one block
+  m.kv_cache.host_bytes = 2 * block_bytes;  // host memory two
+  m.kv_cache.ssd_bytes = ssd_bytes;
+  m.kv_cache.ssd_dir = ssd_dir;
+  return m;
+}
+
+std::vector<std::filesystem::path> block_files(const std::string& dir) {
+  std::vector<std::filesystem::path> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.path().extension() == ".kvb") out.push_back(e.path());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a corrupt SSD block is dropped and recomputed, never served", "[topology][kv_cache]") {
+  model_fixture f;
+  testing::temp_dir ssd{"cache-ssd"};
+  const auto p = prompt(5, 200, 120, 0);  // 7 full blocks
+  const auto expected = engine_answers(f.dir.path(), {p}, 6);
+  auto topo = deploy::topology::start(ssd_manifest(f.dir.path(), ssd.path(), 1 << 20));
+  REQUIRE(topo.ok());
+  auto& t = *topo.value();
+  CHECK(run(t, p, 6).tokens == expected[0].tokens);
+  wait_store_idle(t);
+  const auto files = block_files(ssd.path());
+  REQUIRE(files.size() >= 4);
+  // Flip one payload byte in every block file.
+  for (const auto& file : files) {
+    std::fstream io(file, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekg(-7, std::ios::end);
+    char c = 0;
+    io.get(c);
+    io.seekp(-7, std::ios::end);
+    io.put(static_cast<char>(c ^ 0x5a));
+  }
+  const answer again = run(t, p, 6);
+  CHECK(again.tokens == expected[0].tokens);
+  // Only the pool's block was reused; the damaged ones were found out and recomputed.
+  CHECK(again.usage.cached_tokens == 16);
+  const json d = store_detail(t);
+  CHECK(d["ssd"]["corrupt_blocks"].get<int>() >= 1);
+  CHECK(d["lookup_ssd_hits"].get<int>() >= 1);
+  CHECK(json::parse(topo.value()->statuses_json()).is_array());
+}
+
+TEST_CASE("a KV store restart keeps the SSD tier", "[topology][kv_cache]") {
+  model_fixture f;
+  testing::temp_dir ssd{"cache-ssd"};
+  const auto p = prompt(6, 200, 120, 0);
+  const auto expected = engine_answers(f.dir.path(), {p}, 6);
+  auto topo = deploy::topology::start(ssd_manifest(f.dir.path(), ssd.path(), 1 << 20));
+  REQUIRE(topo.ok());
+  auto& t = *topo.value();
+  CHECK(run(t, p, 6).tokens == expected[0].tokens);
+  wait_store_idle(t);
+  REQUIRE(block_files(ssd.path()).size() >= 4);
+  REQUIRE(t.kill("kv_store-0").ok());
+  // The supervisor restarts it after its backoff; the new one indexes the directory again.
+  json d;
+  for (int tries = 0; tries < 2000; ++tries) {
+    const auto snapshot = json::parse(t.actors_json());
+    bool restarted = false;
+    for (const auto& a : snapshot["actors"]) {
+      restarted |= a["name"] == "kv_store-0" && a["alive"].get<bool>() && a["generation"] == 2;
+    }
+    if (restarted) {
+      d = store_detail(t);
+      if (d.value("open", false)) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  REQUIRE(d.value("open", false));
+  CHECK(d["ssd"]["blocks"].get<int>() >= 4);
+  CHECK(d["host"]["blocks"] == 0);
+  const answer again = run(t, p, 6);
+  CHECK(again.tokens == expected[0].tokens);
+  // One block from the pool and two from SSD: a lookup promotes no more blocks than host
+  // memory (two) holds. The two the old store held in host memory died with it.
+  INFO("role statuses: " << t.statuses_json());
+  CHECK(again.usage.cached_tokens == 48);
+  CHECK(statuses(t).at("prefill-0")["detail"]["cache"]["ssd_hit_tokens"] == 32);
+  CHECK(store_detail(t)["promotions"].get<int>() == 2);
+  // The metrics show where the hits came from.
+  metrics::registry reg;
+  t.service().collect_metrics(reg);
+  const std::string text = reg.prometheus_text();
+  CHECK_THAT(text, Catch::Contains("brigade_prefix_cache_hit_rate{tier=\"ssd\"}"));
+  CHECK_THAT(text, Catch::Contains("brigade_prefix_cache_scenario_hit_rate{scenario=\"chat\"}"));
+  CHECK_THAT(text, Catch::Contains("brigade_kv_store_blocks{tier=\"ssd\"}"));
+}
+
+TEST_CASE("a full disk stops demotion with a warning and loses nothing from upper tiers",
+          "[topology][kv_cache]") {
+  model_fixture f;
+  testing::temp_dir ssd{"cache-tmpfs"};
+  if (geteuid() != 0 || ::mount("tmpfs", ssd.path().c_str(), "tmpfs", 0, "size=64k") != 0) {
+    WARN("skipped: mounting a small tmpfs needs root (" << std::strerror(errno) << ")");
+    return;
+  }
+  struct unmount {
+    std::string path;
+    ~unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } cleanup{ssd.path()};
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 6; ++i)
+    prompts.push_back(prompt(10 + i, 300, 200, i));  // 12 blocks each
+  const auto expected = engine_answers(f.dir.path(), prompts, 4);
+  deploy::manifest m = ssd_manifest(f.dir.path(), ssd.path(), 1 << 30);
+  m.kv_cache.host_bytes = 16 * block_bytes;
+  auto topo = deploy::topology::start(m);
+  REQUIRE(topo.ok());
+  auto& t = *topo.value();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    CHECK(run(t, prompts[i], 4).tokens == expected[i].tokens);
+    wait_store_idle(t);
+  }
+  const json d = store_detail(t);
+  CHECK(d["disk_full_pauses"].get<int>() >= 1);
+  CHECK(d["ssd"]["disk_full_events"].get<int>() >= 1);
+  // The last prompt's blocks are still in host memory and serve a hit.
+  const answer again = run(t, prompts.back(), 4);
+  CHECK(again.tokens == expected.back().tokens);
+  CHECK(again.usage.cached_tokens >= 16 + 4 * 16);
+  // Whatever reached the disk before it filled is whole.
+  for (const auto& file : block_files(ssd.path())) {
+    CHECK(std::filesystem::file_size(file) > block_bytes);
+  }
+}
