@@ -61,6 +61,14 @@ TEST_CASE("the example manifests are valid", "[manifest]") {
   auto m = deploy::load_manifest(std::string(BRIGADE_SOURCE_DIR) + "/deploy/examples/single-node.yaml");
   REQUIRE(m.ok());
   CHECK(m->experts.count == 8);
+  CHECK(m->kv_cache.pool_bytes == 64ull << 20);
+  CHECK(m->eplb.replan_interval_steps == 10000);
+  auto three = deploy::load_manifest(std::string(BRIGADE_SOURCE_DIR) +
+                                     "/deploy/examples/three-nodes.yaml");
+  INFO((three.ok() ? std::string() : three.err().message));
+  REQUIRE(three.ok());
+  CHECK(three->nodes.size() == 3);
+  CHECK(three->decode.count == 2);
 }
 
 TEST_CASE("kv_cache: budgets, the SSD directory and retention per scenario",
