@@ -2,6 +2,7 @@
 
 #include <caf/all.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <nlohmann/json.hpp>
@@ -38,8 +39,14 @@ struct admitting_job {
   job_prefix prefix;
   bool store_asked = false;
   bool store_pending = false;
+  std::chrono::steady_clock::time_point asked_at;
   kv_found fetched;
 };
+
+// How long a step waits for a KV store answer that is on its way. Jobs that arrive together are
+// admitted one after another, each after its store answer (well under a millisecond from host
+// memory); without the wait each would run in a step of its own.
+constexpr auto store_answer_wait = std::chrono::milliseconds(2);
 
 // The prefix cache and what the worker reports about it.
 struct cache_state {
@@ -159,6 +166,7 @@ void ask_store(prefill_pointer self) {
   auto& st = self->state;
   admitting_job& a = *st.cached.front;
   a.store_asked = a.store_pending = true;
+  a.asked_at = std::chrono::steady_clock::now();
   kv_lookup q;
   const auto& chain = a.prefix.chain;
   q.hashes.assign(chain.begin() + static_cast<std::ptrdiff_t>(a.prefix.held),
@@ -330,6 +338,25 @@ void hand_off(prefill_pointer self, active_job& a, const float* logits_row) {
   h.attempt = a.job.attempt;
   h.block_tokens = st.config.block_tokens;
   h.cached_tokens = a.prefix.first_computed() * h.block_tokens;
+  const int32_t first = model::sample(logits_row, c.vocab_size, a.job.params.sampling,
+                                      static_cast<uint64_t>(a.job.params.draw_offset));
+  // A generation that ends with its first token (max_tokens 1, a stop token, a full context)
+  // finishes here, with the decode worker's rules: its KV never needs to move.
+  const auto& stops = a.job.params.stop_ids;
+  finish ended = finish::none;
+  if (std::find(stops.begin(), stops.end(), first) != stops.end()) {
+    ended = finish::stop;
+  } else if (a.job.params.max_tokens <= 1) {
+    ended = finish::length;
+  } else if (static_cast<int>(a.job.tokens.size()) + 1 >= c.max_positions) {
+    ended = finish::context;
+  }
+  if (ended != finish::none) {
+    token_update u{a.job.request, a.job.attempt, a.job.params.draw_offset, {first},
+                   static_cast<int32_t>(ended), h.cached_tokens};
+    self->send(a.job.router, std::vector<token_update>{u});
+    return;
+  }
   const int kv_blocks = blocks_for(static_cast<int>(a.job.tokens.size()), h.block_tokens);
   const size_t block_floats = static_cast<size_t>(h.block_tokens) * c.num_kv_heads * c.head_dim;
   std::vector<float> kv(static_cast<size_t>(kv_blocks) * c.num_layers * 2 * block_floats);
@@ -342,8 +369,6 @@ void hand_off(prefill_pointer self, active_job& a, const float* logits_row) {
     }
   }
   h.kv = shared_floats::adopt(std::move(kv));
-  const int32_t first = model::sample(logits_row, c.vocab_size, a.job.params.sampling,
-                                      static_cast<uint64_t>(a.job.params.draw_offset));
   h.tokens = a.job.tokens;
   h.tokens.push_back(first);
   h.params = a.job.params;
@@ -444,6 +469,15 @@ void start_step(prefill_pointer self) {
   if (st.busy || st.experts.shards.shards.empty()) return;
   drop_cancelled(st);
   admit(self);
+  const auto& front = st.cached.front;
+  if (front && front->store_pending) {
+    const auto waited = std::chrono::steady_clock::now() - front->asked_at;
+    if (waited < store_answer_wait) {
+      // The answer's arrival sends a step; this one is the fallback if it is slow.
+      self->delayed_send(self, store_answer_wait - waited, step_atom_v);
+      return;
+    }
+  }
   st.batch.clear();
   st.in_step.clear();
   int budget = st.config.max_step_tokens;
