@@ -22,11 +22,11 @@ struct running_sequence {
   uint64_t request = 0;
   uint32_t attempt = 0;
   std::vector<int32_t> tokens;
-  int computed = 0;            // tokens whose KV is stored
+  int computed = 0;  // tokens whose KV is stored
   std::vector<int32_t> blocks;
-  generation_params params;    // as handed over
-  int32_t next_index = 0;      // generation index of the next token
-  int32_t produced = 0;        // tokens produced in this attempt (the handed-over one included)
+  generation_params params;  // as handed over
+  int32_t next_index = 0;    // generation index of the next token
+  int32_t produced = 0;      // tokens produced in this attempt (the handed-over one included)
   int32_t cached_tokens = 0;
   bool cancelled = false;
 };
@@ -53,7 +53,9 @@ struct decode_state {
 
 using decode_pointer = decode_worker_actor::stateful_pointer<decode_state>;
 
-int blocks_for(int tokens, int block_tokens) { return (tokens + block_tokens - 1) / block_tokens; }
+int blocks_for(int tokens, int block_tokens) {
+  return (tokens + block_tokens - 1) / block_tokens;
+}
 
 finish finish_for(const running_sequence& s, int32_t token, int max_positions) {
   const auto& stops = s.params.stop_ids;
@@ -112,8 +114,9 @@ result<bool> accept(decode_pointer self, kv_handoff& h) {
   s.produced = 1;
   s.cached_tokens = h.cached_tokens;
   const finish f = finish_for(s, s.tokens.back(), c.max_positions);
-  token_update u{s.request, s.attempt, s.params.draw_offset, {s.tokens.back()},
-                 static_cast<int32_t>(f), s.cached_tokens};
+  token_update u{
+      s.request,      s.attempt, s.params.draw_offset, {s.tokens.back()}, static_cast<int32_t>(f),
+      s.cached_tokens};
   self->send(st.config.router, std::vector<token_update>{u});
   if (f == finish::none) {
     st.seqs.emplace(s.request, std::move(s));
@@ -139,14 +142,14 @@ void finish_step(decode_pointer self) {
       continue;
     }
     const float* row = logits.data() + i * static_cast<size_t>(c.vocab_size);
-    const int32_t token = model::sample(row, c.vocab_size, s.params.sampling,
-                                        static_cast<uint64_t>(s.next_index));
+    const int32_t token =
+        model::sample(row, c.vocab_size, s.params.sampling, static_cast<uint64_t>(s.next_index));
     s.computed += 1;
     s.tokens.push_back(token);
     s.produced += 1;
     const finish f = finish_for(s, token, c.max_positions);
-    updates.push_back(token_update{s.request, s.attempt, s.next_index, {token},
-                                   static_cast<int32_t>(f), s.cached_tokens});
+    updates.push_back(token_update{
+        s.request, s.attempt, s.next_index, {token}, static_cast<int32_t>(f), s.cached_tokens});
     s.next_index += 1;
     if (f != finish::none) release(st, s.request);
   }
@@ -154,9 +157,9 @@ void finish_step(decode_pointer self) {
   st.busy = false;
   apply_pending_layout(self, st.experts);
   ++st.steps_done;
-  st.last_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                         st.step_start)
-                   .count();
+  st.last_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - st.step_start)
+          .count();
   st.total_ms += st.last_ms;
   if (!st.seqs.empty()) self->send(self, step_atom_v);
 }
@@ -179,8 +182,7 @@ void abandon_step(decode_pointer self, const std::string& reason) {
 
 void dispatch(decode_pointer self) {
   auto& st = self->state;
-  dispatch_layer(self, st.experts, *st.driver, st.step, &st.step,
-                 [self] { continue_step(self); });
+  dispatch_layer(self, st.experts, *st.driver, st.step, &st.step, [self] { continue_step(self); });
 }
 
 void continue_step(decode_pointer self) {

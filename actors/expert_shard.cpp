@@ -1,9 +1,9 @@
 #include "actors/expert_shard.hpp"
 
-#include <caf/all.hpp>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <caf/all.hpp>
 
 #include <chrono>
 #include <map>
@@ -19,7 +19,7 @@ using weights_ptr = std::shared_ptr<const model::ffn_weights>;
 
 struct loaded_experts {
   std::map<std::pair<int32_t, int32_t>, weights_ptr> weights;  // (layer, expert) -> weights
-  std::string error;  // empty when every load succeeded
+  std::string error;                                           // empty when every load succeeded
 };
 
 namespace {
@@ -82,7 +82,8 @@ std::shared_ptr<loaded_experts> load_missing(const model_context& ctx, const sha
 std::map<std::pair<int32_t, int32_t>, weights_ptr> held_weights(const shard_state& st) {
   std::map<std::pair<int32_t, int32_t>, weights_ptr> out;
   for (const auto& [epoch, slots] : st.epochs) {
-    for (const auto& [key, held] : slots) out[{key.first, held.expert}] = held.weights;
+    for (const auto& [key, held] : slots)
+      out[{key.first, held.expert}] = held.weights;
   }
   return out;
 }
@@ -112,9 +113,11 @@ void count_steps(shard_pointer self, const expert_request& req) {
   const auto window = static_cast<uint64_t>(st.steps / st.config.sample_interval_steps);
   while (st.window < window) {
     if (st.config.load_sink) {
-      self->send(st.config.load_sink, load_sample{st.config.index, st.window, st.tokens_per_expert});
+      self->send(st.config.load_sink,
+                 load_sample{st.config.index, st.window, st.tokens_per_expert});
     }
-    for (auto& row : st.tokens_per_expert) std::fill(row.begin(), row.end(), 0);
+    for (auto& row : st.tokens_per_expert)
+      std::fill(row.begin(), row.end(), 0);
     ++st.window;
   }
 }
@@ -130,8 +133,8 @@ result<expert_reply> compute(shard_state& st, const expert_request& req) {
   }
   auto epoch = st.epochs.find(req.epoch);
   if (epoch == st.epochs.end()) {
-    return error(errc::not_found, st.config.name + " holds no layout of epoch " +
-                                      std::to_string(req.epoch));
+    return error(errc::not_found,
+                 st.config.name + " holds no layout of epoch " + std::to_string(req.epoch));
   }
   expert_reply reply;
   reply.step = req.step;
@@ -140,15 +143,15 @@ result<expert_reply> compute(shard_state& st, const expert_request& req) {
   reply.output.cols = hidden;
   reply.output.data.resize(req.input.data.size());
   std::map<int32_t, std::vector<int32_t>> groups;  // slot -> row indices, in row order
-  for (int i = 0; i < n; ++i) groups[req.slots[static_cast<size_t>(i)]].push_back(i);
+  for (int i = 0; i < n; ++i)
+    groups[req.slots[static_cast<size_t>(i)]].push_back(i);
   ensure_rows(st, n);
   std::vector<float> staged;
   for (const auto& [slot, rows] : groups) {
     auto it = epoch->second.find({req.layer, slot});
     if (it == epoch->second.end()) {
-      return error(errc::not_found, st.config.name + " does not hold slot " +
-                                        std::to_string(slot) + " of layer " +
-                                        std::to_string(req.layer));
+      return error(errc::not_found, st.config.name + " does not hold slot " + std::to_string(slot) +
+                                        " of layer " + std::to_string(req.layer));
     }
     const int m = static_cast<int>(rows.size());
     staged.resize(static_cast<size_t>(m) * static_cast<size_t>(hidden));
@@ -159,13 +162,15 @@ result<expert_reply> compute(shard_state& st, const expert_request& req) {
     const model::ffn_weights& w = *it->second.weights;
     dev.upload(staged.data(), st.in.first(m));
     model::run_ffn(dev, w, st.in.first(m), st.out.first(m),
-                   st.gate_up.first(m).cols_view(0, 2 * w.inter), st.inter.first(m).cols_view(0, w.inter));
+                   st.gate_up.first(m).cols_view(0, 2 * w.inter),
+                   st.inter.first(m).cols_view(0, w.inter));
     dev.download(st.out.first(m), staged.data());
     for (int r = 0; r < m; ++r) {
       std::copy_n(&staged[static_cast<size_t>(r) * hidden], hidden,
                   &reply.output.data[static_cast<size_t>(rows[static_cast<size_t>(r)]) * hidden]);
     }
-    st.tokens_per_expert[static_cast<size_t>(req.layer)][static_cast<size_t>(it->second.expert)] += m;
+    st.tokens_per_expert[static_cast<size_t>(req.layer)][static_cast<size_t>(it->second.expert)] +=
+        m;
   }
   return reply;
 }
@@ -185,7 +190,8 @@ caf::behavior loader(caf::event_based_actor* self, std::shared_ptr<const model_c
 void start_prepare(shard_pointer self, shard_plan plan) {
   auto& st = self->state;
   std::set<std::pair<int32_t, int32_t>> have;
-  for (const auto& [key, w] : held_weights(st)) have.insert(key);
+  for (const auto& [key, w] : held_weights(st))
+    have.insert(key);
   st.preparing[plan.epoch] = plan;
   self->system().spawn<caf::detached>(loader, st.ctx, std::move(plan), std::move(have),
                                       caf::actor_cast<expert_shard_actor>(self));
@@ -200,8 +206,8 @@ void on_loaded(shard_pointer self, uint64_t epoch, const std::shared_ptr<loaded_
     st.epochs[epoch] = assemble(plan->second, held_weights(st), *loaded);
     reply->second.deliver(true);
   } else {
-    log::error(st.config.name, "cannot load experts for epoch " + std::to_string(epoch) + ": " +
-                                   loaded->error);
+    log::error(st.config.name,
+               "cannot load experts for epoch " + std::to_string(epoch) + ": " + loaded->error);
     reply->second.deliver(caf::make_error(caf::sec::runtime_error, loaded->error));
   }
   st.preparing.erase(plan);
@@ -234,9 +240,9 @@ expert_shard_actor::behavior_type shard_behavior(shard_pointer self,
         auto& s = self->state;
         ++s.requests;
         s.rows += static_cast<int64_t>(req.slots.size());
-        s.last_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                              start)
-                        .count();
+        s.last_ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count();
         return std::move(reply.value());
       },
       [=](prepare_atom, shard_plan& plan) -> caf::result<bool> {
@@ -274,11 +280,12 @@ expert_shard_actor::behavior_type shard_behavior(shard_pointer self,
         out.steps = s.steps;
         size_t slots = 0;
         if (!s.epochs.empty()) slots = s.epochs.rbegin()->second.size();
-        out.detail = nlohmann::json{{"slots", slots},
-                                    {"epochs", s.epochs.size()},
-                                    {"requests", s.requests},
-                                    {"rows", s.rows}}
-                         .dump();
+        out.detail = nlohmann::json{
+            {"slots", slots},
+            {"epochs", s.epochs.size()},
+            {"requests", s.requests},
+            {"rows",
+             s.rows}}.dump();
         return out;
       },
   };

@@ -2,8 +2,8 @@
 
 #include <caf/all.hpp>
 
-#include "actors/decode_worker.hpp"
 #include "actors/cache_report.hpp"
+#include "actors/decode_worker.hpp"
 #include "actors/expert_shard.hpp"
 #include "actors/kv_store.hpp"
 #include "actors/node_agent.hpp"

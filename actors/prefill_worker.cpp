@@ -11,8 +11,8 @@
 #include "actors/cache_report.hpp"
 #include "actors/expert_dispatch.hpp"
 #include "actors/prefix_cache.hpp"
-#include "actors/retention_table.hpp"
 #include "actors/remote_link.hpp"
+#include "actors/retention_table.hpp"
 #include "common/log.hpp"
 #include "kvcache/block_pool.hpp"
 #include "model/sampler.hpp"
@@ -56,7 +56,7 @@ struct cache_state {
   prefill_cache_report report;  // unsent changes
   int64_t prompt_tokens = 0;
   int64_t hit_tokens[3] = {0, 0, 0};  // pool, host, ssd
-  int64_t demotion_batches = 0;  // kv_demotion messages sent
+  int64_t demotion_batches = 0;       // kv_demotion messages sent
   int64_t invariant_checks = 0;
   int64_t invariant_violations = 0;
   std::string first_violation;
@@ -86,7 +86,9 @@ struct prefill_state {
 
 using prefill_pointer = prefill_worker_actor::stateful_pointer<prefill_state>;
 
-int blocks_for(int tokens, int block_tokens) { return (tokens + block_tokens - 1) / block_tokens; }
+int blocks_for(int tokens, int block_tokens) {
+  return (tokens + block_tokens - 1) / block_tokens;
+}
 
 active_job* find_active(prefill_state& st, uint64_t request) {
   for (auto& a : st.active) {
@@ -352,8 +354,12 @@ void hand_off(prefill_pointer self, active_job& a, const float* logits_row) {
     ended = finish::context;
   }
   if (ended != finish::none) {
-    token_update u{a.job.request, a.job.attempt, a.job.params.draw_offset, {first},
-                   static_cast<int32_t>(ended), h.cached_tokens};
+    token_update u{a.job.request,
+                   a.job.attempt,
+                   a.job.params.draw_offset,
+                   {first},
+                   static_cast<int32_t>(ended),
+                   h.cached_tokens};
     self->send(a.job.router, std::vector<token_update>{u});
     return;
   }
@@ -405,8 +411,9 @@ void finish_step(prefill_pointer self) {
                 static_cast<size_t>(st.batch.logits_begin(seq)) * static_cast<size_t>(c.vocab_size),
             c.vocab_size);
       }
-      hand_off(self, *a, logits.data() + static_cast<size_t>(st.batch.logits_begin(seq)) *
-                                             static_cast<size_t>(c.vocab_size));
+      hand_off(self, *a,
+               logits.data() + static_cast<size_t>(st.batch.logits_begin(seq)) *
+                                   static_cast<size_t>(c.vocab_size));
     }
   }
   // Jobs handed off or cancelled give their blocks back.
@@ -422,9 +429,9 @@ void finish_step(prefill_pointer self) {
   st.busy = false;
   apply_pending_layout(self, st.experts);
   ++st.steps_done;
-  st.last_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                         st.step_start)
-                   .count();
+  st.last_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - st.step_start)
+          .count();
   if (has_work(st)) self->send(self, step_atom_v);
 }
 
@@ -454,8 +461,7 @@ void abandon_step(prefill_pointer self, const std::string& reason) {
 
 void dispatch(prefill_pointer self) {
   auto& st = self->state;
-  dispatch_layer(self, st.experts, *st.driver, st.step, &st.step,
-                 [self] { continue_step(self); });
+  dispatch_layer(self, st.experts, *st.driver, st.step, &st.step, [self] { continue_step(self); });
 }
 
 void continue_step(prefill_pointer self) {

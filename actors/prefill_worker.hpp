@@ -79,11 +79,11 @@ struct prefill_worker_config {
   int max_step_tokens = 512;
   int kv_tokens = 16384;
   int block_tokens = 16;
-  int max_queue = 1024;  ///< Jobs waiting; beyond it new jobs fail back to the router.
+  int max_queue = 1024;              ///< Jobs waiting; beyond it new jobs fail back to the router.
   int64_t stall_timeout_ms = 10000;  ///< How long a layer waits for a failed shard's replacement.
-  layout_ack_actor layout_acks;  ///< Told when the worker switches layout epochs.
-  int index = 0;                 ///< Among the prefill workers: its id in cache reports.
-  router_actor router;           ///< Where cache reports go.
+  layout_ack_actor layout_acks;      ///< Told when the worker switches layout epochs.
+  int index = 0;                     ///< Among the prefill workers: its id in cache reports.
+  router_actor router;               ///< Where cache reports go.
   prefill_cache_config cache;
 };
 
@@ -91,8 +91,8 @@ struct prefill_worker_config {
 // only mean something in the process that set them (it uses the system clock).
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, prefill_cache_config& x) {
-  return f(caf::meta::type_name("prefill_cache_config"), x.enabled, x.capacity_blocks,
-           x.scenarios, x.store, x.store_timeout, x.check_invariants);
+  return f(caf::meta::type_name("prefill_cache_config"), x.enabled, x.capacity_blocks, x.scenarios,
+           x.store, x.store_timeout, x.check_invariants);
 }
 
 template <class Inspector>

@@ -84,13 +84,16 @@ void release_workers(router_state& st, tracked_request& r) {
 
 void cancel_at_workers(router_pointer self, tracked_request& r) {
   auto& st = self->state;
-  if (r.at == phase::prefill && r.prefill >= 0 && st.prefill[static_cast<size_t>(r.prefill)].alive) {
-    self->send(caf::actor_cast<prefill_worker_actor>(st.prefill[static_cast<size_t>(r.prefill)].handle),
-               cancel_atom_v, r.id);
+  if (r.at == phase::prefill && r.prefill >= 0 &&
+      st.prefill[static_cast<size_t>(r.prefill)].alive) {
+    self->send(
+        caf::actor_cast<prefill_worker_actor>(st.prefill[static_cast<size_t>(r.prefill)].handle),
+        cancel_atom_v, r.id);
   }
   if (r.at != phase::waiting && r.decode >= 0 && st.decode[static_cast<size_t>(r.decode)].alive) {
-    self->send(caf::actor_cast<decode_worker_actor>(st.decode[static_cast<size_t>(r.decode)].handle),
-               cancel_atom_v, r.id);
+    self->send(
+        caf::actor_cast<decode_worker_actor>(st.decode[static_cast<size_t>(r.decode)].handle),
+        cancel_atom_v, r.id);
   }
 }
 
@@ -176,10 +179,10 @@ void redispatch(router_pointer self, tracked_request& r, const std::string& why)
   cancel_at_workers(self, r);
   release_workers(st, r);
   if (r.attempts >= st.config.max_attempts) {
-    return fail_request(self, r.id,
-                        error(errc::unavailable, "request failed after " +
-                                                     std::to_string(r.attempts) +
-                                                     " attempts; last: " + why));
+    return fail_request(
+        self, r.id,
+        error(errc::unavailable,
+              "request failed after " + std::to_string(r.attempts) + " attempts; last: " + why));
   }
   ++st.redispatched;
   log::info("router", "re-dispatching request " + std::to_string(r.id) + " after " +

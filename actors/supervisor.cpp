@@ -137,7 +137,8 @@ void spawn_child(supervisor_pointer self, supervised_child& c) {
   if (c.node == "local") {
     caf::actor h;
     if (c.role == "expert_shard") {
-      h = caf::actor_cast<caf::actor>(spawn_expert_shard(self->system(), st.ctx, shard_config(self, c)));
+      h = caf::actor_cast<caf::actor>(
+          spawn_expert_shard(self->system(), st.ctx, shard_config(self, c)));
     } else if (c.role == "kv_store") {
       h = caf::actor_cast<caf::actor>(spawn_kv_store_child(self, c));
     } else if (c.role == "decode") {
@@ -188,10 +189,9 @@ void on_child_down(supervisor_pointer self, const caf::down_msg& dm) {
     if (!c.alive || c.handle.address() != dm.source) continue;
     c.alive = false;
     if (st.shutting_down) return;
-    const std::string cause =
-        st.dead_nodes.count(c.node)
-            ? "node " + c.node + " lost (" + to_string(dm.reason) + ")"
-            : to_string(dm.reason);
+    const std::string cause = st.dead_nodes.count(c.node)
+                                  ? "node " + c.node + " lost (" + to_string(dm.reason) + ")"
+                                  : to_string(dm.reason);
     if (c.role == "expert_shard" && st.moving) roll_back(self, c.name + " died");
     const auto& policy = st.config.manifest.restart;
     const bool give_up = !may_restart(policy, c);
@@ -219,8 +219,8 @@ void spawn_failed(supervisor_pointer self, const std::string& name, const std::s
   if (it == st.children.end() || st.shutting_down) return;
   supervised_child& c = it->second;
   c.spawning = false;
-  log::error("supervisor", "cannot spawn " + name + " on " + (c.node.empty() ? "any node" : c.node) +
-                               ": " + why + "; retrying");
+  log::error("supervisor", "cannot spawn " + name + " on " +
+                               (c.node.empty() ? "any node" : c.node) + ": " + why + "; retrying");
   if (!c.node.empty() && c.node != "local") st.dead_nodes.insert(c.node);
   self->delayed_send(self, std::chrono::milliseconds(st.config.manifest.restart.backoff_ms + 100),
                      restart_atom_v, name);
@@ -228,8 +228,8 @@ void spawn_failed(supervisor_pointer self, const std::string& name, const std::s
 
 void add_children(supervisor_pointer self) {
   auto& st = self->state;
-  const auto placement = st.config.placement.empty() ? deploy::place(st.config.manifest)
-                                                     : st.config.placement;
+  const auto placement =
+      st.config.placement.empty() ? deploy::place(st.config.manifest) : st.config.placement;
   for (const auto& p : placement) {
     supervised_child c;
     c.role = p.role;
@@ -239,7 +239,8 @@ void add_children(supervisor_pointer self) {
     st.children[c.name] = c;
   }
   bool local_prefill = false;
-  for (const auto& [name, c] : st.children) local_prefill |= c.role == "prefill" && c.node == "local";
+  for (const auto& [name, c] : st.children)
+    local_prefill |= c.role == "prefill" && c.node == "local";
   if (st.config.manifest.kv_cache.has_store() && local_prefill) {
     // One KV store, here: it holds the host and SSD tiers for this process's prefill workers.
     supervised_child store;
@@ -327,9 +328,11 @@ void broadcast_shards(supervisor_pointer self) {
   }
 }
 
-static supervisor_actor::behavior_type supervisor_behavior(
-    supervisor_pointer self, std::shared_ptr<const model_context> ctx, supervisor_config config,
-    registry_actor registry, router_actor router) {
+static supervisor_actor::behavior_type supervisor_behavior(supervisor_pointer self,
+                                                           std::shared_ptr<const model_context> ctx,
+                                                           supervisor_config config,
+                                                           registry_actor registry,
+                                                           router_actor router) {
   auto& st = self->state;
   st.ctx = std::move(ctx);
   st.config = std::move(config);
@@ -341,7 +344,8 @@ static supervisor_actor::behavior_type supervisor_behavior(
       rebalance_options{e.sample_interval_steps, e.replan_interval_steps, e.margin, 64});
   st.shards.layout = st.config.layout;
   self->set_down_handler([self](caf::down_msg& dm) { on_child_down(self, dm); });
-  for (const auto& [node, agent] : st.config.agents) self->monitor(agent);
+  for (const auto& [node, agent] : st.config.agents)
+    self->monitor(agent);
   self->set_exit_handler([self](caf::exit_msg& msg) {
     // Shutting down: stop restarting, take every child down, then go.
     auto& s = self->state;

@@ -23,10 +23,10 @@
 #include "actors/expert_layout.hpp"
 #include "actors/expert_shard.hpp"
 #include "actors/model_context.hpp"
+#include "actors/node_agent.hpp"
 #include "actors/payloads.hpp"
 #include "actors/registry.hpp"
 #include "actors/router.hpp"
-#include "actors/node_agent.hpp"
 #include "deploy/manifest.hpp"
 #include "deploy/placement.hpp"
 
@@ -34,8 +34,7 @@ namespace brigade::actors {
 
 using supervisor_actor = caf::typed_actor<
     /// Fault injection: kills the named role actor.
-    caf::replies_to<kill_atom, std::string>::with<bool>,
-    caf::reacts_to<restart_atom, std::string>,
+    caf::replies_to<kill_atom, std::string>::with<bool>, caf::reacts_to<restart_atom, std::string>,
     /// A shard's token counts for one sample window.
     caf::reacts_to<load_sample>,
     /// A worker now routes with the layout of this epoch.

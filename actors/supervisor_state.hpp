@@ -38,8 +38,8 @@ struct migration {
   phase at = phase::preparing;
   expert_layout target;
   supervisor_clock::time_point started;
-  std::set<int> prepared;                 // shards that hold the target epoch
-  std::set<std::string> switched;         // workers routing with it
+  std::set<int> prepared;          // shards that hold the target epoch
+  std::set<std::string> switched;  // workers routing with it
   int moved_slots = 0;
 };
 

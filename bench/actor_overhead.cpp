@@ -18,7 +18,8 @@ using clock_type = std::chrono::steady_clock;
 
 std::vector<int32_t> prompt(int i, int vocab) {
   std::vector<int32_t> p;
-  for (int t = 0; t < 32; ++t) p.push_back((i * 7919 + t * 104729) % (vocab - 16) + 8);
+  for (int t = 0; t < 32; ++t)
+    p.push_back((i * 7919 + t * 104729) % (vocab - 16) + 8);
   return p;
 }
 
@@ -53,13 +54,15 @@ result<double> engine_step_ms(const std::string& dir, int batch, int steps) {
   model::engine eng(*m.value(), *dev, opt);
   model::request_options req;
   req.max_tokens = steps + 4;
-  for (int b = 0; b < batch; ++b) (void)eng.submit(prompt(b, m.value()->config.vocab_size), req);
+  for (int b = 0; b < batch; ++b)
+    (void)eng.submit(prompt(b, m.value()->config.vocab_size), req);
   std::vector<model::token_event> ev;
   std::set<int64_t> started;
   while (static_cast<int>(started.size()) < batch) {
     ev.clear();
     if (!eng.step(ev)) return error(errc::internal, "the engine stopped before decoding");
-    for (const auto& e : ev) started.insert(e.request);
+    for (const auto& e : ev)
+      started.insert(e.request);
   }
   const auto start = clock_type::now();
   for (int s = 0; s < steps; ++s) {
@@ -106,7 +109,8 @@ result<double> topology_step_ms(const std::string& dir, int batch, int steps, in
   const auto before = decode_steps(*t.value());
   sinks[0]->wait_for(2 + steps, std::chrono::seconds(300));
   const auto after = decode_steps(*t.value());
-  for (int b = 0; b < batch; ++b) t.value()->service().cancel(b + 1);
+  for (int b = 0; b < batch; ++b)
+    t.value()->service().cancel(b + 1);
   const int64_t n = after.first - before.first;
   if (n <= 0) return error(errc::internal, "the decode worker ran no steps");
   return (after.second - before.second) / static_cast<double>(n);

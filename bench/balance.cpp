@@ -332,12 +332,13 @@ void print_goals(const std::vector<goal>& goals, const std::vector<std::vector<d
 }
 
 void print_stall(const migration_stall_figures& s) {
-  std::printf("\nDecode steps (batch 32, 4 expert shards of 10 slots, 32 experts) through %d live "
-              "migrations\n(%.3f s each on average): %d steps overlapped a migration, %d did not.\n"
-              "  median step outside migrations %.2f ms; p99 during migrations %.2f ms (%.3fx the "
-              "median); p99 outside %.2f ms (%.3fx: the noise floor)\n",
-              s.migrations, s.mean_migration_s, s.steps_during, s.steps_outside, s.median_ms,
-              s.p99_during_ms, s.p99_ratio(), s.p99_outside_ms, s.noise_ratio());
+  std::printf(
+      "\nDecode steps (batch 32, 4 expert shards of 10 slots, 32 experts) through %d live "
+      "migrations\n(%.3f s each on average): %d steps overlapped a migration, %d did not.\n"
+      "  median step outside migrations %.2f ms; p99 during migrations %.2f ms (%.3fx the "
+      "median); p99 outside %.2f ms (%.3fx: the noise floor)\n",
+      s.migrations, s.mean_migration_s, s.steps_during, s.steps_outside, s.median_ms,
+      s.p99_during_ms, s.p99_ratio(), s.p99_outside_ms, s.noise_ratio());
 }
 
 void print_json(const std::vector<row>& rows, const std::vector<goal>& goals,

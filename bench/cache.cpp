@@ -21,9 +21,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "deploy/topology.hpp"
 #include "bench/table.hpp"
 #include "deploy/manifest.hpp"
+#include "deploy/topology.hpp"
 #include "model/model_writer.hpp"
 
 namespace brigade::bench {
@@ -39,8 +39,9 @@ struct cache_bench_options {
   int concurrency = 4;
   int reps = 3;  // TTFT measurements per tier
   int layers = 4;
-  int hidden = 512;
-  int moe_inter = 512;
+  int hidden = 1024;  // attention over the prefix weighs about as much beside the weights as in
+                      // real MoE models
+  int moe_inter = 1024;
   int top_k = 2;
   std::string ssd_dir;  // empty: a directory under /tmp
 };
@@ -340,8 +341,29 @@ status start(const cache_bench_options& o, bench_setup& b) {
   return ok_status();
 }
 
+// Floating-point operations to prefill positions [from, to) of a prompt with the bench model:
+// projections, router, active experts and attention over every earlier position (a token
+// computed after a cached prefix still attends to all of it), per layer. The LM head runs once
+// per prompt either way and is left out.
+double prefill_flops(const model::model_spec& m, int from, int to) {
+  const double q_dim = static_cast<double>(m.heads) * m.head_dim;
+  const double kv_dim = static_cast<double>(m.kv_heads) * m.head_dim;
+  const double h = m.hidden;
+  const double per_token = 2 * h * (q_dim + 2 * kv_dim) + 2 * q_dim * h + 2 * h * m.experts +
+                           m.top_k * 3.0 * 2 * h * m.moe_inter;
+  double total = 0;
+  for (int p = from; p < to; ++p)
+    total += per_token + 4 * q_dim * (p + 1);
+  return total * m.layers;
+}
+
 nlohmann::json to_json(const cache_bench_options& o, const throughput_figures& t,
-                       const tier_figures& tf, const std::string& model_line) {
+                       const tier_figures& tf, const std::string& model_line,
+                       const model::model_spec& spec) {
+  const int prompt = o.prefix_tokens + o.unique_tokens;
+  // A hit reuses the shared prefix's whole blocks; each prompt's own tokens are computed.
+  const int reused = std::min(o.prefix_tokens, prompt - 1) / 16 * 16;
+  const double flops_bound = prefill_flops(spec, 0, prompt) / prefill_flops(spec, reused, prompt);
   const double off_tps = t.off.prompt_tokens / t.off.wall_s;
   const double on_tps = t.on.prompt_tokens / t.on.wall_s;
   const double hit_rate = static_cast<double>(t.on.cached_tokens) / t.on.prompt_tokens;
@@ -356,6 +378,7 @@ nlohmann::json to_json(const cache_bench_options& o, const throughput_figures& t
           {"speedup", on_tps / off_tps},
           {"hit_rate", hit_rate},
           {"speedup_bound", 1.0 / (1.0 - hit_rate)},
+          {"speedup_bound_flops", flops_bound},
           {"ttft_ms",
            {{"miss", median(tf.miss_ms)},
             {"pool", median(tf.pool_ms)},
@@ -379,9 +402,12 @@ void print_table(const nlohmann::json& j) {
   t.add_row({"on", fixed(j["prefill_tokens_per_s_with_cache"].get<double>(), 0),
              fixed(100 * j["hit_rate"].get<double>(), 1) + "%"});
   std::printf("%s", t.render().c_str());
-  std::printf("speedup %sx (bound at this hit rate %sx; goal 20x at 96%%)\n\n",
-              fixed(j["speedup"].get<double>(), 1).c_str(),
-              fixed(j["speedup_bound"].get<double>(), 1).c_str());
+  std::printf(
+      "speedup %sx (goal 20x at 96%%); bounds: %sx counting tokens, %sx counting operations "
+      "(the tokens computed after the cached prefix still attend to all of it)\n\n",
+      fixed(j["speedup"].get<double>(), 1).c_str(),
+      fixed(j["speedup_bound"].get<double>(), 1).c_str(),
+      fixed(j["speedup_bound_flops"].get<double>(), 1).c_str());
   const auto mix = [](const nlohmann::json& m) {
     return std::to_string(m["pool"].get<int64_t>()) + "/" +
            std::to_string(m["host"].get<int64_t>()) + "/" + std::to_string(m["ssd"].get<int64_t>());
@@ -445,7 +471,7 @@ int cache(int argc, char** argv) {
                                  std::to_string(o.hidden) + ", 8 experts of " +
                                  std::to_string(o.moe_inter) + " top-" + std::to_string(o.top_k) +
                                  ", CPU backend";
-  const nlohmann::json j = to_json(o, t.value(), tiers.value(), model_line);
+  const nlohmann::json j = to_json(o, t.value(), tiers.value(), model_line, b.spec);
   if (o.json) {
     std::printf("%s\n", j.dump().c_str());
   } else {

@@ -25,7 +25,8 @@ class timing_sink final : public serve::generation_sink {
  public:
   void on_tokens(const std::vector<int32_t>& t) override {
     std::lock_guard<std::mutex> lock(m_);
-    for (size_t i = 0; i < t.size(); ++i) arrivals_.push_back(unix_ms(clock_type::now()));
+    for (size_t i = 0; i < t.size(); ++i)
+      arrivals_.push_back(unix_ms(clock_type::now()));
     cv_.notify_all();
   }
   void on_finished(serve::finish_reason, const serve::generation_usage&) override {}
@@ -96,7 +97,8 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
   for (int b = 0; b < 32; ++b) {
     serve::generation_request r;
     r.id = b + 1;
-    for (int i = 0; i < 16; ++i) r.prompt.push_back((b * 131 + i * 17) % 2000 + 10);
+    for (int i = 0; i < 16; ++i)
+      r.prompt.push_back((b * 131 + i * 17) % 2000 + 10);
     r.max_tokens = 4000;
     sinks.push_back(std::make_shared<timing_sink>());
     if (status s = t.value()->service().submit(r, sinks.back()); !s) return s.err();
@@ -118,16 +120,19 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const auto windows = windows_of(t.value()->events_json(0));
   const auto arrivals = sinks[0]->arrivals();
-  for (int b = 0; b < 32; ++b) t.value()->service().cancel(b + 1);
+  for (int b = 0; b < 32; ++b)
+    t.value()->service().cancel(b + 1);
   std::vector<double> during, outside;
   for (size_t i = 9; i < arrivals.size(); ++i) {
     const double begin = arrivals[i - 1], end = arrivals[i];
     bool overlaps = false;
-    for (const auto& [ws, we] : windows) overlaps |= begin <= we && end >= ws;
+    for (const auto& [ws, we] : windows)
+      overlaps |= begin <= we && end >= ws;
     (overlaps ? during : outside).push_back(end - begin);
   }
   double total_s = 0;
-  for (const auto& [ws, we] : windows) total_s += (we - ws) / 1000.0;
+  for (const auto& [ws, we] : windows)
+    total_s += (we - ws) / 1000.0;
   f.steps_during = static_cast<int>(during.size());
   f.steps_outside = static_cast<int>(outside.size());
   f.median_ms = percentile(outside, 0.5);

@@ -12,9 +12,9 @@ struct migration_stall_figures {
   int migrations = 0;
   int steps_during = 0;
   int steps_outside = 0;
-  double median_ms = 0;          ///< Median step time outside migrations.
-  double p99_during_ms = 0;      ///< p99 of steps that overlapped a migration.
-  double p99_outside_ms = 0;     ///< p99 of the others: the noise floor.
+  double median_ms = 0;       ///< Median step time outside migrations.
+  double p99_during_ms = 0;   ///< p99 of steps that overlapped a migration.
+  double p99_outside_ms = 0;  ///< p99 of the others: the noise floor.
   double mean_migration_s = 0;
   double p99_ratio() const { return p99_during_ms / median_ms; }
   double noise_ratio() const { return p99_outside_ms / median_ms; }
@@ -22,6 +22,7 @@ struct migration_stall_figures {
 
 /// Generates a model in `work_dir`, decodes 32 sequences through a 4-shard topology and runs
 /// `migrations` random re-plans, timing every step from the tokens' arrival.
-result<migration_stall_figures> measure_migration_stall(const std::string& work_dir, int migrations);
+result<migration_stall_figures> measure_migration_stall(const std::string& work_dir,
+                                                        int migrations);
 
 }  // namespace brigade::bench

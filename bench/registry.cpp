@@ -20,7 +20,8 @@ const bench_entry* registered_benchmarks(int* count) {
       {"tokenizer", tokenizer, "tokenizer encode/decode MB/s on one core, cold and warm cache"},
       {"transport", transport, "UCX transport latency, rate and bandwidth beside ucx_perftest"},
       {"cuda-matmul", cuda_matmul, "CUDA matmul GFLOP/s on expert FFN shapes beside the CPU"},
-      {"kvtiers", kv_tiers, "time to fetch one KV block from host memory, SSD and the tiered store"},
+      {"kvtiers", kv_tiers,
+       "time to fetch one KV block from host memory, SSD and the tiered store"},
       {"cache", cache, "prefix KV cache: prefill tokens/s with and without it, TTFT per tier"},
   };
   *count = static_cast<int>(sizeof entries / sizeof entries[0]);

@@ -16,10 +16,10 @@
 #include <sstream>
 
 #include "bench/actor_overhead.hpp"
-#include "deploy/topology.hpp"
 #include "bench/load_generator.hpp"
 #include "bench/table.hpp"
 #include "deploy/manifest.hpp"
+#include "deploy/topology.hpp"
 #include "gpu/backend.hpp"
 #include "model/loaded_model.hpp"
 #include "model/model_writer.hpp"
@@ -320,8 +320,10 @@ int serve(int argc, char** argv) {
   if (o.actors) {
     std::fprintf(stderr, "measuring the actor overhead at batch %d ...\n", o.overhead_batch);
     auto f = measure_actor_overhead(h.dir.string(), o.overhead_batch, o.overhead_steps, 4);
-    if (f) overhead = f.value();
-    else std::fprintf(stderr, "bench serve: actor overhead: %s\n", f.err().message.c_str());
+    if (f)
+      overhead = f.value();
+    else
+      std::fprintf(stderr, "bench serve: actor overhead: %s\n", f.err().message.c_str());
   }
   std::ostringstream model_line;
   const auto& cfg = h.loaded->config;
@@ -340,10 +342,11 @@ int serve(int argc, char** argv) {
   } else {
     print_table(o, levels, model_line.str());
     if (overhead) {
-      std::printf("\nactor overhead at batch %d (%d decode steps, 4 expert shards): engine %.2f ms "
-                  "per step, topology %.2f ms per step: ratio %.3f (goal <= 1.10)\n",
-                  overhead->batch, overhead->steps, overhead->engine_step_ms,
-                  overhead->topology_step_ms, overhead->ratio());
+      std::printf(
+          "\nactor overhead at batch %d (%d decode steps, 4 expert shards): engine %.2f ms "
+          "per step, topology %.2f ms per step: ratio %.3f (goal <= 1.10)\n",
+          overhead->batch, overhead->steps, overhead->engine_step_ms, overhead->topology_step_ms,
+          overhead->ratio());
     }
   }
   int errors = 0;

@@ -32,8 +32,8 @@ class section {
       int v = 0;
       if (!YAML::convert<int>::decode(n, v)) return fail(key, "must be an integer");
       if (v < min || v > max) {
-        return fail(key, "is " + std::to_string(v) + "; it must be between " +
-                             std::to_string(min) + " and " + std::to_string(max));
+        return fail(key, "is " + std::to_string(v) + "; it must be between " + std::to_string(min) +
+                             " and " + std::to_string(max));
       }
       out = v;
     });
@@ -43,8 +43,8 @@ class section {
       long long v = 0;
       if (!YAML::convert<long long>::decode(n, v)) return fail(key, "must be an integer");
       if (v < min || v > max) {
-        return fail(key, "is " + std::to_string(v) + "; it must be between " +
-                             std::to_string(min) + " and " + std::to_string(max));
+        return fail(key, "is " + std::to_string(v) + "; it must be between " + std::to_string(min) +
+                             " and " + std::to_string(max));
       }
       out = v;
     });
@@ -144,9 +144,10 @@ class section {
   /// Checks the node is a mapping; call before reading.
   void begin() {
     if (ok() && !node_.IsMap() && !node_.IsNull()) {
-      *err_ = error(errc::bad_format, source_ + ": " +
-                                          (path_.empty() ? "the manifest" : path_.substr(0, path_.size() - 1)) +
-                                          " must be a mapping of keys to values");
+      *err_ = error(errc::bad_format,
+                    source_ + ": " +
+                        (path_.empty() ? "the manifest" : path_.substr(0, path_.size() - 1)) +
+                        " must be a mapping of keys to values");
     }
   }
   /// Rejects keys nobody read.
@@ -275,7 +276,8 @@ status check_listen(const std::string& listen, const std::string& source) {
   const auto colon = listen.rfind(':');
   const std::string port = colon == std::string::npos ? "" : listen.substr(colon + 1);
   bool digits = !port.empty() && port.size() <= 5;
-  for (char ch : port) digits = digits && ch >= '0' && ch <= '9';
+  for (char ch : port)
+    digits = digits && ch >= '0' && ch <= '9';
   if (colon == 0 || !digits || std::stoi(port) > 65535) {
     return error(errc::bad_format, source + ": field 'serve.listen' is '" + listen +
                                        "'; it must be HOST:PORT, e.g. 127.0.0.1:8000");
@@ -288,8 +290,9 @@ status check_nodes(manifest& m, const std::string& source) {
   if (m.nodes.empty()) return ok_status();
   auto bad = [&](const std::string& what) { return error(errc::bad_format, source + ": " + what); };
   if (m.join_secret_file.empty()) {
-    return bad("field 'join_secret_file' is required when 'nodes' are listed: nodes refuse a "
-               "coordinator that cannot prove the shared secret");
+    return bad(
+        "field 'join_secret_file' is required when 'nodes' are listed: nodes refuse a "
+        "coordinator that cannot prove the shared secret");
   }
   std::set<std::string> names, addresses;
   int prefill = 0, decode = 0, shards = 0;
@@ -305,9 +308,11 @@ status check_nodes(manifest& m, const std::string& source) {
     shards += n.expert_shards;
   }
   if (prefill < 1 || decode < 1 || shards < 1) {
-    return bad("the nodes must host at least one prefill worker, one decode worker and one "
-               "expert shard (they host " + std::to_string(prefill) + ", " +
-               std::to_string(decode) + " and " + std::to_string(shards) + ")");
+    return bad(
+        "the nodes must host at least one prefill worker, one decode worker and one "
+        "expert shard (they host " +
+        std::to_string(prefill) + ", " + std::to_string(decode) + " and " + std::to_string(shards) +
+        ")");
   }
   m.prefill.count = prefill;
   m.decode.count = decode;

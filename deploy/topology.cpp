@@ -9,14 +9,14 @@
 #include "actors/cache_metrics.hpp"
 #include "actors/expert_layout.hpp"
 #include "actors/message_types.hpp"
-#include "deploy/coordinator.hpp"
-#include "deploy/middleman_config.hpp"
-#include "deploy/placement.hpp"
 #include "actors/model_context.hpp"
 #include "actors/registry.hpp"
 #include "actors/router.hpp"
 #include "actors/supervisor.hpp"
 #include "common/metrics.hpp"
+#include "deploy/coordinator.hpp"
+#include "deploy/middleman_config.hpp"
+#include "deploy/placement.hpp"
 
 namespace brigade::deploy {
 
@@ -146,7 +146,8 @@ class actor_service final : public serve::inference_service {
                                          {0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60})
                           .get();
     const auto all = d.value("migration_durations_s", std::vector<double>{});
-    for (size_t i = observed_durations_; i < all.size(); ++i) durations.observe(all[i]);
+    for (size_t i = observed_durations_; i < all.size(); ++i)
+      durations.observe(all[i]);
     observed_durations_ = all.size();
   }
 
@@ -161,7 +162,8 @@ class actor_service final : public serve::inference_service {
 
 std::string last_path_part(const std::string& path) {
   std::string p = path;
-  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  while (p.size() > 1 && p.back() == '/')
+    p.pop_back();
   const auto slash = p.rfind('/');
   return slash == std::string::npos ? p : p.substr(slash + 1);
 }
@@ -196,12 +198,14 @@ result<std::unique_ptr<topology>> topology::start(const deploy::manifest& m,
                                                   actors::cache_options cache) {
   const bool distributed = !m.nodes.empty();
   // A coordinator only routes: the nodes load the weights.
-  auto ctx = distributed ? model_context::load_config(m.model) : model_context::load(m.model, progress);
+  auto ctx =
+      distributed ? model_context::load_config(m.model) : model_context::load(m.model, progress);
   if (!ctx) return ctx.err();
   const model::model_config& c = ctx.value()->config;
   if (!c.is_moe()) {
-    return error(errc::unsupported, m.model + " is a dense model; the actor topology serves "
-                                              "mixture-of-experts models");
+    return error(errc::unsupported, m.model +
+                                        " is a dense model; the actor topology serves "
+                                        "mixture-of-experts models");
   }
   auto layout = expert_layout::initial(c, m.experts.count, m.experts.slots_per_shard);
   if (!layout) return error(errc::invalid_argument, m.source + ": " + layout.err().message);
@@ -231,39 +235,46 @@ result<std::unique_ptr<topology>> topology::start(const deploy::manifest& m,
   info.vocab_size = c.vocab_size;
   for (const auto& s : m.kv_cache.scenarios)
     info.scenarios.push_back(s.name);
-  info.created_unix_s =
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
-  p->service = std::make_unique<actor_service>(*p->sys, p->router, p->registry, p->supervisor, info);
+  info.created_unix_s = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+  p->service =
+      std::make_unique<actor_service>(*p->sys, p->router, p->registry, p->supervisor, info);
   return std::unique_ptr<topology>(new topology(std::move(p)));
 }
 
-serve::inference_service& topology::service() { return *impl_->service; }
+serve::inference_service& topology::service() {
+  return *impl_->service;
+}
 
 std::string actor_service::status_json() const {
   caf::scoped_actor self{sys_};
   nlohmann::json out = nlohmann::json::array();
   auto add = [&](const role_status& s) {
-    out.push_back({{"name", s.name},
-                   {"role", s.role},
-                   {"queue_depth", s.queue_depth},
-                   {"in_flight", s.in_flight},
-                   {"last_step_ms", s.last_step_ms},
-                   {"steps", s.steps},
-                   {"detail", nlohmann::json::parse(s.detail.empty() ? "{}" : s.detail, nullptr, false)}});
+    out.push_back(
+        {{"name", s.name},
+         {"role", s.role},
+         {"queue_depth", s.queue_depth},
+         {"in_flight", s.in_flight},
+         {"last_step_ms", s.last_step_ms},
+         {"steps", s.steps},
+         {"detail", nlohmann::json::parse(s.detail.empty() ? "{}" : s.detail, nullptr, false)}});
   };
   self->request(router_, edge_timeout, status_atom_v)
       .receive([&](const role_status& s) { add(s); }, [&](caf::error&) {});
   self->request(supervisor_, edge_timeout, status_atom_v, true)
       .receive(
           [&](const std::vector<role_status>& all) {
-            for (const auto& s : all) add(s);
+            for (const auto& s : all)
+              add(s);
           },
           [&](caf::error&) {});
   return out.dump();
 }
 
-const model::model_config& topology::config() const { return impl_->ctx->config; }
+const model::model_config& topology::config() const {
+  return impl_->ctx->config;
+}
 
 status topology::kill(const std::string& actor_name) {
   caf::scoped_actor self{*impl_->sys};
@@ -298,8 +309,12 @@ std::string topology::events_json(uint64_t since) const {
   return out;
 }
 
-std::string topology::actors_json() const { return impl_->service->actors_json(); }
+std::string topology::actors_json() const {
+  return impl_->service->actors_json();
+}
 
-std::string topology::statuses_json() const { return impl_->service->status_json(); }
+std::string topology::statuses_json() const {
+  return impl_->service->status_json();
+}
 
 }  // namespace brigade::deploy

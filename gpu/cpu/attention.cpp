@@ -90,8 +90,8 @@ inline void dot4(const float* q, const float* k0, size_t stride, int n, float* o
 }
 
 // scores[p] = dot(q, key p) * scale for `count` keys from `k` (rows `stride` apart).
-void score_rows(const float* q, const float* k, size_t stride, int count, int head_dim,
-                float scale, float* scores, float& max) {
+void score_rows(const float* q, const float* k, size_t stride, int count, int head_dim, float scale,
+                float* scores, float& max) {
   int r = 0;
   float four[4];
   for (; r + 4 <= count; r += 4) {
@@ -112,19 +112,23 @@ void score_rows(const float* q, const float* k, size_t stride, int count, int he
 template <int CHUNKS>
 void accumulate_rows(const float* v, size_t stride, int count, const float* w, float* o) {
   __m256 acc[CHUNKS];
-  for (int c = 0; c < CHUNKS; ++c) acc[c] = _mm256_loadu_ps(o + 8 * c);
+  for (int c = 0; c < CHUNKS; ++c)
+    acc[c] = _mm256_loadu_ps(o + 8 * c);
   for (int r = 0; r < count; ++r) {
     const float* row = v + static_cast<size_t>(r) * stride;
     const __m256 wr = _mm256_set1_ps(w[r]);
-    for (int c = 0; c < CHUNKS; ++c) acc[c] = _mm256_fmadd_ps(wr, _mm256_loadu_ps(row + 8 * c), acc[c]);
+    for (int c = 0; c < CHUNKS; ++c)
+      acc[c] = _mm256_fmadd_ps(wr, _mm256_loadu_ps(row + 8 * c), acc[c]);
   }
-  for (int c = 0; c < CHUNKS; ++c) _mm256_storeu_ps(o + 8 * c, acc[c]);
+  for (int c = 0; c < CHUNKS; ++c)
+    _mm256_storeu_ps(o + 8 * c, acc[c]);
 }
 
 void accumulate(const float* v, size_t stride, int count, const float* w, float* o, int head_dim) {
   if (head_dim == 64) return accumulate_rows<8>(v, stride, count, w, o);
   if (head_dim == 128) return accumulate_rows<16>(v, stride, count, w, o);
-  for (int r = 0; r < count; ++r) axpy(w[r], v + static_cast<size_t>(r) * stride, o, head_dim);
+  for (int r = 0; r < count; ++r)
+    axpy(w[r], v + static_cast<size_t>(r) * stride, o, head_dim);
 }
 
 // Softmax over scores[first, len) in place: exponentials eight at a time, summed lane by lane
@@ -147,7 +151,8 @@ void softmax_in_place(float* sc, int first, int len, float max) {
   for (j = first; j + 8 <= len; j += 8) {
     _mm256_storeu_ps(sc + j, _mm256_div_ps(_mm256_loadu_ps(sc + j), total));
   }
-  for (; j < len; ++j) sc[j] /= sum;
+  for (; j < len; ++j)
+    sc[j] /= sum;
 }
 
 // Query tiles: up to this many consecutive tokens of one sequence share each pass over its
@@ -164,7 +169,8 @@ std::vector<tile_job> make_tiles(const attention_batch& batch) {
   std::vector<tile_job> tiles;
   for (int t = 0; t < batch.tokens;) {
     int n = 1;
-    while (n < tile_tokens && t + n < batch.tokens && batch.token_seq[t + n] == batch.token_seq[t]) {
+    while (n < tile_tokens && t + n < batch.tokens &&
+           batch.token_seq[t + n] == batch.token_seq[t]) {
       ++n;
     }
     tiles.push_back({t, n});
@@ -210,7 +216,8 @@ void attention(const tensor& q, const cpu_kv_storage& kv, int layer, const atten
       }
       scores.resize(static_cast<size_t>(tile.n) * static_cast<size_t>(hi));
       float* sc[tile_tokens];
-      for (int i = 0; i < tile.n; ++i) sc[i] = scores.data() + static_cast<size_t>(i) * hi;
+      for (int i = 0; i < tile.n; ++i)
+        sc[i] = scores.data() + static_cast<size_t>(i) * hi;
       // Each run of keys (one block's) is read once from memory and then from L1 per token.
       for_each_run(kv, true, layer, table, bt, lo, hi, [&](int p, const float* rows, int count) {
         for (int i = 0; i < tile.n; ++i) {
@@ -229,9 +236,8 @@ void attention(const tensor& q, const cpu_kv_storage& kv, int layer, const atten
         for (int i = 0; i < tile.n; ++i) {
           const int b = std::max(p, first[i]), e = std::min(p + count, len[i]);
           if (b >= e) continue;
-          accumulate(rows + static_cast<size_t>(b - p) * stride + offset, stride, e - b,
-                     sc[i] + b, out.row(tile.t0 + i) + static_cast<ptrdiff_t>(h) * head_dim,
-                     head_dim);
+          accumulate(rows + static_cast<size_t>(b - p) * stride + offset, stride, e - b, sc[i] + b,
+                     out.row(tile.t0 + i) + static_cast<ptrdiff_t>(h) * head_dim, head_dim);
         }
       });
     }

@@ -22,9 +22,11 @@ inline float horizontal_sum(__m256 v) {
 inline float dot(const float* a, const float* b, int n) {
   __m256 acc = _mm256_setzero_ps();
   int i = 0;
-  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+  for (; i + 8 <= n; i += 8)
+    acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
   float s = horizontal_sum(acc);
-  for (; i < n; ++i) s = std::fma(a[i], b[i], s);
+  for (; i < n; ++i)
+    s = std::fma(a[i], b[i], s);
   return s;
 }
 
@@ -33,9 +35,11 @@ inline void axpy(float w, const float* v, float* acc, int n) {
   const __m256 wv = _mm256_set1_ps(w);
   int i = 0;
   for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(wv, _mm256_loadu_ps(v + i), _mm256_loadu_ps(acc + i)));
+    _mm256_storeu_ps(acc + i,
+                     _mm256_fmadd_ps(wv, _mm256_loadu_ps(v + i), _mm256_loadu_ps(acc + i)));
   }
-  for (; i < n; ++i) acc[i] = std::fma(w, v[i], acc[i]);
+  for (; i < n; ++i)
+    acc[i] = std::fma(w, v[i], acc[i]);
 }
 
 /// e^x for eight lanes, within two ulp of std::exp over the range attention uses (x <= 0; below
@@ -58,7 +62,8 @@ inline __m256 exp8(__m256 x) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  const __m256i bits =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   const __m256 result = _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
   return _mm256_andnot_ps(underflow, result);
 }
