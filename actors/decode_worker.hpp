@@ -48,12 +48,9 @@ struct kv_handoff {
   int32_t cached_tokens = 0;
 };
 
-
 using decode_worker_actor =
-    caf::typed_actor<caf::replies_to<kv_handoff>::with<bool>,
-                     caf::reacts_to<cancel_atom, uint64_t>,
-                     caf::reacts_to<shards_atom, shard_set>,
-                     caf::reacts_to<step_atom>,
+    caf::typed_actor<caf::replies_to<kv_handoff>::with<bool>, caf::reacts_to<cancel_atom, uint64_t>,
+                     caf::reacts_to<shards_atom, shard_set>, caf::reacts_to<step_atom>,
                      caf::reacts_to<tick_atom, uint64_t>,
                      caf::replies_to<status_atom>::with<role_status>>;
 
@@ -63,8 +60,8 @@ struct decode_worker_config {
   int kv_tokens = 65536;
   int block_tokens = 16;
   int64_t stall_timeout_ms = 10000;  ///< How long a layer waits for a failed shard's replacement.
-  layout_ack_actor layout_acks;  ///< Told when the worker switches layout epochs.
-  router_actor router;           ///< Where token updates and failures go.
+  layout_ack_actor layout_acks;      ///< Told when the worker switches layout epochs.
+  router_actor router;               ///< Where token updates and failures go.
 };
 
 template <class Inspector>

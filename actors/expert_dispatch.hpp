@@ -39,7 +39,8 @@ struct expert_client {
 /// Shards on other nodes are reached through the data plane's local proxies.
 inline void localize(shard_set& set) {
   if (remote_link* link = remote_link::current()) {
-    for (auto& shard : set.shards) shard = link->local_view(shard);
+    for (auto& shard : set.shards)
+      shard = link->local_view(shard);
   }
 }
 
@@ -101,7 +102,8 @@ void dispatch_layer(Self* self, expert_client& c, model::step_driver& driver, ui
     bool failed = false;
   };
   auto p = std::make_shared<progress>();
-  for (size_t s = 0; s < shards; ++s) p->pending += step_slots[s].empty() ? 0 : 1;
+  for (size_t s = 0; s < shards; ++s)
+    p->pending += step_slots[s].empty() ? 0 : 1;
   auto done = std::make_shared<std::function<void()>>(std::move(on_done));
   expert_client* client = &c;
   for (size_t s = 0; s < shards; ++s) {

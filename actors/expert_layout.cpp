@@ -34,7 +34,8 @@ status expert_layout::check() const {
       const int32_t e = phy2log[l][slot];
       if (e < 0 || e >= experts) {
         return error(errc::internal, "layer " + std::to_string(l) + " slot " +
-                                         std::to_string(slot) + " holds expert " + std::to_string(e));
+                                         std::to_string(slot) + " holds expert " +
+                                         std::to_string(e));
       }
       if (!per_shard[static_cast<size_t>(shard_of(static_cast<int>(slot)))].insert(e).second) {
         return error(errc::internal, "layer " + std::to_string(l) + ": expert " +
@@ -44,8 +45,8 @@ status expert_layout::check() const {
     }
     for (int e = 0; e < experts; ++e) {
       if (copies[static_cast<size_t>(e)] == 0) {
-        return error(errc::internal,
-                     "layer " + std::to_string(l) + ": expert " + std::to_string(e) + " has no slot");
+        return error(errc::internal, "layer " + std::to_string(l) + ": expert " +
+                                         std::to_string(e) + " has no slot");
       }
     }
   }
@@ -80,7 +81,8 @@ result<expert_layout> expert_layout::initial(const model::model_config& c, int s
     map.resize(static_cast<size_t>(slots));
     // Slot s holds expert s mod E: copies of one expert are E slots apart, and E >= slots per
     // shard, so they never share a shard.
-    for (int s = 0; s < slots; ++s) map[static_cast<size_t>(s)] = s % c.num_experts;
+    for (int s = 0; s < slots; ++s)
+      map[static_cast<size_t>(s)] = s % c.num_experts;
   }
   layout.index();
   status ok = layout.check();

@@ -20,8 +20,8 @@ namespace brigade::actors {
 
 /// Rows of one MoE layer for this shard: each row goes through the expert in its slot.
 struct expert_request {
-  uint64_t step = 0;           ///< The sender's step number (load samples count steps).
-  uint64_t epoch = 0;          ///< The layout the sender routed with.
+  uint64_t step = 0;   ///< The sender's step number (load samples count steps).
+  uint64_t epoch = 0;  ///< The layout the sender routed with.
   int32_t layer = 0;
   std::vector<int32_t> slots;  ///< Physical slot of each input row.
   tensor_rows input;           ///< [rows, hidden]
@@ -105,7 +105,7 @@ using expert_shard_actor =
 struct expert_shard_config {
   std::string name;  ///< "expert_shard-2"
   int32_t index = 0;
-  shard_plan plan;   ///< The slots to load at spawn.
+  shard_plan plan;  ///< The slots to load at spawn.
   int64_t sample_interval_steps = 1000;
   load_sink_actor load_sink;  ///< Gets a load_sample every sample interval (may be null).
 };

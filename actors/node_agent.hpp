@@ -84,8 +84,7 @@ using node_agent_actor = caf::typed_actor<
     /// coordinator and starts the data plane; a wrong one is an error and is logged.
     caf::replies_to<join_atom, std::string, data_plane_settings>::with<node_joined>,
     /// Spawns a role actor here, loading the model from the given directory on first use.
-    caf::replies_to<spawn_atom, std::string, expert_shard_config>::with<
-        expert_shard_actor>,
+    caf::replies_to<spawn_atom, std::string, expert_shard_config>::with<expert_shard_actor>,
     caf::replies_to<spawn_atom, std::string, decode_worker_config,
                     shard_set>::with<decode_worker_actor>,
     caf::replies_to<spawn_atom, std::string, prefill_worker_config,

@@ -102,11 +102,11 @@ enum class finish : int32_t { none = 0, stop = 1, length = 2, context = 3 };
 /// Tokens a decode worker produced for one request, in order.
 struct token_update {
   uint64_t request = 0;
-  uint32_t attempt = 0;        ///< Dispatch attempt; stale attempts are ignored.
-  int32_t first_index = 0;     ///< Index of tokens[0] in the whole generation.
+  uint32_t attempt = 0;     ///< Dispatch attempt; stale attempts are ignored.
+  int32_t first_index = 0;  ///< Index of tokens[0] in the whole generation.
   std::vector<int32_t> tokens;
-  int32_t finished = 0;        ///< A finish value; none while the request runs.
-  int32_t cached_tokens = 0;   ///< Prompt tokens served from the prefix cache.
+  int32_t finished = 0;       ///< A finish value; none while the request runs.
+  int32_t cached_tokens = 0;  ///< Prompt tokens served from the prefix cache.
 };
 
 template <class Inspector>

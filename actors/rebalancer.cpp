@@ -26,7 +26,8 @@ rebalancer::rebalancer(const model::model_config& config, expert_layout initial,
   for (int l = 0; l < config.num_layers; ++l) {
     if (config.is_moe_layer(l)) moe_layers_.push_back(l);
   }
-  since_plan_.assign(moe_layers_.size(), std::vector<double>(static_cast<size_t>(config.num_experts)));
+  since_plan_.assign(moe_layers_.size(),
+                     std::vector<double>(static_cast<size_t>(config.num_experts)));
 }
 
 result<eplb::layout> rebalancer::to_eplb(const expert_layout& l) const {
@@ -36,7 +37,8 @@ result<eplb::layout> rebalancer::to_eplb(const expert_layout& l) const {
   shape.shards = l.shards;
   shape.slots_per_shard = l.slots_per_shard;
   std::vector<std::vector<int32_t>> phy2log;
-  for (int layer : moe_layers_) phy2log.push_back(l.phy2log[static_cast<size_t>(layer)]);
+  for (int layer : moe_layers_)
+    phy2log.push_back(l.phy2log[static_cast<size_t>(layer)]);
   return eplb::layout::from_phy2log(shape, std::move(phy2log), l.epoch);
 }
 
@@ -61,7 +63,8 @@ bool rebalancer::add_sample(int shard, uint64_t window_id,
   w.reported[static_cast<size_t>(shard)] = true;
   for (size_t i = 0; i < moe_layers_.size(); ++i) {
     const auto& row = tokens[static_cast<size_t>(moe_layers_[i])];
-    for (size_t e = 0; e < row.size() && e < w.load[i].size(); ++e) w.load[i][e] += row[e];
+    for (size_t e = 0; e < row.size() && e < w.load[i].size(); ++e)
+      w.load[i][e] += row[e];
   }
   if (!std::all_of(w.reported.begin(), w.reported.end(), [](bool r) { return r; })) return false;
   // The window is complete: measure it under the current layout and keep it.
@@ -74,16 +77,19 @@ bool rebalancer::add_sample(int shard, uint64_t window_id,
     closed.shard_load.assign(static_cast<size_t>(current_.shards), 0.0);
     for (int l = 0; l < layout->layers(); ++l) {
       const auto loads = eplb::shard_loads(layout.value(), w.load, l);
-      for (size_t s = 0; s < loads.size(); ++s) closed.shard_load[s] += loads[s];
+      for (size_t s = 0; s < loads.size(); ++s)
+        closed.shard_load[s] += loads[s];
     }
     last_balancedness_ = report.balancedness;
   }
   for (size_t i = 0; i < w.load.size(); ++i) {
-    for (size_t e = 0; e < w.load[i].size(); ++e) since_plan_[i][e] += w.load[i][e];
+    for (size_t e = 0; e < w.load[i].size(); ++e)
+      since_plan_[i][e] += w.load[i][e];
   }
   ++windows_since_plan_;
   history_.push_back(std::move(closed));
-  while (history_.size() > options_.history_windows) history_.pop_front();
+  while (history_.size() > options_.history_windows)
+    history_.pop_front();
   open_.erase(open_.begin(), open_.upper_bound(window_id));
   rebalance_event ev;
   ev.kind = "balance_measured";
@@ -99,7 +105,8 @@ std::optional<expert_layout> rebalancer::plan_if_due() {
   if (windows_since_plan_ < windows_per_plan) return std::nullopt;
   const auto load = since_plan_;
   windows_since_plan_ = 0;
-  for (auto& row : since_plan_) std::fill(row.begin(), row.end(), 0.0);
+  for (auto& row : since_plan_)
+    std::fill(row.begin(), row.end(), 0.0);
   auto current = to_eplb(current_);
   if (!current) return std::nullopt;
   eplb::planner_options opt;
@@ -107,7 +114,8 @@ std::optional<expert_layout> rebalancer::plan_if_due() {
   opt.slots_per_shard = current_.slots_per_shard;
   auto proposal = eplb::plan_layout(load, opt, &current.value());
   if (!proposal) return std::nullopt;
-  const auto decision = eplb::judge_adoption(current.value(), proposal.value(), load, options_.margin);
+  const auto decision =
+      eplb::judge_adoption(current.value(), proposal.value(), load, options_.margin);
   rebalance_event ev;
   ev.kind = decision.adopt ? "plan_adopted" : "plan_rejected";
   ev.epoch = proposal->epoch();
@@ -132,7 +140,8 @@ expert_layout rebalancer::random_layout(uint64_t seed) const {
     // Every expert once in a random slot order, spare slots random replicas; then repair any
     // shard holding an expert twice by swapping with a slot elsewhere.
     std::vector<int32_t> experts(static_cast<size_t>(out.experts));
-    for (int e = 0; e < out.experts; ++e) experts[static_cast<size_t>(e)] = e;
+    for (int e = 0; e < out.experts; ++e)
+      experts[static_cast<size_t>(e)] = e;
     std::vector<int32_t> map = experts;
     while (static_cast<int>(map.size()) < slots) {
       map.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(out.experts)));
@@ -189,7 +198,8 @@ void rebalancer::record(rebalance_event ev) {
   ev.unix_ms = unix_ms();
   events_.push_back(std::move(ev));
   ++events_total_;
-  while (events_.size() > 256) events_.pop_front();
+  while (events_.size() > 256)
+    events_.pop_front();
 }
 
 std::string rebalancer::to_json(const std::string& migration_json) const {
@@ -208,9 +218,8 @@ std::string rebalancer::to_json(const std::string& migration_json) const {
   j["layout"] = layers;
   nlohmann::json windows = nlohmann::json::array();
   for (const auto& w : history_) {
-    windows.push_back({{"window", w.window},
-                       {"shard_load", w.shard_load},
-                       {"balancedness", w.balancedness}});
+    windows.push_back(
+        {{"window", w.window}, {"shard_load", w.shard_load}, {"balancedness", w.balancedness}});
   }
   j["windows"] = windows;
   j["balancedness"] = last_balancedness_;

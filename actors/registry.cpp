@@ -20,7 +20,8 @@ using registry_pointer = registry_actor::stateful_pointer<registry_state>;
 
 void publish(registry_pointer self, const std::string& kind, const actor_entry& entry) {
   registry_event ev{self->state.version, kind, entry};
-  for (const auto& s : self->state.subscribers) caf::anon_send(s, ev);
+  for (const auto& s : self->state.subscribers)
+    caf::anon_send(s, ev);
 }
 
 }  // namespace
@@ -57,7 +58,8 @@ static registry_actor::behavior_type registry_behavior(registry_pointer self) {
       [=](snapshot_atom) {
         registry_snapshot snap;
         snap.version = self->state.version;
-        for (const auto& [name, entry] : self->state.entries) snap.actors.push_back(entry);
+        for (const auto& [name, entry] : self->state.entries)
+          snap.actors.push_back(entry);
         return snap;
       },
       [=](subscribe_atom, caf::actor subscriber) {
@@ -74,7 +76,9 @@ static registry_actor::behavior_type registry_behavior(registry_pointer self) {
   };
 }
 
-registry_actor spawn_registry(caf::actor_system& sys) { return sys.spawn(registry_behavior); }
+registry_actor spawn_registry(caf::actor_system& sys) {
+  return sys.spawn(registry_behavior);
+}
 
 std::string to_json(const registry_snapshot& snapshot) {
   nlohmann::json j;

@@ -31,8 +31,8 @@ struct actor_entry {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, actor_entry& x) {
-  return f(caf::meta::type_name("actor_entry"), x.name, x.role, x.node, x.generation,
-           x.spawned_ms, x.alive, x.death_cause, x.restarts);
+  return f(caf::meta::type_name("actor_entry"), x.name, x.role, x.node, x.generation, x.spawned_ms,
+           x.alive, x.death_cause, x.restarts);
 }
 
 struct registry_snapshot {
@@ -64,8 +64,7 @@ using registry_actor = caf::typed_actor<
     caf::replies_to<death_atom, std::string, std::string, bool>::with<uint64_t>,
     caf::replies_to<snapshot_atom>::with<registry_snapshot>,
     /// Sends every later registry_event to the given actor.
-    caf::reacts_to<subscribe_atom, caf::actor>,
-    caf::replies_to<status_atom>::with<role_status>>;
+    caf::reacts_to<subscribe_atom, caf::actor>, caf::replies_to<status_atom>::with<role_status>>;
 
 registry_actor spawn_registry(caf::actor_system& sys);
 

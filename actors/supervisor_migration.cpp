@@ -32,11 +32,12 @@ void finish_migration(supervisor_pointer self) {
   auto& st = self->state;
   const uint64_t epoch = st.moving->target.epoch;
   const double secs = seconds_since(st.moving->started);
-  for (auto& shard : st.shards.shards) caf::anon_send(shard, release_atom_v, epoch);
+  for (auto& shard : st.shards.shards)
+    caf::anon_send(shard, release_atom_v, epoch);
   st.balance->adopt(st.moving->target, secs);
-  log::info("supervisor", "layout epoch " + std::to_string(epoch) + " adopted: " +
-                              std::to_string(st.moving->moved_slots) + " slots moved in " +
-                              std::to_string(secs) + " s");
+  log::info("supervisor", "layout epoch " + std::to_string(epoch) +
+                              " adopted: " + std::to_string(st.moving->moved_slots) +
+                              " slots moved in " + std::to_string(secs) + " s");
   st.moving.reset();
 }
 
@@ -98,8 +99,8 @@ bool start_migration(supervisor_pointer self, expert_layout target) {
             [self, epoch, shard](caf::error& err) {
               auto& s = self->state;
               if (!s.moving || s.moving->target.epoch != epoch) return;
-              roll_back(self, "expert_shard-" + std::to_string(shard) + " could not prepare: " +
-                                  to_string(err));
+              roll_back(self, "expert_shard-" + std::to_string(shard) +
+                                  " could not prepare: " + to_string(err));
             });
   }
   return true;
@@ -110,7 +111,8 @@ void roll_back(supervisor_pointer self, const std::string& why) {
   if (!st.moving) return;
   const uint64_t epoch = st.moving->target.epoch;
   log::warn("supervisor", "migration to epoch " + std::to_string(epoch) + " rolled back: " + why);
-  for (auto& shard : st.shards.shards) caf::anon_send(shard, abort_atom_v, epoch);
+  for (auto& shard : st.shards.shards)
+    caf::anon_send(shard, abort_atom_v, epoch);
   const bool workers_moved = st.moving->at == migration::phase::switching;
   st.balance->rolled_back(epoch, seconds_since(st.moving->started), why);
   st.moving.reset();

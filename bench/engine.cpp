@@ -69,27 +69,32 @@ struct ffn_figures {
 };
 
 // The expert FFN on `rows` tokens: our kernel (bf16 and f32 weights) beside OpenBLAS sgemm.
-ffn_figures measure_ffn(int rows, int hidden, int inter, thread_pool& pool, const openblas& blas_lib) {
+ffn_figures measure_ffn(int rows, int hidden, int inter, thread_pool& pool,
+                        const openblas& blas_lib) {
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 0.05f);
   auto fill = [&](std::vector<float>& v) {
-    for (auto& x : v) x = normal(rng);
+    for (auto& x : v)
+      x = normal(rng);
   };
-  std::vector<float> w_gate_up(static_cast<size_t>(2 * inter) * hidden), w_down(
-                                                                            static_cast<size_t>(hidden) * inter);
+  std::vector<float> w_gate_up(static_cast<size_t>(2 * inter) * hidden),
+      w_down(static_cast<size_t>(hidden) * inter);
   std::vector<float> x(static_cast<size_t>(rows) * hidden);
   fill(w_gate_up);
   fill(w_down);
   fill(x);
   std::vector<uint16_t> gu16(w_gate_up.size()), down16(w_down.size());
-  for (size_t i = 0; i < gu16.size(); ++i) gu16[i] = gpu::f32_to_bf16(w_gate_up[i]);
-  for (size_t i = 0; i < down16.size(); ++i) down16[i] = gpu::f32_to_bf16(w_down[i]);
-  auto gu_f32 = gpu::cpu::packed_matrix::pack({{w_gate_up.data(), gpu::dtype::f32, 2 * inter, hidden}});
+  for (size_t i = 0; i < gu16.size(); ++i)
+    gu16[i] = gpu::f32_to_bf16(w_gate_up[i]);
+  for (size_t i = 0; i < down16.size(); ++i)
+    down16[i] = gpu::f32_to_bf16(w_down[i]);
+  auto gu_f32 =
+      gpu::cpu::packed_matrix::pack({{w_gate_up.data(), gpu::dtype::f32, 2 * inter, hidden}});
   auto dn_f32 = gpu::cpu::packed_matrix::pack({{w_down.data(), gpu::dtype::f32, hidden, inter}});
   auto gu_b16 = gpu::cpu::packed_matrix::pack({{gu16.data(), gpu::dtype::bf16, 2 * inter, hidden}});
   auto dn_b16 = gpu::cpu::packed_matrix::pack({{down16.data(), gpu::dtype::bf16, hidden, inter}});
-  std::vector<float> gate_up(static_cast<size_t>(rows) * 2 * inter), act(static_cast<size_t>(rows) * inter),
-      out(static_cast<size_t>(rows) * hidden);
+  std::vector<float> gate_up(static_cast<size_t>(rows) * 2 * inter),
+      act(static_cast<size_t>(rows) * inter), out(static_cast<size_t>(rows) * hidden);
   auto silu = [&] {
     for (int r = 0; r < rows; ++r) {
       const float* g = &gate_up[static_cast<size_t>(r) * 2 * inter];
@@ -150,7 +155,8 @@ double active_weight_bytes(const model::loaded_model& m) {
 
 std::vector<int32_t> bench_prompt(int n, int seed, int vocab) {
   std::vector<int32_t> p;
-  for (int i = 0; i < n; ++i) p.push_back((seed * 7919 + i * 104729) % vocab);
+  for (int i = 0; i < n; ++i)
+    p.push_back((seed * 7919 + i * 104729) % vocab);
   return p;
 }
 
@@ -184,14 +190,16 @@ double decode_tokens_per_s(const model::loaded_model& m, gpu::backend& dev, int 
   model::engine eng(m, dev, opt);
   model::request_options req;
   req.max_tokens = steps + 2;
-  for (int b = 0; b < batch; ++b) (void)eng.submit(bench_prompt(32, b, m.config.vocab_size), req);
+  for (int b = 0; b < batch; ++b)
+    (void)eng.submit(bench_prompt(32, b, m.config.vocab_size), req);
   std::vector<model::token_event> ev;
   // Prefill until every sequence produced its first token, then time pure decode steps.
   std::set<int64_t> started;
   while (static_cast<int>(started.size()) < batch) {
     ev.clear();
     if (!eng.step(ev)) return 0.0;
-    for (const auto& e : ev) started.insert(e.request);
+    for (const auto& e : ev)
+      started.insert(e.request);
   }
   const auto start = clock_type::now();
   for (int s = 0; s < steps; ++s) {
@@ -234,7 +242,8 @@ int engine(int argc, char** argv) {
 
   std::fprintf(stderr, "measuring the expert FFN kernel ...\n");
   std::vector<ffn_figures> ffn;
-  for (int rows : {8, 32, 128, 512}) ffn.push_back(measure_ffn(rows, spec.hidden, spec.moe_inter, pool, blas_lib.value()));
+  for (int rows : {8, 32, 128, 512})
+    ffn.push_back(measure_ffn(rows, spec.hidden, spec.moe_inter, pool, blas_lib.value()));
   if (kernel_only) {
     for (const auto& f : ffn) {
       std::printf("rows %4d: ours bf16 %6.1f, f32 %6.1f, OpenBLAS %6.1f GFLOP/s (%.2fx, %.2fx)\n",
@@ -247,7 +256,8 @@ int engine(int argc, char** argv) {
   const double prefill = prefill_tokens_per_s(m, *dev, 512);
   const int steps = quick ? 8 : 32;
   std::vector<std::pair<int, double>> decode;
-  for (int b : {1, 8, 32}) decode.emplace_back(b, decode_tokens_per_s(m, *dev, b, steps));
+  for (int b : {1, 8, 32})
+    decode.emplace_back(b, decode_tokens_per_s(m, *dev, b, steps));
   const double bandwidth = copy_bandwidth(pool);
   const double active = active_weight_bytes(m);
   const double bound_tokens_per_s = bandwidth / active;
@@ -261,7 +271,8 @@ int engine(int argc, char** argv) {
                 {"dtype", spec.dtype}};
   j["threads"] = pool.size();
   j["prefill_tokens_per_s"] = prefill;
-  for (const auto& [b, tps] : decode) j["decode_tokens_per_s"][std::to_string(b)] = tps;
+  for (const auto& [b, tps] : decode)
+    j["decode_tokens_per_s"][std::to_string(b)] = tps;
   for (const auto& f : ffn) {
     j["expert_ffn"].push_back({{"rows", f.rows},
                                {"ours_bf16_gflops", f.ours_bf16_gflops},
@@ -284,18 +295,21 @@ int engine(int argc, char** argv) {
   table kernel({"expert FFN rows", "ours bf16 GFLOP/s", "ours f32 GFLOP/s", "OpenBLAS f32 GFLOP/s",
                 "bf16/OpenBLAS", "f32/OpenBLAS"});
   for (const auto& f : ffn) {
-    kernel.add_row({std::to_string(f.rows), fixed(f.ours_bf16_gflops, 1), fixed(f.ours_f32_gflops, 1),
-                    fixed(f.openblas_gflops, 1), fixed(f.ours_bf16_gflops / f.openblas_gflops, 2),
+    kernel.add_row({std::to_string(f.rows), fixed(f.ours_bf16_gflops, 1),
+                    fixed(f.ours_f32_gflops, 1), fixed(f.openblas_gflops, 1),
+                    fixed(f.ours_bf16_gflops / f.openblas_gflops, 2),
                     fixed(f.ours_f32_gflops / f.openblas_gflops, 2)});
   }
   std::printf("%s\n", kernel.render().c_str());
   table speed({"phase", "tokens/s"});
   speed.add_row({"prefill (512-token prompt)", fixed(prefill, 0)});
-  for (const auto& [b, tps] : decode) speed.add_row({"decode batch " + std::to_string(b), fixed(tps, 1)});
+  for (const auto& [b, tps] : decode)
+    speed.add_row({"decode batch " + std::to_string(b), fixed(tps, 1)});
   std::printf("%s\n", speed.render().c_str());
-  std::printf("decode batch 1: %.1f tokens/s; bound %.1f tokens/s (%.1f MB of weights per token at "
-              "%.1f GB/s copy bandwidth): %.2fx the bound (goal <= 2)\n",
-              decode[0].second, bound_tokens_per_s, active / 1e6, bandwidth / 1e9, batch1_ratio);
+  std::printf(
+      "decode batch 1: %.1f tokens/s; bound %.1f tokens/s (%.1f MB of weights per token at "
+      "%.1f GB/s copy bandwidth): %.2fx the bound (goal <= 2)\n",
+      decode[0].second, bound_tokens_per_s, active / 1e6, bandwidth / 1e9, batch1_ratio);
   return 0;
 }
 

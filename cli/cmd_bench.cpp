@@ -13,7 +13,8 @@ int bench(int argc, char** argv) {
   const bench::bench_entry* entries = bench::registered_benchmarks(&count);
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::printf("usage: brigade bench <name> [--json] [options]\n\n");
-    for (int i = 0; i < count; ++i) std::printf("  %-10s %s\n", entries[i].name, entries[i].summary);
+    for (int i = 0; i < count; ++i)
+      std::printf("  %-10s %s\n", entries[i].name, entries[i].summary);
     return argc < 2 ? 2 : 0;
   }
   for (int i = 0; i < count; ++i) {

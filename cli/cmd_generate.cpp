@@ -76,8 +76,8 @@ int generate(int argc, char** argv) {
 
   auto dev = gpu::make_cpu_backend();
   progress_bar bar("loading " + model_dir);
-  auto loaded = model::loaded_model::load(model_dir, *dev, true,
-                                          [&](size_t done, size_t total) { bar.update(done, total); });
+  auto loaded = model::loaded_model::load(
+      model_dir, *dev, true, [&](size_t done, size_t total) { bar.update(done, total); });
   if (!loaded) return fail(loaded.err().message);
   bar.finish();
   const model::model_config& config = loaded.value()->config;
@@ -88,8 +88,8 @@ int generate(int argc, char** argv) {
   }
   request.keep_logits = !logits_out.empty();
   model::engine_options options;
-  options.kv_tokens = std::min(config.max_positions, static_cast<int>(ids.size()) +
-                                                         request.max_tokens + 16);
+  options.kv_tokens =
+      std::min(config.max_positions, static_cast<int>(ids.size()) + request.max_tokens + 16);
   model::engine eng(*loaded.value(), *dev, options);
   auto id = eng.submit(ids, request);
   if (!id) return fail(id.err().message);

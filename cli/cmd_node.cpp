@@ -1,8 +1,8 @@
 // `brigade node`: a node agent that a coordinator deploys role actors onto.
-#include <caf/all.hpp>
-#include <caf/io/all.hpp>
 #include <pthread.h>
 #include <unistd.h>
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
 
 #include <CLI/CLI.hpp>
 #include <csignal>

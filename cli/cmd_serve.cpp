@@ -7,10 +7,10 @@
 #include <set>
 #include <thread>
 
-#include "deploy/topology.hpp"
 #include "cli/commands.hpp"
-#include "deploy/manifest.hpp"
 #include "common/progress.hpp"
+#include "deploy/manifest.hpp"
+#include "deploy/topology.hpp"
 #include "gpu/backend.hpp"
 #include "model/loaded_model.hpp"
 #include "model/tokenizer.hpp"

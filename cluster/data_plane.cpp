@@ -72,9 +72,9 @@ void on_kv_part(data_plane::impl* dp, received_message& m, bool meta) {
   out.params.sampling.top_p = h.top_p;
   out.params.sampling.seed = h.seed;
   const transport::byte_buffer blocks = *parts.blocks;
-  out.kv = actors::shared_floats::alias(blocks.owner(),
-                                        reinterpret_cast<const float*>(blocks.data()),
-                                        static_cast<size_t>(h.kv_floats));
+  out.kv =
+      actors::shared_floats::alias(blocks.owner(), reinterpret_cast<const float*>(blocks.data()),
+                                   static_cast<size_t>(h.kv_floats));
   caf::anon_send(dp->ingress, kv_call_in{parts.from, correlation, h.target, std::move(out)});
 }
 
@@ -151,7 +151,8 @@ void data_plane::impl::fail_peer(uint64_t peer, const std::string& why) {
       it = it->first.first == peer ? kv_assembly.erase(it) : std::next(it);
     }
   }
-  for (auto& [correlation, proxy] : failed) caf::anon_send(proxy, call_failed{correlation, why});
+  for (auto& [correlation, proxy] : failed)
+    caf::anon_send(proxy, call_failed{correlation, why});
 }
 
 std::optional<uint64_t> data_plane::impl::peer_for(const caf::node_id& node) {
@@ -189,7 +190,8 @@ data_plane::~data_plane() {
   impl_->net.reset();  // stops the progress thread: no handler runs after this
   caf::anon_send_exit(impl_->ingress, caf::exit_reason::user_shutdown);
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  for (auto& [key, proxy] : impl_->proxies) caf::anon_send_exit(proxy, caf::exit_reason::user_shutdown);
+  for (auto& [key, proxy] : impl_->proxies)
+    caf::anon_send_exit(proxy, caf::exit_reason::user_shutdown);
 }
 
 result<std::unique_ptr<data_plane>> data_plane::start(caf::actor_system& sys,
@@ -206,9 +208,13 @@ result<std::unique_ptr<data_plane>> data_plane::start(caf::actor_system& sys,
   return std::unique_ptr<data_plane>(new data_plane(std::move(p)));
 }
 
-uint64_t data_plane::self() const { return impl_->net->self(); }
+uint64_t data_plane::self() const {
+  return impl_->net->self();
+}
 
-std::vector<std::byte> data_plane::address() const { return impl_->net->local_address(); }
+std::vector<std::byte> data_plane::address() const {
+  return impl_->net->local_address();
+}
 
 status data_plane::add_peer(const peer_entry& peer) {
   if (peer.id == self()) return ok_status();

@@ -23,7 +23,8 @@ struct proxy_state {
 using proxy_pointer = caf::stateful_actor<proxy_state>*;
 
 void fail_all(proxy_pointer self, const std::string& why) {
-  for (auto& [correlation, rp] : self->state.waiting) rp.deliver(remote_error(why));
+  for (auto& [correlation, rp] : self->state.waiting)
+    rp.deliver(remote_error(why));
   self->state.waiting.clear();
 }
 
@@ -161,8 +162,8 @@ caf::behavior decode_proxy(proxy_pointer self, data_plane::impl* dp,
   };
 }
 
-void answer(data_plane::impl* dp, uint64_t to, transport::channel_id channel,
-            wire::answer_header h, transport::byte_buffer payload) {
+void answer(data_plane::impl* dp, uint64_t to, transport::channel_id channel, wire::answer_header h,
+            transport::byte_buffer payload) {
   (void)dp->net->send(to, channel, wire::as_bytes(h), std::move(payload));
 }
 

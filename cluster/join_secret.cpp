@@ -26,13 +26,15 @@ std::string hex(const unsigned char* bytes, size_t n) {
 result<std::string> read_join_secret(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return error(errc::not_found, path + ": cannot read the join secret file (create one with, "
-                                         "e.g., `head -c 32 /dev/urandom | base64 > FILE`)");
+    return error(errc::not_found, path +
+                                      ": cannot read the join secret file (create one with, "
+                                      "e.g., `head -c 32 /dev/urandom | base64 > FILE`)");
   }
   std::stringstream ss;
   ss << in.rdbuf();
   std::string secret = ss.str();
-  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r'))
+    secret.pop_back();
   if (secret.size() < 16) {
     return error(errc::invalid_argument,
                  path + ": the join secret must be at least 16 bytes (it has " +
@@ -50,8 +52,8 @@ std::string random_nonce() {
   return hex(bytes, sizeof bytes);
 }
 
-std::string join_proof(const std::string& secret, const std::string& role,
-                       const std::string& first, const std::string& second) {
+std::string join_proof(const std::string& secret, const std::string& role, const std::string& first,
+                       const std::string& second) {
   const std::string message = "brigade-join|" + role + "|" + first + "|" + second;
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int len = 0;

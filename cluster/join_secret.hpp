@@ -15,8 +15,8 @@ result<std::string> read_join_secret(const std::string& path);
 std::string random_nonce();
 
 /// The proof `role` ("node" or "coordinator") gives for the nonce pair (first, second).
-std::string join_proof(const std::string& secret, const std::string& role,
-                       const std::string& first, const std::string& second);
+std::string join_proof(const std::string& secret, const std::string& role, const std::string& first,
+                       const std::string& second);
 
 /// Compares two proofs in constant time.
 bool proofs_equal(const std::string& a, const std::string& b);

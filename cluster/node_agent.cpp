@@ -3,9 +3,9 @@
 #include <caf/all.hpp>
 
 #include <map>
-#include <random>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <set>
 
 #include "actors/model_context.hpp"
@@ -40,9 +40,9 @@ caf::node_id sender_node(agent_pointer self) {
 // Spawning and peers need an admitted coordinator; anyone else is refused and logged.
 caf::error check_admitted(agent_pointer self, const char* what) {
   if (self->state.admitted.count(sender_node(self)) && self->state.plane) return caf::none;
-  log::warn("node " + self->state.config.name,
-            std::string("refused ") + what + " from " + to_string(sender_node(self)) +
-                ": it has not proven the join secret");
+  log::warn("node " + self->state.config.name, std::string("refused ") + what + " from " +
+                                                   to_string(sender_node(self)) +
+                                                   ": it has not proven the join secret");
   return caf::make_error(caf::sec::request_receiver_down, "not joined: prove the join secret");
 }
 
@@ -80,7 +80,8 @@ caf::error ensure_data_plane(agent_pointer self, const data_plane_settings& sett
   actors::remote_link::install(st.plane.get());
   log::info("node " + st.config.name,
             "data plane up (UCX_TLS=" + settings.tls +
-                (settings.net_devices.empty() ? "" : " UCX_NET_DEVICES=" + settings.net_devices) + ")");
+                (settings.net_devices.empty() ? "" : " UCX_NET_DEVICES=" + settings.net_devices) +
+                ")");
   return caf::none;
 }
 
@@ -125,7 +126,8 @@ node_agent_actor::behavior_type agent_behavior(agent_pointer self, node_agent_co
         if (auto err = ensure_data_plane(self, settings)) return err;
         node_joined j;
         j.peer_id = st.plane->self();
-        for (std::byte b : st.plane->address()) j.address.push_back(static_cast<uint8_t>(b));
+        for (std::byte b : st.plane->address())
+          j.address.push_back(static_cast<uint8_t>(b));
         return j;
       },
       [=](spawn_atom, const std::string& dir,
@@ -159,7 +161,8 @@ node_agent_actor::behavior_type agent_behavior(agent_pointer self, node_agent_co
           e.id = p.id;
           e.name = p.name;
           e.node = p.node;
-          for (uint8_t b : p.address) e.address.push_back(static_cast<std::byte>(b));
+          for (uint8_t b : p.address)
+            e.address.push_back(static_cast<std::byte>(b));
           status added = self->state.plane->add_peer(e);
           if (!added) return caf::make_error(caf::sec::runtime_error, added.err().message);
         }
@@ -175,8 +178,8 @@ node_agent_actor::behavior_type agent_behavior(agent_pointer self, node_agent_co
         s.name = st.config.name;
         s.role = "node_agent";
         s.in_flight = st.spawned;
-        s.detail = nlohmann::json{{"model", st.model_dir}, {"coordinators", st.admitted.size()}}
-                       .dump();
+        s.detail =
+            nlohmann::json{{"model", st.model_dir}, {"coordinators", st.admitted.size()}}.dump();
         return s;
       },
   };

@@ -44,8 +44,12 @@ const char* name(level l) {
 
 }  // namespace
 
-level threshold() { return static_cast<level>(current().load()); }
-void set_threshold(level l) { current().store(static_cast<int>(l)); }
+level threshold() {
+  return static_cast<level>(current().load());
+}
+void set_threshold(level l) {
+  current().store(static_cast<int>(l));
+}
 
 void write(level l, std::string_view component, std::string_view message) {
   if (static_cast<int>(l) < current().load()) return;

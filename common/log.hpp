@@ -13,9 +13,17 @@ void set_threshold(level l);
 
 void write(level l, std::string_view component, std::string_view message);
 
-inline void debug(std::string_view c, std::string_view m) { write(level::debug, c, m); }
-inline void info(std::string_view c, std::string_view m) { write(level::info, c, m); }
-inline void warn(std::string_view c, std::string_view m) { write(level::warn, c, m); }
-inline void error(std::string_view c, std::string_view m) { write(level::error, c, m); }
+inline void debug(std::string_view c, std::string_view m) {
+  write(level::debug, c, m);
+}
+inline void info(std::string_view c, std::string_view m) {
+  write(level::info, c, m);
+}
+inline void warn(std::string_view c, std::string_view m) {
+  write(level::warn, c, m);
+}
+inline void error(std::string_view c, std::string_view m) {
+  write(level::error, c, m);
+}
 
 }  // namespace brigade::log

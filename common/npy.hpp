@@ -9,7 +9,6 @@
 namespace brigade {
 
 /// Writes `data` as a float32 array of the given shape.
-status write_npy_f32(const std::string& path, const std::vector<size_t>& shape,
-                     const float* data);
+status write_npy_f32(const std::string& path, const std::vector<size_t>& shape, const float* data);
 
 }  // namespace brigade

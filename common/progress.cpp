@@ -32,8 +32,8 @@ void progress_bar::finish(const std::string& summary) {
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   if (tty_) std::fprintf(stderr, "\r\033[K");
-  std::fprintf(stderr, "%s: done in %.1f s%s%s\n", label_.c_str(), secs, summary.empty() ? "" : ", ",
-               summary.c_str());
+  std::fprintf(stderr, "%s: done in %.1f s%s%s\n", label_.c_str(), secs,
+               summary.empty() ? "" : ", ", summary.c_str());
 }
 
 }  // namespace brigade

@@ -89,6 +89,8 @@ class status {
   bool failed_ = false;
 };
 
-inline status ok_status() { return status{}; }
+inline status ok_status() {
+  return status{};
+}
 
 }  // namespace brigade

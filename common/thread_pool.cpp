@@ -21,7 +21,8 @@ struct thread_pool::job {
 thread_pool::thread_pool(int threads) {
   const int workers = std::max(0, threads - 1);
   workers_.reserve(static_cast<size_t>(workers));
-  for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+  for (int i = 0; i < workers; ++i)
+    workers_.emplace_back([this] { worker_loop(); });
 }
 
 thread_pool::~thread_pool() {
@@ -30,7 +31,8 @@ thread_pool::~thread_pool() {
     stopping_ = true;
   }
   wake_.notify_all();
-  for (auto& t : workers_) t.join();
+  for (auto& t : workers_)
+    t.join();
 }
 
 thread_pool& thread_pool::shared() {

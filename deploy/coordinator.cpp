@@ -30,8 +30,8 @@ result<actors::node_agent_actor> connect(caf::actor_system& sys, const node_spec
   }
   return error(errc::unavailable, "node '" + n.name + "' at " + n.address +
                                       " did not answer within " + std::to_string(timeout_s) +
-                                      " s (" + last + "); is `brigade node --listen " +
-                                      n.address + "` running?");
+                                      " s (" + last + "); is `brigade node --listen " + n.address +
+                                      "` running?");
 }
 
 // Both sides prove the secret over each other's nonces; a node with another secret is refused.
@@ -81,7 +81,8 @@ result<std::vector<joined_node>> join_nodes(caf::actor_system& sys, const manife
     out.push_back(j.value());
   }
   // Every node learns every other node's data plane.
-  for (const auto& j : out) peers.push_back({j.peer_id, j.name, j.agent->node(), j.address});
+  for (const auto& j : out)
+    peers.push_back({j.peer_id, j.name, j.agent->node(), j.address});
   caf::scoped_actor self{sys};
   for (const auto& j : out) {
     std::string failure;

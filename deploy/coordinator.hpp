@@ -18,8 +18,8 @@ namespace brigade::deploy {
 struct joined_node {
   std::string name;
   actors::node_agent_actor agent;
-  uint64_t peer_id = 0;           ///< Its data plane's id.
-  std::vector<uint8_t> address;   ///< Its data plane's address.
+  uint64_t peer_id = 0;          ///< Its data plane's id.
+  std::vector<uint8_t> address;  ///< Its data plane's address.
 };
 
 /// Joins every node of `m`. A node that cannot be reached within `connect_timeout_s`, or that

@@ -19,9 +19,12 @@ std::vector<placed_role> place(const manifest& m) {
     add("prefill", m.prefill.count, "local");
     return out;
   }
-  for (const auto& n : m.nodes) add("expert_shard", n.expert_shards, n.name);
-  for (const auto& n : m.nodes) add("decode", n.decode, n.name);
-  for (const auto& n : m.nodes) add("prefill", n.prefill, n.name);
+  for (const auto& n : m.nodes)
+    add("expert_shard", n.expert_shards, n.name);
+  for (const auto& n : m.nodes)
+    add("decode", n.decode, n.name);
+  for (const auto& n : m.nodes)
+    add("prefill", n.prefill, n.name);
   return out;
 }
 
@@ -33,7 +36,8 @@ std::string describe_placement(const manifest& m) {
   if (m.nodes.empty()) {
     nodes.emplace_back("local", "in this process");
   } else {
-    for (const auto& n : m.nodes) nodes.emplace_back(n.name, n.address);
+    for (const auto& n : m.nodes)
+      nodes.emplace_back(n.name, n.address);
   }
   for (const auto& [name, address] : nodes) {
     out += "node " + name + " (" + address + "):";

@@ -11,7 +11,9 @@ namespace brigade::gpu {
 /// Weight storage types. Activations are always float32.
 enum class dtype : uint8_t { f32, bf16, f16 };
 
-inline size_t dtype_size(dtype t) { return t == dtype::f32 ? 4 : 2; }
+inline size_t dtype_size(dtype t) {
+  return t == dtype::f32 ? 4 : 2;
+}
 
 inline std::string_view dtype_name(dtype t) {
   switch (t) {

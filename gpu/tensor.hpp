@@ -40,8 +40,7 @@ class activation {
  public:
   activation() = default;
   activation(std::unique_ptr<buffer> buf, int rows, int cols)
-      : buf_(std::move(buf)),
-        view_{static_cast<float*>(buf_->data()), rows, cols, cols} {}
+      : buf_(std::move(buf)), view_{static_cast<float*>(buf_->data()), rows, cols, cols} {}
 
   const tensor& view() const { return view_; }
   /// The first `rows` rows (the buffer may have been sized for a larger batch).

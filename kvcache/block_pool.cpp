@@ -8,7 +8,8 @@ namespace brigade::kvcache {
 block_pool::block_pool(int blocks) : refs_(static_cast<size_t>(blocks), 0) {
   free_.reserve(static_cast<size_t>(blocks));
   // Hand out low block ids first: pop_back takes from the end.
-  for (int b = blocks - 1; b >= 0; --b) free_.push_back(b);
+  for (int b = blocks - 1; b >= 0; --b)
+    free_.push_back(b);
 }
 
 bool block_pool::allocate(int count, std::vector<int32_t>& out) {
@@ -36,7 +37,8 @@ void block_pool::release(int32_t block) {
 }
 
 void block_pool::release_all(const std::vector<int32_t>& blocks) {
-  for (int32_t b : blocks) release(b);
+  for (int32_t b : blocks)
+    release(b);
 }
 
 }  // namespace brigade::kvcache

@@ -35,7 +35,8 @@ result<gpu::dtype> float_dtype(const tensor_view& t) {
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
 }
 
@@ -46,7 +47,8 @@ result<std::map<std::string, std::string>> read_index(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   json j = json::parse(ss.str(), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return error(errc::bad_format, path + ": not a JSON object");
+  if (j.is_discarded() || !j.is_object())
+    return error(errc::bad_format, path + ": not a JSON object");
   auto map = j.find("weight_map");
   if (map == j.end() || !map->is_object()) {
     return error(errc::bad_format, path + ": field 'weight_map' is missing or not an object");
@@ -54,7 +56,8 @@ result<std::map<std::string, std::string>> read_index(const std::string& path) {
   std::map<std::string, std::string> out;
   for (auto it = map->begin(); it != map->end(); ++it) {
     if (!it->is_string()) {
-      return error(errc::bad_format, path + ": weight_map entry '" + it.key() + "' is not a string");
+      return error(errc::bad_format,
+                   path + ": weight_map entry '" + it.key() + "' is not a string");
     }
     const std::string file = it->get<std::string>();
     if (file.empty() || file.find('/') != std::string::npos || file == "." || file == "..") {
@@ -94,7 +97,8 @@ result<std::unique_ptr<checkpoint>> checkpoint::open(const std::string& dir) {
   } else if (file_exists(single_path)) {
     auto f = safetensors_file::open(single_path);
     if (!f) return f.err();
-    for (const auto& [name, view] : f.value()->tensors()) ck->index_[name] = &view;
+    for (const auto& [name, view] : f.value()->tensors())
+      ck->index_[name] = &view;
     ck->files_.push_back(std::move(f.value()));
   } else {
     return error(errc::not_found, dir + ": no model.safetensors or model.safetensors.index.json");
@@ -116,8 +120,8 @@ result<gpu::host_matrix> checkpoint::matrix(const std::string& name, int rows, i
   const tensor_view& v = *t.value();
   if (v.shape.size() != 2 || v.shape[0] != rows || v.shape[1] != cols) {
     return error(errc::bad_format, v.file + ": tensor '" + name + "' has shape " +
-                                       shape_text(v.shape) + ", expected [" +
-                                       std::to_string(rows) + ", " + std::to_string(cols) + "]");
+                                       shape_text(v.shape) + ", expected [" + std::to_string(rows) +
+                                       ", " + std::to_string(cols) + "]");
   }
   auto type = float_dtype(v);
   if (!type) return type.err();
@@ -144,13 +148,15 @@ result<std::vector<float>> checkpoint::vector(const std::string& name, int count
 
 size_t checkpoint::total_bytes() const {
   size_t total = 0;
-  for (const auto& [name, view] : index_) total += view->bytes;
+  for (const auto& [name, view] : index_)
+    total += view->bytes;
   return total;
 }
 
 std::string checkpoint::main_dtype() const {
   std::map<std::string, size_t> bytes_by_type;
-  for (const auto& [name, view] : index_) bytes_by_type[st_dtype_name(view->type)] += view->bytes;
+  for (const auto& [name, view] : index_)
+    bytes_by_type[st_dtype_name(view->type)] += view->bytes;
   std::string best;
   size_t most = 0;
   for (const auto& [type, bytes] : bytes_by_type) {

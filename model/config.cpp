@@ -92,9 +92,8 @@ struct family_entry {
 };
 
 constexpr family_entry families[] = {
-    {"qwen3_moe", family::qwen3_moe}, {"mixtral", family::mixtral},
-    {"olmoe", family::olmoe},         {"qwen2_moe", family::qwen2_moe},
-    {"qwen3", family::qwen3},         {"qwen2", family::qwen2},
+    {"qwen3_moe", family::qwen3_moe}, {"mixtral", family::mixtral}, {"olmoe", family::olmoe},
+    {"qwen2_moe", family::qwen2_moe}, {"qwen3", family::qwen3},     {"qwen2", family::qwen2},
     {"llama", family::llama},         {"mistral", family::llama},
 };
 
@@ -153,8 +152,9 @@ status validate(const model_config& c, const std::string& source) {
   auto bad = [&](const std::string& what) { return error(errc::bad_format, source + ": " + what); };
   if (c.vocab_size < 1) return bad("vocab_size must be at least 1");
   if (c.hidden_size < 1 || c.num_layers < 1 || c.num_heads < 1 || c.num_kv_heads < 1) {
-    return bad("hidden_size, num_hidden_layers, num_attention_heads and num_key_value_heads "
-               "must all be at least 1");
+    return bad(
+        "hidden_size, num_hidden_layers, num_attention_heads and num_key_value_heads "
+        "must all be at least 1");
   }
   if (c.num_heads % c.num_kv_heads != 0) {
     return bad("num_attention_heads (" + std::to_string(c.num_heads) +
@@ -290,8 +290,8 @@ result<model_config> load_config(const std::string& dir) {
   const std::string path = dir + "/config.json";
   std::ifstream in(path);
   if (!in) {
-    return error(errc::not_found, path + ": cannot open (is " + dir +
-                                      " a Hugging Face checkpoint directory?)");
+    return error(errc::not_found,
+                 path + ": cannot open (is " + dir + " a Hugging Face checkpoint directory?)");
   }
   std::stringstream ss;
   ss << in.rdbuf();

@@ -67,9 +67,9 @@ result<int64_t> engine::submit(std::vector<int32_t> prompt, const request_option
   if (options.max_tokens < 1) return error(errc::invalid_argument, "max_tokens must be at least 1");
   const int needed = static_cast<int>(prompt.size()) + options.max_tokens;
   if (static_cast<int>(prompt.size()) >= c.max_positions) {
-    return error(errc::invalid_argument,
-                 "the prompt has " + std::to_string(prompt.size()) +
-                     " tokens; the model's context is " + std::to_string(c.max_positions));
+    return error(errc::invalid_argument, "the prompt has " + std::to_string(prompt.size()) +
+                                             " tokens; the model's context is " +
+                                             std::to_string(c.max_positions));
   }
   if (blocks_for(std::min(needed, c.max_positions)) > pool_.capacity()) {
     return error(errc::resource_exhausted, "the request needs " + std::to_string(needed) +
@@ -86,7 +86,9 @@ result<int64_t> engine::submit(std::vector<int32_t> prompt, const request_option
   return id;
 }
 
-int engine::running() const { return static_cast<int>(active_.size()); }
+int engine::running() const {
+  return static_cast<int>(active_.size());
+}
 
 void engine::admit_waiting() {
   while (!waiting_.empty() && static_cast<int>(active_.size()) < options_.max_running) {
@@ -132,8 +134,8 @@ void engine::finish_step(const std::vector<sequence*>& in_batch, std::vector<tok
     sequence& s = *in_batch[i];
     const int seq = static_cast<int>(i);
     if (batch_.logits_count(seq) == 0) continue;
-    const float* row = logits_.data() + static_cast<size_t>(batch_.logits_begin(seq)) *
-                                            static_cast<size_t>(vocab);
+    const float* row =
+        logits_.data() + static_cast<size_t>(batch_.logits_begin(seq)) * static_cast<size_t>(vocab);
     const int32_t token =
         sample(row, vocab, s.options.sampling, static_cast<uint64_t>(s.generated.size()));
     s.tokens.push_back(token);
@@ -158,7 +160,8 @@ bool engine::step(std::vector<token_event>& events) {
   build_batch(in_batch, fed);
   if (in_batch.empty()) return false;
   run_step(*model_.forward, *model_.experts, *kv_, ws_, batch_, logits_);
-  for (size_t i = 0; i < in_batch.size(); ++i) in_batch[i]->computed += fed[i];
+  for (size_t i = 0; i < in_batch.size(); ++i)
+    in_batch[i]->computed += fed[i];
   finish_step(in_batch, events);
   // Retire finished sequences and give back their blocks.
   for (auto it = active_.begin(); it != active_.end();) {
@@ -176,7 +179,8 @@ bool engine::step(std::vector<token_event>& events) {
 
 void engine::run_until_idle() {
   std::vector<token_event> events;
-  while (step(events)) events.clear();
+  while (step(events))
+    events.clear();
 }
 
 status engine::cancel(int64_t request) {

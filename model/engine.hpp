@@ -31,10 +31,10 @@
 namespace brigade::model {
 
 struct engine_options {
-  int block_tokens = 16;     ///< Tokens per KV block.
-  int kv_tokens = 32768;     ///< KV capacity in tokens (rounded up to whole blocks).
-  int max_step_tokens = 256; ///< Token budget of one step (decode tokens + prefill chunks).
-  int max_running = 32;      ///< Sequences decoding at once.
+  int block_tokens = 16;      ///< Tokens per KV block.
+  int kv_tokens = 32768;      ///< KV capacity in tokens (rounded up to whole blocks).
+  int max_step_tokens = 256;  ///< Token budget of one step (decode tokens + prefill chunks).
+  int max_running = 32;       ///< Sequences decoding at once.
 };
 
 struct request_options {

@@ -2,8 +2,8 @@
 
 namespace brigade::model {
 
-result<std::unique_ptr<loaded_model>> loaded_model::load(const std::string& dir,
-                                                         gpu::backend& dev, bool load_experts,
+result<std::unique_ptr<loaded_model>> loaded_model::load(const std::string& dir, gpu::backend& dev,
+                                                         bool load_experts,
                                                          const load_progress& progress) {
   auto m = std::make_unique<loaded_model>();
   m->dir = dir;

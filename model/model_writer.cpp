@@ -54,7 +54,8 @@ class tensor_maker {
   // mean + std * N(0, 1) in every element.
   void add(const std::string& name, std::vector<int64_t> shape, double mean, double std) {
     int64_t n = 1;
-    for (int64_t d : shape) n *= d;
+    for (int64_t d : shape)
+      n *= d;
     tensor_to_write t;
     t.name = name;
     t.type = type_;
@@ -149,7 +150,8 @@ status validate(const model_spec& s) {
   auto bad = [](const std::string& what) { return error(errc::invalid_argument, what); };
   const std::string f = s.family;
   if (!is_moe_family(f) && f != "qwen3" && f != "qwen2" && f != "llama") {
-    return bad("--family '" + f + "' is not one of qwen3_moe, mixtral, olmoe, qwen2_moe, qwen3, "
+    return bad("--family '" + f +
+               "' is not one of qwen3_moe, mixtral, olmoe, qwen2_moe, qwen3, "
                "qwen2, llama");
   }
   if (s.layers < 1 || s.hidden < 1 || s.heads < 1 || s.kv_heads < 1 || s.vocab < 1) {
@@ -181,7 +183,7 @@ status write_random_model(const model_spec& s, const std::string& dir) {
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
     return error(errc::io_error, dir + ": cannot create directory: " + std::strerror(errno));
   }
-  const st_dtype type = s.dtype == "float32"  ? st_dtype::f32
+  const st_dtype type = s.dtype == "float32"   ? st_dtype::f32
                         : s.dtype == "float16" ? st_dtype::f16
                                                : st_dtype::bf16;
   const int shared_inter =
@@ -213,18 +215,21 @@ status write_random_model(const model_spec& s, const std::string& dir) {
       t.norm(names::layer(l, "self_attn.k_norm.weight"), whole ? kv_rows : c.head_dim);
     }
     if (!c.is_moe_layer(l)) {
-      add_ffn(t, [&](const std::string& p) { return names::dense_mlp(l, p); }, c.hidden_size,
-              c.dense_intermediate);
+      add_ffn(
+          t, [&](const std::string& p) { return names::dense_mlp(l, p); }, c.hidden_size,
+          c.dense_intermediate);
       continue;
     }
     t.matrix(names::router(c, l), c.num_experts, c.hidden_size, 2.0);
     for (int e = 0; e < c.num_experts; ++e) {
-      add_ffn(t, [&](const std::string& p) { return names::expert(c, l, e, p); }, c.hidden_size,
-              c.expert_intermediate);
+      add_ffn(
+          t, [&](const std::string& p) { return names::expert(c, l, e, p); }, c.hidden_size,
+          c.expert_intermediate);
     }
     if (shared_inter > 0) {
-      add_ffn(t, [&](const std::string& p) { return names::shared_expert(l, p); }, c.hidden_size,
-              shared_inter);
+      add_ffn(
+          t, [&](const std::string& p) { return names::shared_expert(l, p); }, c.hidden_size,
+          shared_inter);
       t.matrix(names::shared_expert_gate(l), 1, c.hidden_size, 1.0);
     }
   }

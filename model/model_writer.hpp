@@ -21,8 +21,8 @@ struct model_spec {
   int experts = 16;
   int top_k = 4;
   int moe_inter = 128;
-  int dense_inter = 512;   ///< Dense MLP layers (mlp_only_layers) and dense families.
-  int shared_inter = 0;    ///< Qwen2-MoE shared expert; 0 picks 2 x moe_inter for qwen2_moe.
+  int dense_inter = 512;  ///< Dense MLP layers (mlp_only_layers) and dense families.
+  int shared_inter = 0;   ///< Qwen2-MoE shared expert; 0 picks 2 x moe_inter for qwen2_moe.
   int vocab = 2048;
   int max_positions = 4096;
   std::vector<int> mlp_only_layers;

@@ -122,7 +122,8 @@ const char* st_dtype_name(st_dtype t) {
 
 int64_t tensor_view::elements() const {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    n *= d;
   return n;
 }
 
@@ -167,7 +168,8 @@ status safetensors_file::parse_header(const unsigned char* base, size_t size) {
                           " bytes, shorter than the 8-byte header length: truncated");
   }
   uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | base[i];
+  for (int i = 7; i >= 0; --i)
+    header_len = (header_len << 8) | base[i];
   if (header_len > max_header_bytes) {
     return bad(path_, "header length " + std::to_string(header_len) + " exceeds the " +
                           std::to_string(max_header_bytes) + "-byte limit");
@@ -186,7 +188,8 @@ status safetensors_file::parse_header(const unsigned char* base, size_t size) {
     if (it.key() == "__metadata__") {
       if (!it->is_object()) return bad(path_, "__metadata__ is not an object");
       for (auto m = it->begin(); m != it->end(); ++m) {
-        if (!m->is_string()) return bad(path_, "__metadata__ value '" + m.key() + "' is not a string");
+        if (!m->is_string())
+          return bad(path_, "__metadata__ value '" + m.key() + "' is not a string");
         metadata_[m.key()] = m->get<std::string>();
       }
       continue;
@@ -220,7 +223,8 @@ const tensor_view* safetensors_file::find(const std::string& name) const {
 status write_safetensors(const std::string& path, const std::vector<tensor_to_write>& tensors,
                          const std::map<std::string, std::string>& metadata) {
   std::vector<const tensor_to_write*> sorted;
-  for (const auto& t : tensors) sorted.push_back(&t);
+  for (const auto& t : tensors)
+    sorted.push_back(&t);
   std::sort(sorted.begin(), sorted.end(),
             [](const tensor_to_write* a, const tensor_to_write* b) { return a->name < b->name; });
   json header = json::object();
@@ -234,14 +238,16 @@ status write_safetensors(const std::string& path, const std::vector<tensor_to_wr
   }
   std::string text = header.dump();
   // Pad with spaces so the data section starts 8-byte aligned, as the reference writer does.
-  while ((text.size() + 8) % 8 != 0) text.push_back(' ');
+  while ((text.size() + 8) % 8 != 0)
+    text.push_back(' ');
   // Write beside the target and rename, so a failed write never leaves a half file behind.
   const std::string tmp = path + ".partial";
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
   if (!out) return error(errc::io_error, tmp + ": cannot create: " + std::strerror(errno));
   unsigned char len[8];
   uint64_t n = text.size();
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    len[i] = static_cast<unsigned char>(n >> (8 * i));
   out.write(reinterpret_cast<const char*>(len), 8);
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
   for (const auto* t : sorted) {

@@ -36,7 +36,8 @@ std::vector<std::pair<int32_t, double>> sampling_distribution(const float* logit
     dist.emplace_back(argmax(logits, vocab), 1.0);
     return dist;
   }
-  const auto by_prob = [](const std::pair<int32_t, double>& a, const std::pair<int32_t, double>& b) {
+  const auto by_prob = [](const std::pair<int32_t, double>& a,
+                          const std::pair<int32_t, double>& b) {
     return a.second != b.second ? a.second > b.second : a.first < b.first;
   };
   const double max = logits[argmax(logits, vocab)];
@@ -54,7 +55,8 @@ std::vector<std::pair<int32_t, double>> sampling_distribution(const float* logit
     std::sort(dist.begin(), dist.end(), by_prob);
   }
   double total = 0.0;
-  for (const auto& d : dist) total += d.second;
+  for (const auto& d : dist)
+    total += d.second;
   if (params.top_p < 1.0f) {
     // Keep the smallest prefix whose mass reaches top_p (at least one token).
     double mass = 0.0;
@@ -66,14 +68,15 @@ std::vector<std::pair<int32_t, double>> sampling_distribution(const float* logit
     }
     dist.resize(n);
     total = 0.0;
-    for (const auto& d : dist) total += d.second;
+    for (const auto& d : dist)
+      total += d.second;
   }
-  for (auto& d : dist) d.second /= total;
+  for (auto& d : dist)
+    d.second /= total;
   return dist;
 }
 
-int32_t sample(const float* logits, int vocab, const sampling_params& params,
-               uint64_t draw_index) {
+int32_t sample(const float* logits, int vocab, const sampling_params& params, uint64_t draw_index) {
   if (params.temperature <= 0.0f) return argmax(logits, vocab);
   const auto dist = sampling_distribution(logits, vocab, params);
   const double u = uniform_draw(params.seed, draw_index);

@@ -21,8 +21,7 @@ std::vector<std::pair<int32_t, double>> sampling_distribution(const float* logit
 
 /// The next token. The random draw depends only on (seed, draw_index) — use the index of the
 /// token being generated — so batching, re-dispatch and topology never change a sample.
-int32_t sample(const float* logits, int vocab, const sampling_params& params,
-               uint64_t draw_index);
+int32_t sample(const float* logits, int vocab, const sampling_params& params, uint64_t draw_index);
 
 /// A uniform number in [0, 1) that is a pure function of (seed, index).
 double uniform_draw(uint64_t seed, uint64_t index);

@@ -13,7 +13,8 @@ void step_batch::add_sequence(const int32_t* tokens, int count, int start_positi
   }
   block_ids_.insert(block_ids_.end(), blocks, blocks + block_count);
   block_offsets_.push_back(static_cast<int32_t>(block_ids_.size()));
-  for (int i = count - logits_rows; i < count; ++i) logit_rows_.push_back(first + i);
+  for (int i = count - logits_rows; i < count; ++i)
+    logit_rows_.push_back(first + i);
   logits_begin_.push_back(static_cast<int32_t>(logit_rows_.size()));
 }
 

@@ -2,9 +2,15 @@
 
 namespace brigade::model::names {
 
-std::string embed() { return "model.embed_tokens.weight"; }
-std::string final_norm() { return "model.norm.weight"; }
-std::string lm_head() { return "lm_head.weight"; }
+std::string embed() {
+  return "model.embed_tokens.weight";
+}
+std::string final_norm() {
+  return "model.norm.weight";
+}
+std::string lm_head() {
+  return "lm_head.weight";
+}
 
 std::string layer(int l, const std::string& suffix) {
   return "model.layers." + std::to_string(l) + "." + suffix;
@@ -27,7 +33,9 @@ std::string shared_expert(int l, const std::string& part) {
   return layer(l, "mlp.shared_expert." + part + "_proj.weight");
 }
 
-std::string shared_expert_gate(int l) { return layer(l, "mlp.shared_expert_gate.weight"); }
+std::string shared_expert_gate(int l) {
+  return layer(l, "mlp.shared_expert_gate.weight");
+}
 
 std::string dense_mlp(int l, const std::string& part) {
   return layer(l, "mlp." + part + "_proj.weight");

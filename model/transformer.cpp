@@ -132,8 +132,8 @@ void transformer::logits(const step_batch& b, workspace& ws, std::vector<float>&
   dev_.download(result.view(), out.data());
 }
 
-void run_ffn(gpu::backend& dev, const ffn_weights& w, const gpu::tensor& in,
-             const gpu::tensor& out, const gpu::tensor& gate_up, const gpu::tensor& inter) {
+void run_ffn(gpu::backend& dev, const ffn_weights& w, const gpu::tensor& in, const gpu::tensor& out,
+             const gpu::tensor& gate_up, const gpu::tensor& inter) {
   dev.matmul(in, *w.gate_up, nullptr, gate_up);
   dev.silu_mul(gate_up, inter);
   dev.matmul(inter, *w.down, nullptr, out);
@@ -149,12 +149,13 @@ void run_local_experts(const transformer& t, const expert_bank& experts, int lay
     if (slots.empty()) continue;
     const ffn_weights* w = experts.find(layer, static_cast<int>(e));
     if (!w) {
-      throw std::logic_error("expert " + std::to_string(e) + " of layer " +
-                             std::to_string(layer) + " is not in this bank");
+      throw std::logic_error("expert " + std::to_string(e) + " of layer " + std::to_string(layer) +
+                             " is not in this bank");
     }
     const int m = static_cast<int>(slots.size());
     token_rows.resize(slots.size());
-    for (size_t i = 0; i < slots.size(); ++i) token_rows[i] = slots[i] / r.top_k;
+    for (size_t i = 0; i < slots.size(); ++i)
+      token_rows[i] = slots[i] / r.top_k;
     const gpu::tensor in = ws.group_in.first(m);
     const gpu::tensor out = ws.group_out.first(m);
     dev.gather_rows(ws.h.first(r.tokens), token_rows.data(), in);
@@ -164,8 +165,8 @@ void run_local_experts(const transformer& t, const expert_bank& experts, int lay
   }
 }
 
-void run_step(const transformer& t, const expert_bank& experts, gpu::kv_storage& kv,
-              workspace& ws, const step_batch& b, std::vector<float>& logits) {
+void run_step(const transformer& t, const expert_bank& experts, gpu::kv_storage& kv, workspace& ws,
+              const step_batch& b, std::vector<float>& logits) {
   const model_config& c = t.config();
   t.embed(b, ws);
   routing r;

@@ -61,8 +61,8 @@ class transformer {
 };
 
 /// out = down(silu(gate(in)) * up(in)); gate_up and inter are scratch with in.rows rows.
-void run_ffn(gpu::backend& dev, const ffn_weights& w, const gpu::tensor& in,
-             const gpu::tensor& out, const gpu::tensor& gate_up, const gpu::tensor& inter);
+void run_ffn(gpu::backend& dev, const ffn_weights& w, const gpu::tensor& in, const gpu::tensor& out,
+             const gpu::tensor& gate_up, const gpu::tensor& inter);
 
 /// Runs the expert FFNs of one layer locally: every routed row of ws.h through its expert, the
 /// results into ws.expert_out at its slot.
@@ -70,7 +70,7 @@ void run_local_experts(const transformer& t, const expert_bank& experts, int lay
                        const routing& r, workspace& ws);
 
 /// A whole forward step in one process. Returns host logits as transformer::logits does.
-void run_step(const transformer& t, const expert_bank& experts, gpu::kv_storage& kv,
-              workspace& ws, const step_batch& b, std::vector<float>& logits);
+void run_step(const transformer& t, const expert_bank& experts, gpu::kv_storage& kv, workspace& ws,
+              const step_batch& b, std::vector<float>& logits);
 
 }  // namespace brigade::model

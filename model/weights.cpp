@@ -94,8 +94,9 @@ status load_layer(const checkpoint& ck, const model_config& c, gpu::backend& dev
   status attn = load_attention(ck, c, dev, l, w.attn);
   if (!attn) return attn;
   if (!c.is_moe_layer(l)) {
-    auto dense = load_ffn(ck, dev, [&](const std::string& p) { return names::dense_mlp(l, p); }, h,
-                          c.dense_intermediate);
+    auto dense = load_ffn(
+        ck, dev, [&](const std::string& p) { return names::dense_mlp(l, p); }, h,
+        c.dense_intermediate);
     if (!dense) return dense.err();
     w.dense = std::move(dense.value());
     return ok_status();
@@ -104,8 +105,9 @@ status load_layer(const checkpoint& ck, const model_config& c, gpu::backend& dev
   if (!router) return router.err();
   w.router = std::move(router.value());
   if (c.shared_expert_intermediate > 0) {
-    auto shared = load_ffn(ck, dev, [&](const std::string& p) { return names::shared_expert(l, p); },
-                           h, c.shared_expert_intermediate);
+    auto shared = load_ffn(
+        ck, dev, [&](const std::string& p) { return names::shared_expert(l, p); }, h,
+        c.shared_expert_intermediate);
     if (!shared) return shared.err();
     w.shared = std::move(shared.value());
     auto gate = load_matrix(ck, dev, names::shared_expert_gate(l), 1, h);
@@ -118,8 +120,8 @@ status load_layer(const checkpoint& ck, const model_config& c, gpu::backend& dev
 }  // namespace
 
 result<ffn_weights> load_ffn(const checkpoint& ck, gpu::backend& dev,
-                             const std::function<std::string(const std::string&)>& name,
-                             int hidden, int inter) {
+                             const std::function<std::string(const std::string&)>& name, int hidden,
+                             int inter) {
   auto gate = ck.matrix(name("gate"), inter, hidden);
   auto up = ck.matrix(name("up"), inter, hidden);
   if (!gate) return gate.err();
@@ -138,8 +140,7 @@ result<ffn_weights> load_ffn(const checkpoint& ck, gpu::backend& dev,
 }
 
 result<std::unique_ptr<dense_weights>> dense_weights::load(const checkpoint& ck,
-                                                           const model_config& c,
-                                                           gpu::backend& dev,
+                                                           const model_config& c, gpu::backend& dev,
                                                            const load_progress& progress) {
   auto w = std::make_unique<dense_weights>();
   auto embed = load_matrix(ck, dev, names::embed(), c.vocab_size, c.hidden_size);
@@ -167,19 +168,21 @@ std::vector<expert_bank::key> expert_bank::all_experts(const model_config& c) {
   std::vector<key> keys;
   for (int l = 0; l < c.num_layers; ++l) {
     if (!c.is_moe_layer(l)) continue;
-    for (int e = 0; e < c.num_experts; ++e) keys.emplace_back(l, e);
+    for (int e = 0; e < c.num_experts; ++e)
+      keys.emplace_back(l, e);
   }
   return keys;
 }
 
 result<ffn_weights> expert_bank::load_one(const checkpoint& ck, const model_config& c,
                                           gpu::backend& dev, int layer, int expert) {
-  return load_ffn(ck, dev, [&](const std::string& p) { return names::expert(c, layer, expert, p); },
-                  c.hidden_size, c.expert_intermediate);
+  return load_ffn(
+      ck, dev, [&](const std::string& p) { return names::expert(c, layer, expert, p); },
+      c.hidden_size, c.expert_intermediate);
 }
 
-result<std::unique_ptr<expert_bank>> expert_bank::load(const checkpoint& ck,
-                                                       const model_config& c, gpu::backend& dev,
+result<std::unique_ptr<expert_bank>> expert_bank::load(const checkpoint& ck, const model_config& c,
+                                                       gpu::backend& dev,
                                                        const std::vector<key>& which,
                                                        const load_progress& progress) {
   auto bank = std::make_unique<expert_bank>();
@@ -205,7 +208,8 @@ const ffn_weights* expert_bank::find(int layer, int expert) const {
 
 size_t expert_bank::bytes() const {
   size_t total = 0;
-  for (const auto& [k, w] : experts_) total += w.bytes();
+  for (const auto& [k, w] : experts_)
+    total += w.bytes();
   return total;
 }
 

@@ -87,7 +87,7 @@ class expert_bank {
 
 /// Loads a SwiGLU block whose three projections are named by `name(part)`.
 result<ffn_weights> load_ffn(const checkpoint& ck, gpu::backend& dev,
-                             const std::function<std::string(const std::string&)>& name,
-                             int hidden, int inter);
+                             const std::function<std::string(const std::string&)>& name, int hidden,
+                             int inter);
 
 }  // namespace brigade::model

@@ -89,8 +89,7 @@ std::string_view query_value(std::string_view target, std::string_view name) {
   return {};
 }
 
-api_handler::outcome api_handler::handle(const http_request_view& req,
-                                         clock::time_point received) {
+api_handler::outcome api_handler::handle(const http_request_view& req, clock::time_point received) {
   const std::string_view path = path_of(req.target);
   const bool is_api = path.rfind("/v1/", 0) == 0;
   if (is_api && !auth_.allows(req.authorization)) {
@@ -194,8 +193,8 @@ http_reply api_handler::get_route(std::string_view path) {
   return r;
 }
 
-api_handler::outcome api_handler::start_generation(
-    api_kind kind, std::string_view body, clock::time_point received) {
+api_handler::outcome api_handler::start_generation(api_kind kind, std::string_view body,
+                                                   clock::time_point received) {
   const int64_t id = next_id_++;
   request_context ctx;
   ctx.info = service_.info();

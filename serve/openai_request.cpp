@@ -273,11 +273,10 @@ bool read_scenario(field_reader& r, const request_context& ctx, std::string& sce
   const json* v = r.find("scenario");
   if (!v) return true;
   const std::string name = v->is_string() ? v->get<std::string>() : std::string();
-  const bool ok = !name.empty() && name.size() <= 64 &&
-                  std::all_of(name.begin(), name.end(), [](char c) {
-                    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
-                           c == '-';
-                  });
+  const bool ok =
+      !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+      });
   if (!ok) return r.fail("scenario", "scenario must be a name of [a-z0-9_-], e.g. \"chat\"");
   const auto& known = ctx.info.scenarios;
   if (!known.empty() && std::find(known.begin(), known.end(), name) == known.end()) {

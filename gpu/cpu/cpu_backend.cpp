@@ -36,7 +36,9 @@ size_t block_floats(const kv_layout& l) {
          static_cast<size_t>(l.head_dim);
 }
 
-const cpu::packed_matrix& packed(const matrix& m) { return static_cast<const cpu::packed_matrix&>(m); }
+const cpu::packed_matrix& packed(const matrix& m) {
+  return static_cast<const cpu::packed_matrix&>(m);
+}
 
 class cpu_backend final : public backend {
  public:
@@ -76,7 +78,8 @@ class cpu_backend final : public backend {
   }
 
   void embed(const matrix& table, const int32_t* ids, const tensor& out) override {
-    for (int r = 0; r < out.rows; ++r) packed(table).read_row(ids[r], out.row(r));
+    for (int r = 0; r < out.rows; ++r)
+      packed(table).read_row(ids[r], out.row(r));
   }
   void matmul(const tensor& x, const matrix& w, const float* bias, const tensor& y) override {
     cpu::gemm(x.data, x.stride, x.rows, packed(w), bias, y.data, y.stride, pool_);
@@ -127,8 +130,8 @@ class cpu_backend final : public backend {
                    float* weights) override {
     cpu::router_topk(logits, spec, experts, weights);
   }
-  void combine(const tensor& x, const tensor& y, const float* weights, int k,
-               const tensor* shared, const tensor* shared_gate) override {
+  void combine(const tensor& x, const tensor& y, const float* weights, int k, const tensor* shared,
+               const tensor* shared_gate) override {
     cpu::combine(x, y, weights, k, shared, shared_gate);
   }
   void synchronize() override {}

@@ -12,7 +12,9 @@ namespace brigade::gpu::cpu {
 namespace {
 
 // Rows per parallel chunk for cheap row-wise kernels.
-size_t row_grain(int cols) { return static_cast<size_t>(std::max(1, 16384 / std::max(1, cols))); }
+size_t row_grain(int cols) {
+  return static_cast<size_t>(std::max(1, 16384 / std::max(1, cols)));
+}
 
 }  // namespace
 
@@ -25,7 +27,8 @@ void rms_norm(const tensor& x, const float* weight, int group, float eps, const 
       for (int g = 0; g < x.cols; g += group) {
         const float mean_square = dot(in + g, in + g, group) / static_cast<float>(group);
         const float inv = 1.0f / std::sqrt(mean_square + eps);
-        for (int i = 0; i < group; ++i) out[g + i] = (in[g + i] * inv) * weight[i];
+        for (int i = 0; i < group; ++i)
+          out[g + i] = (in[g + i] * inv) * weight[i];
       }
     }
   });
@@ -71,14 +74,16 @@ void add(const tensor& x, const tensor& y) {
   for (int r = 0; r < x.rows; ++r) {
     float* a = x.row(r);
     const float* b = y.row(r);
-    for (int i = 0; i < x.cols; ++i) a[i] = a[i] + b[i];
+    for (int i = 0; i < x.cols; ++i)
+      a[i] = a[i] + b[i];
   }
 }
 
 void clamp(const tensor& x, float limit) {
   for (int r = 0; r < x.rows; ++r) {
     float* a = x.row(r);
-    for (int i = 0; i < x.cols; ++i) a[i] = std::min(std::max(a[i], -limit), limit);
+    for (int i = 0; i < x.cols; ++i)
+      a[i] = std::min(std::max(a[i], -limit), limit);
   }
 }
 
@@ -94,8 +99,7 @@ void scatter_rows(const tensor& src, const int32_t* rows, const tensor& dst) {
   }
 }
 
-void router_topk(const tensor& logits, const router_spec& spec, int32_t* experts,
-                 float* weights) {
+void router_topk(const tensor& logits, const router_spec& spec, int32_t* experts, float* weights) {
   const int n = logits.cols;
   const int k = spec.top_k;
   std::vector<float> prob(static_cast<size_t>(n));
@@ -108,7 +112,8 @@ void router_topk(const tensor& logits, const router_spec& spec, int32_t* experts
       prob[static_cast<size_t>(i)] = std::exp(l[i] - max);
       sum += prob[static_cast<size_t>(i)];
     }
-    for (int i = 0; i < n; ++i) prob[static_cast<size_t>(i)] /= sum;
+    for (int i = 0; i < n; ++i)
+      prob[static_cast<size_t>(i)] /= sum;
     std::fill(taken.begin(), taken.end(), 0);
     int32_t* ids = experts + static_cast<ptrdiff_t>(r) * k;
     float* w = weights + static_cast<ptrdiff_t>(r) * k;
@@ -127,7 +132,8 @@ void router_topk(const tensor& logits, const router_spec& spec, int32_t* experts
       selected += w[j];
     }
     if (spec.normalize) {
-      for (int j = 0; j < k; ++j) w[j] /= selected;
+      for (int j = 0; j < k; ++j)
+        w[j] /= selected;
     }
   }
 }
@@ -147,7 +153,8 @@ void combine(const tensor& x, const tensor& y, const float* weights, int k, cons
       axpy(scale, shared->row(t), acc.data(), x.cols);
     }
     float* out = x.row(t);
-    for (int i = 0; i < x.cols; ++i) out[i] = out[i] + acc[static_cast<size_t>(i)];
+    for (int i = 0; i < x.cols; ++i)
+      out[i] = out[i] + acc[static_cast<size_t>(i)];
   }
 }
 

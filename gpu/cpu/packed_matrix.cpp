@@ -43,11 +43,12 @@ std::unique_ptr<packed_matrix> packed_matrix::pack(const std::vector<host_matrix
 void packed_matrix::read_row(int r, float* out) const {
   const size_t elem = dtype_size(type_);
   const size_t cols = static_cast<size_t>(cols_);
-  const unsigned char* base = storage_.data() + (static_cast<size_t>(r / panel_width) * cols *
-                                                     panel_width +
-                                                 static_cast<size_t>(r % panel_width)) *
-                                                    elem;
-  for (size_t k = 0; k < cols; ++k) to_f32(type_, base + k * panel_width * elem, out + k, 1);
+  const unsigned char* base =
+      storage_.data() + (static_cast<size_t>(r / panel_width) * cols * panel_width +
+                         static_cast<size_t>(r % panel_width)) *
+                            elem;
+  for (size_t k = 0; k < cols; ++k)
+    to_f32(type_, base + k * panel_width * elem, out + k, 1);
 }
 
 }  // namespace brigade::gpu::cpu

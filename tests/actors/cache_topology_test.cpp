@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "actors/collecting_sink.hpp"
-#include "deploy/topology.hpp"
 #include "common/metrics.hpp"
+#include "deploy/topology.hpp"
 #include "model/engine.hpp"
 #include "model/model_writer.hpp"
 #include "support/temp_dir.hpp"

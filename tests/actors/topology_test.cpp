@@ -36,7 +36,8 @@ struct model_fixture {
 
 std::vector<int32_t> prompt(int i) {
   std::vector<int32_t> p;
-  for (int t = 0; t < 3 + (i * 7) % 40; ++t) p.push_back((i * 97 + t * 31) % 500);
+  for (int t = 0; t < 3 + (i * 7) % 40; ++t)
+    p.push_back((i * 97 + t * 31) % 500);
   return p;
 }
 
@@ -49,10 +50,12 @@ std::vector<std::vector<int32_t>> engine_outputs(const std::string& dir, int n, 
   model::request_options req;
   req.max_tokens = max_tokens;
   std::vector<int64_t> ids;
-  for (int i = 0; i < n; ++i) ids.push_back(eng.submit(prompt(i), req).value());
+  for (int i = 0; i < n; ++i)
+    ids.push_back(eng.submit(prompt(i), req).value());
   eng.run_until_idle();
   std::vector<std::vector<int32_t>> out;
-  for (auto id : ids) out.push_back(eng.output(id));
+  for (auto id : ids)
+    out.push_back(eng.output(id));
   return out;
 }
 

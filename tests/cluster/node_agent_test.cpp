@@ -56,11 +56,13 @@ TEST_CASE("a coordinator with the wrong proof is refused and gets nothing spawne
   self->request(*remote, timeout, actors::hello_atom_v, nonce)
       .receive([&](actors::node_hello& h) { hello = h; }, [&](caf::error&) {});
   REQUIRE(hello);
-  CHECK(cluster::proofs_equal(hello->proof, cluster::join_proof(secret, "node", nonce, hello->nonce)));
+  CHECK(cluster::proofs_equal(hello->proof,
+                              cluster::join_proof(secret, "node", nonce, hello->nonce)));
   bool joined = false;
-  self->request(*remote, timeout, actors::join_atom_v,
-                cluster::join_proof("not-the-secret-0123456789", "coordinator", hello->nonce, nonce),
-                actors::data_plane_settings{"tcp", "lo"})
+  self->request(
+          *remote, timeout, actors::join_atom_v,
+          cluster::join_proof("not-the-secret-0123456789", "coordinator", hello->nonce, nonce),
+          actors::data_plane_settings{"tcp", "lo"})
       .receive([&](actors::node_joined&) { joined = true; }, [&](caf::error&) {});
   CHECK_FALSE(joined);
 

@@ -13,9 +13,11 @@ TEST_CASE("parallel_for visits every index exactly once", "[thread_pool]") {
   for (size_t n : {1u, 7u, 64u, 1000u, 12345u}) {
     std::vector<std::atomic<int>> hits(n);
     pool.parallel_for(n, 3, [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; ++i) hits[i].fetch_add(1);
+      for (size_t i = b; i < e; ++i)
+        hits[i].fetch_add(1);
     });
-    for (size_t i = 0; i < n; ++i) REQUIRE(hits[i].load() == 1);
+    for (size_t i = 0; i < n; ++i)
+      REQUIRE(hits[i].load() == 1);
   }
 }
 
@@ -30,6 +32,7 @@ TEST_CASE("parallel_for is safe from several callers at once", "[thread_pool]") 
       }
     });
   }
-  for (auto& t : callers) t.join();
+  for (auto& t : callers)
+    t.join();
   REQUIRE(total.load() == 4L * 200 * 100);
 }

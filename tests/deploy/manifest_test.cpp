@@ -58,13 +58,14 @@ TEST_CASE("manifest errors name the field and the problem", "[manifest]") {
 }
 
 TEST_CASE("the example manifests are valid", "[manifest]") {
-  auto m = deploy::load_manifest(std::string(BRIGADE_SOURCE_DIR) + "/deploy/examples/single-node.yaml");
+  auto m =
+      deploy::load_manifest(std::string(BRIGADE_SOURCE_DIR) + "/deploy/examples/single-node.yaml");
   REQUIRE(m.ok());
   CHECK(m->experts.count == 8);
   CHECK(m->kv_cache.pool_bytes == 64ull << 20);
   CHECK(m->eplb.replan_interval_steps == 10000);
-  auto three = deploy::load_manifest(std::string(BRIGADE_SOURCE_DIR) +
-                                     "/deploy/examples/three-nodes.yaml");
+  auto three =
+      deploy::load_manifest(std::string(BRIGADE_SOURCE_DIR) + "/deploy/examples/three-nodes.yaml");
   INFO((three.ok() ? std::string() : three.err().message));
   REQUIRE(three.ok());
   CHECK(three->nodes.size() == 3);

@@ -51,8 +51,10 @@ TEST_CASE("gemm matches a double-precision reference for every dtype and shape",
       auto packed = cpu::packed_matrix::pack({host_matrix{w.bytes.data(), type, n, k}});
       std::normal_distribution<float> normal(0.0f, 1.0f);
       std::vector<float> x(static_cast<size_t>(m) * k), bias(static_cast<size_t>(n));
-      for (auto& v : x) v = normal(rng);
-      for (auto& v : bias) v = normal(rng);
+      for (auto& v : x)
+        v = normal(rng);
+      for (auto& v : bias)
+        v = normal(rng);
       std::vector<float> y(static_cast<size_t>(m) * n);
       cpu::gemm(x.data(), k, m, *packed, bias.data(), y.data(), n, pool);
       for (int i = 0; i < m; ++i) {
@@ -78,7 +80,8 @@ TEST_CASE("gemm rows are bit-identical whatever the batch around them", "[gemm]"
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const int m = 37;
   std::vector<float> x(static_cast<size_t>(m) * k);
-  for (auto& v : x) v = normal(rng);
+  for (auto& v : x)
+    v = normal(rng);
   std::vector<float> all(static_cast<size_t>(m) * n);
   cpu::gemm(x.data(), k, m, *packed, nullptr, all.data(), n, pool);
   for (int r = 0; r < m; ++r) {

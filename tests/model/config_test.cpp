@@ -22,7 +22,8 @@ std::string parse_error(const std::string& text) {
 std::string with(const std::string& base, const std::string& field, const std::string& value) {
   std::string s = base;
   const auto at = s.find("\"" + field + "\"");
-  if (at == std::string::npos) return s.substr(0, s.size() - 1) + ", \"" + field + "\": " + value + "}";
+  if (at == std::string::npos)
+    return s.substr(0, s.size() - 1) + ", \"" + field + "\": " + value + "}";
   const auto colon = s.find(':', at);
   const auto end = s.find_first_of(",}", colon);
   return s.substr(0, colon + 1) + " " + value + s.substr(end);

@@ -42,7 +42,8 @@ struct fixture {
 
 std::vector<int32_t> prompt(int n, int seed) {
   std::vector<int32_t> p;
-  for (int i = 0; i < n; ++i) p.push_back((seed * 131 + i * 17) % 500);
+  for (int i = 0; i < n; ++i)
+    p.push_back((seed * 131 + i * 17) % 500);
   return p;
 }
 
@@ -63,7 +64,8 @@ std::vector<run_result> run(fixture& f, const std::vector<std::vector<int32_t>>&
   }
   eng.run_until_idle();
   std::vector<run_result> out;
-  for (int64_t id : ids) out.push_back({eng.output(id), eng.kept_logits(id)});
+  for (int64_t id : ids)
+    out.push_back({eng.output(id), eng.kept_logits(id)});
   return out;
 }
 
@@ -78,7 +80,8 @@ TEST_CASE("a sequence's logits do not depend on its batch", "[engine]") {
   request_options req;
   req.max_tokens = 12;
   std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < 6; ++i) prompts.push_back(prompt(5 + 7 * i, i));
+  for (int i = 0; i < 6; ++i)
+    prompts.push_back(prompt(5 + 7 * i, i));
   const auto together = run(f, prompts, {}, req);
   for (size_t i = 0; i < prompts.size(); ++i) {
     const auto alone = run(f, {prompts[i]}, {}, req);

@@ -18,7 +18,8 @@ tensor_to_write f32_tensor(const std::string& name, std::vector<int64_t> shape, 
   t.type = st_dtype::f32;
   t.shape = shape;
   int64_t n = 1;
-  for (auto d : shape) n *= d;
+  for (auto d : shape)
+    n *= d;
   t.bytes.resize(static_cast<size_t>(n) * 4);
   for (int64_t i = 0; i < n; ++i) {
     const float v = start + static_cast<float>(i);
@@ -32,7 +33,8 @@ void write_raw(const std::string& path, const std::string& header, size_t data_b
                uint64_t declared_len = UINT64_MAX) {
   std::ofstream out(path, std::ios::binary);
   const uint64_t len = declared_len == UINT64_MAX ? header.size() : declared_len;
-  for (int i = 0; i < 8; ++i) out.put(static_cast<char>(len >> (8 * i)));
+  for (int i = 0; i < 8; ++i)
+    out.put(static_cast<char>(len >> (8 * i)));
   out << header;
   out << std::string(data_bytes, '\0');
 }

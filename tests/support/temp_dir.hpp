@@ -11,8 +11,8 @@ class temp_dir {
  public:
   explicit temp_dir(const std::string& tag) {
     std::random_device rd;
-    path_ = std::filesystem::path(BRIGADE_BINARY_DIR) / "test-tmp" /
-            (tag + "-" + std::to_string(rd()));
+    path_ =
+        std::filesystem::path(BRIGADE_BINARY_DIR) / "test-tmp" / (tag + "-" + std::to_string(rd()));
     std::filesystem::create_directories(path_);
   }
   ~temp_dir() {
