@@ -112,7 +112,7 @@ caf::result<kv_found> lookup(kv_store_pointer self, kv_lookup& request) {
   // Blocks promoted from SSD land in host memory and are fetched from there: a lookup asks for
   // no more than host memory holds, or its own promotions would evict its first blocks.
   const size_t host_blocks = st.config.host_bytes / st.model->block_bytes();
-  if (request.hashes.size() > host_blocks) request.hashes.resize(host_blocks);
+  if (host_blocks > 0 && request.hashes.size() > host_blocks) request.hashes.resize(host_blocks);
   kvcache::prefix_lookup found =
       st.store->lookup_prefix(*st.model, request.hashes, request.scenario);
   if (found.ticket == 0 || found.ticket <= st.done_ticket ||
