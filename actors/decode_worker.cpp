@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/expert_dispatch.hpp"
+#include "actors/step_resources.hpp"
 #include "common/log.hpp"
 #include "kvcache/block_pool.hpp"
 #include "model/sampler.hpp"
@@ -35,10 +36,7 @@ struct decode_state {
   std::shared_ptr<const model_context> ctx;
   decode_worker_config config;
   expert_client experts;
-  std::unique_ptr<gpu::kv_storage> kv;
-  std::unique_ptr<kvcache::block_pool> pool;
-  std::unique_ptr<model::workspace> ws;
-  std::unique_ptr<model::step_driver> driver;
+  step_resources run;  // KV storage, block pool, workspace, step driver
   std::map<uint64_t, running_sequence> seqs;
   model::step_batch batch;
   std::vector<uint64_t> in_step;  // requests of the step in flight, in batch order
@@ -53,10 +51,6 @@ struct decode_state {
 
 using decode_pointer = decode_worker_actor::stateful_pointer<decode_state>;
 
-int blocks_for(int tokens, int block_tokens) {
-  return (tokens + block_tokens - 1) / block_tokens;
-}
-
 finish finish_for(const running_sequence& s, int32_t token, int max_positions) {
   const auto& stops = s.params.stop_ids;
   if (std::find(stops.begin(), stops.end(), token) != stops.end()) return finish::stop;
@@ -68,7 +62,7 @@ finish finish_for(const running_sequence& s, int32_t token, int max_positions) {
 void release(decode_state& st, uint64_t request) {
   auto it = st.seqs.find(request);
   if (it == st.seqs.end()) return;
-  st.pool->release_all(it->second.blocks);
+  st.run.pool->release_all(it->second.blocks);
   st.seqs.erase(it);
 }
 
@@ -94,13 +88,13 @@ result<bool> accept(decode_pointer self, kv_handoff& h) {
                                              " values does not match its tokens");
   }
   running_sequence s;
-  if (!st.pool->allocate(blocks_for(total, h.block_tokens), s.blocks)) {
+  if (!st.run.pool->allocate(blocks_for(total, h.block_tokens), s.blocks)) {
     return error(errc::resource_exhausted, st.config.name + " has no free KV blocks");
   }
   const float* src = h.kv.data();
   for (int b = 0; b < kv_blocks; ++b) {
     for (int l = 0; l < c.num_layers; ++l) {
-      st.ctx->dev->write_kv_block(*st.kv, l, s.blocks[static_cast<size_t>(b)], src,
+      st.ctx->dev->write_kv_block(*st.run.kv, l, s.blocks[static_cast<size_t>(b)], src,
                                   src + block_floats);
       src += 2 * block_floats;
     }
@@ -121,7 +115,7 @@ result<bool> accept(decode_pointer self, kv_handoff& h) {
   if (f == finish::none) {
     st.seqs.emplace(s.request, std::move(s));
   } else {
-    st.pool->release_all(s.blocks);
+    st.run.pool->release_all(s.blocks);
   }
   return true;
 }
@@ -131,7 +125,7 @@ void continue_step(decode_pointer self);
 void finish_step(decode_pointer self) {
   auto& st = self->state;
   const auto& c = st.ctx->config;
-  const std::vector<float>& logits = st.driver->logits();
+  const std::vector<float>& logits = st.run.driver->logits();
   std::vector<token_update> updates;
   for (size_t i = 0; i < st.in_step.size(); ++i) {
     auto it = st.seqs.find(st.in_step[i]);
@@ -182,12 +176,13 @@ void abandon_step(decode_pointer self, const std::string& reason) {
 
 void dispatch(decode_pointer self) {
   auto& st = self->state;
-  dispatch_layer(self, st.experts, *st.driver, st.step, &st.step, [self] { continue_step(self); });
+  dispatch_layer(self, st.experts, *st.run.driver, st.step, &st.step,
+                 [self] { continue_step(self); });
 }
 
 void continue_step(decode_pointer self) {
   auto& st = self->state;
-  if (st.driver->advance() == model::step_driver::state::need_experts) return dispatch(self);
+  if (st.run.driver->advance() == model::step_driver::state::need_experts) return dispatch(self);
   finish_step(self);
 }
 
@@ -204,7 +199,7 @@ void start_step(decode_pointer self) {
   }
   for (auto it = st.seqs.begin(); it != st.seqs.end();) {
     if (it->second.cancelled) {
-      st.pool->release_all(it->second.blocks);
+      st.run.pool->release_all(it->second.blocks);
       it = st.seqs.erase(it);
     } else {
       ++it;
@@ -214,7 +209,7 @@ void start_step(decode_pointer self) {
   st.busy = true;
   ++st.step;
   st.step_start = std::chrono::steady_clock::now();
-  st.driver->start(st.batch);
+  st.run.driver->start(st.batch);
   continue_step(self);
 }
 
@@ -228,17 +223,8 @@ decode_worker_actor::behavior_type decode_behavior(decode_pointer self,
   st.experts.acks = st.config.layout_acks;
   st.experts.stall_timeout = std::chrono::milliseconds(st.config.stall_timeout_ms);
   adopt_shards(self, st.experts, std::move(shards));
-  const auto& c = st.ctx->config;
-  gpu::kv_layout layout;
-  layout.layers = c.num_layers;
-  layout.blocks = blocks_for(st.config.kv_tokens, st.config.block_tokens);
-  layout.block_tokens = st.config.block_tokens;
-  layout.kv_heads = c.num_kv_heads;
-  layout.head_dim = c.head_dim;
-  st.kv = st.ctx->dev->make_kv(layout);
-  st.pool = std::make_unique<kvcache::block_pool>(layout.blocks);
-  st.ws = std::make_unique<model::workspace>(c, *st.ctx->dev, st.config.max_running);
-  st.driver = std::make_unique<model::step_driver>(*st.ctx->forward, *st.kv, *st.ws);
+  st.run = make_step_resources(*st.ctx, st.config.kv_tokens, st.config.block_tokens,
+                               st.config.max_running);
   return {
       [=](kv_handoff& h) -> caf::result<bool> {
         auto accepted = accept(self, h);
@@ -273,9 +259,9 @@ decode_worker_actor::behavior_type decode_behavior(decode_pointer self,
         out.in_flight = static_cast<int32_t>(s.seqs.size());
         out.last_step_ms = s.last_ms;
         out.steps = s.steps_done;
-        out.detail = nlohmann::json{{"free_kv_blocks", s.pool->free_blocks()},
+        out.detail = nlohmann::json{{"free_kv_blocks", s.run.pool->free_blocks()},
                                     {"step_ms_total", s.total_ms},
-                                    {"kv_blocks", s.pool->capacity()},
+                                    {"kv_blocks", s.run.pool->capacity()},
                                     {"stalled", s.experts.stalled},
                                     {"epoch", s.experts.shards.layout.epoch}}
                          .dump();

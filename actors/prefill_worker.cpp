@@ -13,6 +13,7 @@
 #include "actors/prefix_cache.hpp"
 #include "actors/remote_link.hpp"
 #include "actors/retention_table.hpp"
+#include "actors/step_resources.hpp"
 #include "common/log.hpp"
 #include "kvcache/block_pool.hpp"
 #include "model/sampler.hpp"
@@ -66,10 +67,7 @@ struct prefill_state {
   std::shared_ptr<const model_context> ctx;
   prefill_worker_config config;
   expert_client experts;
-  std::unique_ptr<gpu::kv_storage> kv;
-  std::unique_ptr<kvcache::block_pool> pool;
-  std::unique_ptr<model::workspace> ws;
-  std::unique_ptr<model::step_driver> driver;
+  step_resources run;  // KV storage, block pool, workspace, step driver
   std::deque<prefill_job> queue;
   std::deque<active_job> active;
   model::step_batch batch;
@@ -86,10 +84,6 @@ struct prefill_state {
 
 using prefill_pointer = prefill_worker_actor::stateful_pointer<prefill_state>;
 
-int blocks_for(int tokens, int block_tokens) {
-  return (tokens + block_tokens - 1) / block_tokens;
-}
-
 active_job* find_active(prefill_state& st, uint64_t request) {
   for (auto& a : st.active) {
     if (a.job.request == request) return &a;
@@ -105,7 +99,7 @@ void fail(prefill_pointer self, const prefill_job& job, const std::string& reaso
 void release_job(prefill_state& st, job_prefix& prefix, std::vector<int32_t>& blocks,
                  int computed) {
   if (st.cached.cache) return st.cached.cache->finish(prefix, blocks, computed);
-  st.pool->release_all(blocks);
+  st.run.pool->release_all(blocks);
   blocks.clear();
 }
 
@@ -196,7 +190,7 @@ bool begin_admission(prefill_pointer self) {
     prefill_job job = std::move(st.queue.front());
     st.queue.pop_front();
     const int needed = blocks_for(static_cast<int>(job.tokens.size()), st.config.block_tokens);
-    if (needed > st.pool->capacity()) {
+    if (needed > st.run.pool->capacity()) {
       fail(self, job, "the prompt needs more KV than a prefill worker holds", false);
       continue;
     }
@@ -245,7 +239,7 @@ bool finish_admission(prefill_pointer self) {
   const int bt = st.config.block_tokens;
   const int fresh =
       blocks_for(static_cast<int>(a.job.tokens.size()), bt) - static_cast<int>(a.blocks.size());
-  if (!(cs.cache ? cs.cache->allocate(fresh, a.blocks) : st.pool->allocate(fresh, a.blocks))) {
+  if (!(cs.cache ? cs.cache->allocate(fresh, a.blocks) : st.run.pool->allocate(fresh, a.blocks))) {
     return false;
   }
   if (cs.cache) {
@@ -303,11 +297,11 @@ void init_cache(prefill_state& st) {
   prefix_cache_config pc;
   pc.block_tokens = st.config.block_tokens;
   pc.capacity_blocks =
-      c.capacity_blocks == 0 ? static_cast<size_t>(st.pool->capacity()) : c.capacity_blocks;
+      c.capacity_blocks == 0 ? static_cast<size_t>(st.run.pool->capacity()) : c.capacity_blocks;
   pc.demote = static_cast<bool>(c.store);
   // A worker spawned on another node gets no clock (it does not cross processes): the system's.
   if (!c.clock) st.config.cache.clock = std::make_shared<const kvcache::system_clock>();
-  cs.cache = std::make_unique<prefix_cache>(*st.pool, *st.ctx->dev, *st.kv, pc,
+  cs.cache = std::make_unique<prefix_cache>(*st.run.pool, *st.ctx->dev, *st.run.kv, pc,
                                             *st.config.cache.clock, cs.retention);
 }
 
@@ -319,7 +313,7 @@ nlohmann::json cache_json(const prefill_state& st) {
           {"cached_blocks", index.size()},
           {"pinned_blocks", index.referenced()},
           {"capacity_blocks", index.capacity()},
-          {"used_blocks", st.pool->used_blocks()},
+          {"used_blocks", st.run.pool->used_blocks()},
           {"prompt_tokens", cs.prompt_tokens},
           {"pool_hit_tokens", cs.hit_tokens[0]},
           {"host_hit_tokens", cs.hit_tokens[1]},
@@ -369,7 +363,7 @@ void hand_off(prefill_pointer self, active_job& a, const float* logits_row) {
   float* dst = kv.data();
   for (int b = 0; b < kv_blocks; ++b) {
     for (int l = 0; l < c.num_layers; ++l) {
-      st.ctx->dev->read_kv_block(*st.kv, l, a.blocks[static_cast<size_t>(b)], dst,
+      st.ctx->dev->read_kv_block(*st.run.kv, l, a.blocks[static_cast<size_t>(b)], dst,
                                  dst + block_floats);
       dst += 2 * block_floats;
     }
@@ -395,7 +389,7 @@ void continue_step(prefill_pointer self);
 void finish_step(prefill_pointer self) {
   auto& st = self->state;
   const auto& c = st.ctx->config;
-  const std::vector<float>& logits = st.driver->logits();
+  const std::vector<float>& logits = st.run.driver->logits();
   for (size_t i = 0; i < st.in_step.size(); ++i) {
     active_job* a = find_active(st, st.in_step[i].first);
     if (!a) continue;
@@ -461,12 +455,13 @@ void abandon_step(prefill_pointer self, const std::string& reason) {
 
 void dispatch(prefill_pointer self) {
   auto& st = self->state;
-  dispatch_layer(self, st.experts, *st.driver, st.step, &st.step, [self] { continue_step(self); });
+  dispatch_layer(self, st.experts, *st.run.driver, st.step, &st.step,
+                 [self] { continue_step(self); });
 }
 
 void continue_step(prefill_pointer self) {
   auto& st = self->state;
-  if (st.driver->advance() == model::step_driver::state::need_experts) return dispatch(self);
+  if (st.run.driver->advance() == model::step_driver::state::need_experts) return dispatch(self);
   finish_step(self);
 }
 
@@ -507,7 +502,7 @@ void start_step(prefill_pointer self) {
   st.busy = true;
   ++st.step;
   st.step_start = std::chrono::steady_clock::now();
-  st.driver->start(st.batch);
+  st.run.driver->start(st.batch);
   continue_step(self);
 }
 
@@ -522,17 +517,8 @@ prefill_worker_actor::behavior_type prefill_behavior(prefill_pointer self,
   st.experts.acks = st.config.layout_acks;
   st.experts.stall_timeout = std::chrono::milliseconds(st.config.stall_timeout_ms);
   adopt_shards(self, st.experts, std::move(shards));
-  const auto& c = st.ctx->config;
-  gpu::kv_layout layout;
-  layout.layers = c.num_layers;
-  layout.blocks = blocks_for(st.config.kv_tokens, st.config.block_tokens);
-  layout.block_tokens = st.config.block_tokens;
-  layout.kv_heads = c.num_kv_heads;
-  layout.head_dim = c.head_dim;
-  st.kv = st.ctx->dev->make_kv(layout);
-  st.pool = std::make_unique<kvcache::block_pool>(layout.blocks);
-  st.ws = std::make_unique<model::workspace>(c, *st.ctx->dev, st.config.max_step_tokens);
-  st.driver = std::make_unique<model::step_driver>(*st.ctx->forward, *st.kv, *st.ws);
+  st.run = make_step_resources(*st.ctx, st.config.kv_tokens, st.config.block_tokens,
+                               st.config.max_step_tokens);
   init_cache(st);
   return {
       [=](prefill_job& job) {
@@ -578,7 +564,7 @@ prefill_worker_actor::behavior_type prefill_behavior(prefill_pointer self,
         out.last_step_ms = s.last_ms;
         out.steps = s.steps_done;
         out.detail = nlohmann::json{{"tokens_prefilled", s.tokens_done},
-                                    {"free_kv_blocks", s.pool->free_blocks()},
+                                    {"free_kv_blocks", s.run.pool->free_blocks()},
                                     {"stalled", s.experts.stalled},
                                     {"epoch", s.experts.shards.layout.epoch},
                                     {"cache", cache_json(s)}}
