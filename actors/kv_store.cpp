@@ -233,6 +233,7 @@ kv_store_actor::behavior_type kv_store_behavior(kv_store_pointer self, kv_store_
 }  // namespace
 
 kv_store_actor spawn_kv_store(caf::actor_system& sys, kv_store_config config) {
+  if (!config.clock) config.clock = std::make_shared<const kvcache::system_clock>();
   return sys.spawn<caf::detached>(kv_store_behavior, std::move(config));
 }
 

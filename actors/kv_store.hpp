@@ -100,6 +100,15 @@ struct kv_store_config {
   std::chrono::milliseconds promotion_timeout{2000};
 };
 
+// A KV store spawned on another node gets everything but the clock (it uses the system's).
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_store_config& x) {
+  return f(caf::meta::type_name("kv_store_config"), x.name, x.model_id, x.layers, x.block_tokens,
+           x.kv_heads, x.head_dim, x.host_bytes, x.ssd_bytes, x.ssd_dir, x.scenarios,
+           x.promotion_timeout);
+}
+
+/// A null clock means the system clock.
 kv_store_actor spawn_kv_store(caf::actor_system& sys, kv_store_config config);
 
 }  // namespace brigade::actors

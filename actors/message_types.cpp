@@ -37,6 +37,7 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<kv_lookup>("brigade::kv_lookup");
   cfg.add_message_type<kv_found>("brigade::kv_found");
   cfg.add_message_type<kv_demotion>("brigade::kv_demotion");
+  cfg.add_message_type<kv_store_config>("brigade::kv_store_config");
   cfg.add_message_type<actor_entry>("brigade::actor_entry");
   cfg.add_message_type<registry_snapshot>("brigade::registry_snapshot");
   cfg.add_message_type<registry_event>("brigade::registry_event");

@@ -18,6 +18,7 @@
 
 #include "actors/decode_worker.hpp"
 #include "actors/expert_shard.hpp"
+#include "actors/kv_store.hpp"
 #include "actors/payloads.hpp"
 #include "actors/prefill_worker.hpp"
 #include "actors/shard_set.hpp"
@@ -89,6 +90,8 @@ using node_agent_actor = caf::typed_actor<
                     shard_set>::with<decode_worker_actor>,
     caf::replies_to<spawn_atom, std::string, prefill_worker_config,
                     shard_set>::with<prefill_worker_actor>,
+    /// The node's KV store: its prefill workers' host-memory and SSD tiers.
+    caf::replies_to<spawn_atom, kv_store_config>::with<kv_store_actor>,
     /// Every node's data plane; the agent connects to those it does not know yet.
     caf::replies_to<peers_atom, std::vector<peer_info>>::with<bool>,
     /// A node is gone: data in flight to it fails now.

@@ -80,7 +80,7 @@ void child_up(supervisor_pointer self, const std::string& name, caf::actor handl
       broadcast_shards(self);  // workers resend any layer stalled on the old shard
     }
   } else if (c.role == "kv_store") {
-    announce_kv_store(self, caf::actor_cast<kv_store_actor>(c.handle));
+    announce_kv_store(self, c);
   } else {
     const bool decode = c.role == "decode";
     self->send(st.router, worker_atom_v,
@@ -140,7 +140,7 @@ void spawn_child(supervisor_pointer self, supervised_child& c) {
       h = caf::actor_cast<caf::actor>(
           spawn_expert_shard(self->system(), st.ctx, shard_config(self, c)));
     } else if (c.role == "kv_store") {
-      h = caf::actor_cast<caf::actor>(spawn_kv_store_child(self, c));
+      h = caf::actor_cast<caf::actor>(spawn_kv_store(self->system(), kv_store_config_for(self, c)));
     } else if (c.role == "decode") {
       h = caf::actor_cast<caf::actor>(
           spawn_decode_worker(self->system(), st.ctx, decode_config(self, c), st.shards));
@@ -155,7 +155,10 @@ void spawn_child(supervisor_pointer self, supervised_child& c) {
   auto up = [self, name](caf::actor h) { child_up(self, name, std::move(h)); };
   auto failed = [self, name](caf::error& err) { spawn_failed(self, name, to_string(err)); };
   const auto timeout = std::chrono::seconds(120);
-  if (c.role == "expert_shard") {
+  if (c.role == "kv_store") {
+    self->request(agent, timeout, spawn_atom_v, kv_store_config_for(self, c))
+        .then([up](kv_store_actor& h) { up(caf::actor_cast<caf::actor>(h)); }, failed);
+  } else if (c.role == "expert_shard") {
     self->request(agent, timeout, spawn_atom_v, dir, shard_config(self, c))
         .then([up](expert_shard_actor& h) { up(caf::actor_cast<caf::actor>(h)); }, failed);
   } else if (c.role == "decode") {
@@ -238,16 +241,20 @@ void add_children(supervisor_pointer self) {
     c.node = p.node;
     st.children[c.name] = c;
   }
-  bool local_prefill = false;
-  for (const auto& [name, c] : st.children)
-    local_prefill |= c.role == "prefill" && c.node == "local";
-  if (st.config.manifest.kv_cache.has_store() && local_prefill) {
-    // One KV store, here: it holds the host and SSD tiers for this process's prefill workers.
-    supervised_child store;
-    store.role = "kv_store";
-    store.name = "kv_store-0";
-    store.node = "local";
-    st.children[store.name] = store;
+  if (st.config.manifest.kv_cache.has_store()) {
+    // A KV store on every node that runs prefill workers: their host and SSD tiers, next to
+    // them, so that block bytes never cross nodes. "kv_store-0" in a single process.
+    std::set<std::string> nodes;
+    for (const auto& [name, c] : st.children) {
+      if (c.role == "prefill") nodes.insert(c.node);
+    }
+    for (const auto& node : nodes) {
+      supervised_child store;
+      store.role = "kv_store";
+      store.name = node == "local" ? "kv_store-0" : "kv_store-" + node;
+      store.node = node;
+      st.children[store.name] = store;
+    }
   }
   st.shards.shards.resize(static_cast<size_t>(st.config.manifest.experts.count));
   for (auto& [name, c] : st.children) {

@@ -14,17 +14,19 @@ std::shared_ptr<const kvcache::clock> cache_clock(const supervisor_state& st) {
   return system;
 }
 
-// The node's KV store if it runs; a null handle otherwise.
-kv_store_actor live_store(const supervisor_state& st) {
+// The KV store on `node` if it runs; a null handle otherwise.
+kv_store_actor live_store(const supervisor_state& st, const std::string& node) {
   for (const auto& [name, c] : st.children) {
-    if (c.role == "kv_store" && c.alive) return caf::actor_cast<kv_store_actor>(c.handle);
+    if (c.role == "kv_store" && c.alive && c.node == node) {
+      return caf::actor_cast<kv_store_actor>(c.handle);
+    }
   }
   return kv_store_actor{};
 }
 
 }  // namespace
 
-kv_store_actor spawn_kv_store_child(supervisor_pointer self, const supervised_child& c) {
+kv_store_config kv_store_config_for(supervisor_pointer self, const supervised_child& c) {
   auto& st = self->state;
   const deploy::manifest& m = st.config.manifest;
   const auto& mc = st.ctx->config;
@@ -39,14 +41,15 @@ kv_store_actor spawn_kv_store_child(supervisor_pointer self, const supervised_ch
   cfg.ssd_bytes = m.kv_cache.ssd_bytes;
   cfg.ssd_dir = m.kv_cache.ssd_dir;
   cfg.scenarios = m.kv_cache.scenarios;
-  cfg.clock = cache_clock(st);
-  return spawn_kv_store(self->system(), std::move(cfg));
+  if (c.node == "local") cfg.clock = cache_clock(st);
+  return cfg;
 }
 
-void announce_kv_store(supervisor_pointer self, const kv_store_actor& store) {
+void announce_kv_store(supervisor_pointer self, const supervised_child& store) {
   for (auto& [name, other] : self->state.children) {
-    if (other.alive && other.role == "prefill" && other.node == "local") {
-      self->send(caf::actor_cast<prefill_worker_actor>(other.handle), store_atom_v, store);
+    if (other.alive && other.role == "prefill" && other.node == store.node) {
+      self->send(caf::actor_cast<prefill_worker_actor>(other.handle), store_atom_v,
+                 caf::actor_cast<kv_store_actor>(store.handle));
     }
   }
 }
@@ -68,7 +71,7 @@ void configure_prefill_cache(supervisor_pointer self, prefill_worker_config& cfg
       m.kv_cache.pool_bytes == 0 ? 0 : std::max<size_t>(1, m.kv_cache.pool_bytes / block_bytes);
   cc.scenarios = m.kv_cache.scenarios;
   cc.clock = cache_clock(st);
-  if (c.node == "local") cc.store = live_store(st);
+  cc.store = live_store(st, c.node);
   cc.check_invariants = st.config.cache.check_invariants;
   cc.first_logits = st.config.cache.first_logits;
 }

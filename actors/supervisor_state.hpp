@@ -75,13 +75,12 @@ void roll_back(supervisor_pointer self, const std::string& why);
 std::string migration_json(const supervisor_state& st);
 
 // The prefix cache's roles (supervisor_cache.cpp).
-/// Spawns the KV store in this process (it serves the prefill workers that run here).
-kv_store_actor spawn_kv_store_child(supervisor_pointer self, const supervised_child& c);
-/// Gives a (re)started KV store's handle to every live prefill worker in this process.
-void announce_kv_store(supervisor_pointer self, const kv_store_actor& store);
-/// Fills a prefill worker's cache settings from the manifest and the cache options. A worker on
-/// another node keeps its pool cache but gets no KV store: block bytes would cross the control
-/// channel.
+/// The settings of the KV store child `c` (one per node that runs prefill workers).
+kv_store_config kv_store_config_for(supervisor_pointer self, const supervised_child& c);
+/// Gives a (re)started KV store's handle to every live prefill worker on its node.
+void announce_kv_store(supervisor_pointer self, const supervised_child& store);
+/// Fills a prefill worker's cache settings from the manifest and the cache options, with the KV
+/// store of its own node: block bytes never leave the node.
 void configure_prefill_cache(supervisor_pointer self, prefill_worker_config& cfg,
                              const supervised_child& c);
 

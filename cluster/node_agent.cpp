@@ -154,6 +154,11 @@ node_agent_actor::behavior_type agent_behavior(agent_pointer self, node_agent_co
         return registered(
             self, actors::spawn_prefill_worker(self->system(), self->state.ctx, cfg, shards), name);
       },
+      [=](spawn_atom, actors::kv_store_config& cfg) -> caf::result<actors::kv_store_actor> {
+        if (auto err = check_admitted(self, "a spawn")) return err;
+        const std::string name = cfg.name;
+        return registered(self, actors::spawn_kv_store(self->system(), std::move(cfg)), name);
+      },
       [=](peers_atom, std::vector<peer_info>& peers) -> caf::result<bool> {
         if (auto err = check_admitted(self, "a peer list")) return err;
         for (const auto& p : peers) {

@@ -130,7 +130,9 @@ def write_manifest(path, model, secret, nodes, roles, tls, devices):
     with open(path, "w") as f:
         f.write(f"model: {model}\njoin_secret_file: {secret}\n"
                 f"transport: {{tls: '{tls}'{', net_devices: ' + devices if devices else ''}}}\n"
-                f"restart: {{max_restarts: 5, window_s: 60, backoff_ms: 20}}\nnodes:\n")
+                f"restart: {{max_restarts: 5, window_s: 60, backoff_ms: 20}}\n"
+                # The prefill pool keeps one cached block: the rest go to the node's KV store.
+                f"kv_cache: {{pool_bytes: 1, host_bytes: 64MiB}}\nnodes:\n")
         for n, r in zip(nodes, roles):
             f.write(f"  - {{name: {n.name}, address: '{n.address}', roles: {r}}}\n")
 
@@ -168,6 +170,31 @@ def check_outputs(c, expected):
     print(f"  {PROMPTS} concurrent prompts over 3 nodes: "
           f"{'identical to generate' if not bad else f'{len(bad)} differ'}; placement {placement}")
     return not bad
+
+
+def check_node_kv_store(c, brigade, model):
+    """The KV store runs on the prefill worker's node and serves a repeated prompt's blocks."""
+    ids = prompt_ids(3) * 6
+    expected = generate(brigade, model, ids, TOKENS)
+    body = {"model": "model", "prompt": ids, "max_tokens": TOKENS, "temperature": 0,
+            "ignore_eos": True}
+    first = c.coord.post("/v1/completions", body)
+    hits = 0
+    for _ in range(50):  # demotion to the store runs in the background
+        time.sleep(0.1)
+        again = c.coord.post("/v1/completions", body)
+        hits = again["usage"]["prompt_cache_hit_tokens"]
+        if hits > 16:
+            break
+    actors = c.coord.actors()
+    prefill_node = actors["prefill-0"]["node"]
+    stores = {n: a["node"] for n, a in actors.items() if n.startswith("kv_store")}
+    ok = (first["choices"][0]["text"] == expected and again["choices"][0]["text"] == expected
+          and hits > 16 and list(stores.values()) == [prefill_node])
+    print(f"  KV store beside prefill-0 on {prefill_node}: stores {stores}; a repeated "
+          f"{len(ids)}-token prompt found {hits} tokens cached (the pool keeps 16); "
+          f"{'identical to generate' if ok else 'FAILED'}")
+    return ok
 
 
 def check_node_kill(c, brigade, model, victim, expect_dead, sig=signal.SIGKILL):
@@ -322,6 +349,7 @@ def main():
         c = cluster(brigade, model, workdir, "lo", ["127.0.0.1"] * 3, None, "tcp", "lo")
         try:
             ok = check_outputs(c, expected)
+            ok = check_node_kv_store(c, brigade, model) and ok
             ok = check_node_kill(c, brigade, model, c.nodes[2], ["expert_shard-3"]) and ok
             ok = check_node_kill(c, brigade, model, c.nodes[1], ["decode-0", "expert_shard-2"]) and ok
         finally:
