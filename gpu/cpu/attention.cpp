@@ -62,48 +62,59 @@ void for_each_run(const cpu_kv_storage& kv, bool keys, int layer, const int32_t*
   }
 }
 
-// Scores of four keys at once: four independent FMA chains instead of one, each summed in
-// exactly dot()'s order, so every score is bit for bit what dot() gives.
-inline void dot4(const float* q, const float* k0, size_t stride, int n, float* out) {
-  const float* k1 = k0 + stride;
-  const float* k2 = k1 + stride;
-  const float* k3 = k2 + stride;
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
+// Eight keys' dot products with q as one vector (lane j: key j): eight FMA chains over the
+// head's 8-float chunks, then a transposing tree of horizontal adds in a fixed order. `n` is a
+// multiple of 8.
+inline __m256 dot8(const float* q, const float* const* k, int n) {
+  __m256 a[8];
+  for (int j = 0; j < 8; ++j)
+    a[j] = _mm256_setzero_ps();
+  for (int i = 0; i < n; i += 8) {
     const __m256 qv = _mm256_loadu_ps(q + i);
-    a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + i), a0);
-    a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1 + i), a1);
-    a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k2 + i), a2);
-    a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k3 + i), a3);
+    for (int j = 0; j < 8; ++j)
+      a[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[j] + i), a[j]);
   }
-  out[0] = horizontal_sum(a0);
-  out[1] = horizontal_sum(a1);
-  out[2] = horizontal_sum(a2);
-  out[3] = horizontal_sum(a3);
-  for (; i < n; ++i) {
-    out[0] = std::fma(q[i], k0[i], out[0]);
-    out[1] = std::fma(q[i], k1[i], out[1]);
-    out[2] = std::fma(q[i], k2[i], out[2]);
-    out[3] = std::fma(q[i], k3[i], out[3]);
-  }
+  const __m256 t0 = _mm256_hadd_ps(a[0], a[1]);
+  const __m256 t1 = _mm256_hadd_ps(a[2], a[3]);
+  const __m256 t2 = _mm256_hadd_ps(a[4], a[5]);
+  const __m256 t3 = _mm256_hadd_ps(a[6], a[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1);  // keys 0-3: low 128-bit halves, then high halves
+  const __m256 u1 = _mm256_hadd_ps(t2, t3);  // keys 4-7 likewise
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-// scores[p] = dot(q, key p) * scale for `count` keys from `k` (rows `stride` apart).
-void score_rows(const float* q, const float* k, size_t stride, int count, int head_dim, float scale,
-                float* scores, float& max) {
-  int r = 0;
-  float four[4];
-  for (; r + 4 <= count; r += 4) {
-    dot4(q, k + static_cast<size_t>(r) * stride, stride, head_dim, four);
-    for (int j = 0; j < 4; ++j) {
-      scores[r + j] = four[j] * scale;
-      max = std::max(max, scores[r + j]);
-    }
+// Keys are scored in chunks of this many positions (a multiple of 8, aligned to it): each
+// chunk's keys are read once per tile and then come from L1 for every token of the tile.
+constexpr int key_chunk = 64;
+
+// scores[p] = q . key p * scale for p in [b, e), `keys[p - base]` pointing at key p: eight at a
+// time over whole aligned groups [8m, 8m + 8), one at a time (dot()) at ragged ends. How a
+// score is computed depends only on its position and the token's range, never on block size,
+// chunking or the batch.
+void score_range(const float* q, const float* const* keys, int base, int b, int e, int head_dim,
+                 float scale, float* scores, float& max) {
+  int p = b;
+  const int aligned = head_dim % 8 == 0 ? std::min(e, (b + 7) / 8 * 8) : e;
+  for (; p < aligned; ++p) {
+    scores[p] = dot(q, keys[p - base], head_dim) * scale;
+    max = std::max(max, scores[p]);
   }
-  for (; r < count; ++r) {
-    scores[r] = dot(q, k + static_cast<size_t>(r) * stride, head_dim) * scale;
-    max = std::max(max, scores[r]);
+  if (p + 8 <= e) {
+    const __m256 s = _mm256_set1_ps(scale);
+    __m256 top = _mm256_set1_ps(max);
+    for (; p + 8 <= e; p += 8) {
+      const __m256 v = _mm256_mul_ps(dot8(q, keys + (p - base), head_dim), s);
+      _mm256_storeu_ps(scores + p, v);
+      top = _mm256_max_ps(top, v);
+    }
+    float lanes[8];
+    _mm256_storeu_ps(lanes, top);
+    for (float l : lanes)
+      max = std::max(max, l);
+  }
+  for (; p < e; ++p) {
+    scores[p] = dot(q, keys[p - base], head_dim) * scale;
+    max = std::max(max, scores[p]);
   }
 }
 
@@ -218,15 +229,19 @@ void attention(const tensor& q, const cpu_kv_storage& kv, int layer, const atten
       float* sc[tile_tokens];
       for (int i = 0; i < tile.n; ++i)
         sc[i] = scores.data() + static_cast<size_t>(i) * hi;
-      // Each run of keys (one block's) is read once from memory and then from L1 per token.
-      for_each_run(kv, true, layer, table, bt, lo, hi, [&](int p, const float* rows, int count) {
+      // Chunk by chunk: the chunk's keys are read once, then from L1 for each token.
+      const float* keys[key_chunk];
+      for (int cs = lo / key_chunk * key_chunk; cs < hi; cs += key_chunk) {
+        const int b0 = std::max(cs, lo), e0 = std::min(cs + key_chunk, hi);
+        for_each_run(kv, true, layer, table, bt, b0, e0, [&](int p, const float* rows, int count) {
+          for (int r = 0; r < count; ++r)
+            keys[p + r - cs] = rows + static_cast<size_t>(r) * stride + offset;
+        });
         for (int i = 0; i < tile.n; ++i) {
-          const int b = std::max(p, first[i]), e = std::min(p + count, len[i]);
-          if (b >= e) continue;
-          score_rows(qv[i], rows + static_cast<size_t>(b - p) * stride + offset, stride, e - b,
-                     head_dim, scale, sc[i] + b, max[i]);
+          const int b = std::max(b0, first[i]), e = std::min(e0, len[i]);
+          if (b < e) score_range(qv[i], keys, cs, b, e, head_dim, scale, sc[i], max[i]);
         }
-      });
+      }
       for (int i = 0; i < tile.n; ++i) {
         softmax_in_place(sc[i], first[i], len[i], max[i]);
         float* o = out.row(tile.t0 + i) + static_cast<ptrdiff_t>(h) * head_dim;
