@@ -192,10 +192,11 @@ std::vector<tile_job> make_tiles(const attention_batch& batch) {
 
 }  // namespace
 
-// Every (token, head) gets the same operations in the same order whatever tile it is in: its
-// scores in position order (dot()), its softmax, then its weighted sum of values in position
-// order starting from zero. Tiling only changes which token's operations interleave, so a row's
-// result never depends on the rest of the batch.
+// Every (token, head) gets the same operations in the same order whatever tile, chunk or block
+// layout it is in: its scores by score_range()'s rule (a function of positions alone), its
+// softmax, then its weighted sum of values in position order starting from zero. Tiling only
+// changes which token's operations interleave, so a row's result never depends on the rest of the
+// batch.
 void attention(const tensor& q, const cpu_kv_storage& kv, int layer, const attention_batch& batch,
                int heads, float scale, int window, const tensor& out, thread_pool& pool) {
   const kv_layout& lay = kv.layout();
