@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "actors/collecting_sink.hpp"
+#include "actors/small_model.hpp"
 #include "common/metrics.hpp"
 #include "deploy/topology.hpp"
 #include "model/engine.hpp"
@@ -27,26 +28,12 @@ using nlohmann::json;
 namespace {
 
 constexpr int block_tokens = 16;
-// One block of the test model: 2 layers x keys and values x 16 tokens x 2 heads x 16 dims x 4 B.
+// One block of the test model (small_model.hpp): 2 layers x keys and values x 16 tokens x 2 heads x
+// 16 dims x 4 B.
 constexpr uint64_t block_bytes = 2 * 2 * 16 * 2 * 16 * 4;
 
-struct model_fixture {
-  testing::temp_dir dir{"cache-topology"};
-  model_fixture() {
-    model::model_spec spec;
-    spec.family = "qwen3_moe";
-    spec.layers = 2;
-    spec.hidden = 64;
-    spec.heads = 4;
-    spec.kv_heads = 2;
-    spec.head_dim = 16;
-    spec.experts = 8;
-    spec.top_k = 2;
-    spec.moe_inter = 32;
-    spec.vocab = 512;
-    spec.seed = 33;
-    REQUIRE(model::write_random_model(spec, dir.path()).ok());
-  }
+struct model_fixture : testing::small_model {
+  model_fixture() : small_model("cache-topology", 33) {}
 };
 
 // A prompt of `length` tokens: the first `shared` come from family `family`, the rest from

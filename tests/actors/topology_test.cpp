@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "actors/collecting_sink.hpp"
+#include "actors/small_model.hpp"
 #include "model/engine.hpp"
 #include "model/model_writer.hpp"
 #include "support/temp_dir.hpp"
@@ -15,23 +16,8 @@ using namespace brigade;
 
 namespace {
 
-struct model_fixture {
-  testing::temp_dir dir{"topology"};
-  model_fixture() {
-    model::model_spec spec;
-    spec.family = "qwen3_moe";
-    spec.layers = 2;
-    spec.hidden = 64;
-    spec.heads = 4;
-    spec.kv_heads = 2;
-    spec.head_dim = 16;
-    spec.experts = 8;
-    spec.top_k = 2;
-    spec.moe_inter = 32;
-    spec.vocab = 512;
-    spec.seed = 21;
-    REQUIRE(model::write_random_model(spec, dir.path()).ok());
-  }
+struct model_fixture : testing::small_model {
+  model_fixture() : small_model("topology", 21) {}
 };
 
 std::vector<int32_t> prompt(int i) {
