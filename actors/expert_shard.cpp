@@ -1,8 +1,5 @@
 #include "actors/expert_shard.hpp"
 
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #include <caf/all.hpp>
 
 #include <chrono>
@@ -10,17 +7,13 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "actors/expert_loader.hpp"
 #include "common/log.hpp"
 #include "model/transformer.hpp"
 
 namespace brigade::actors {
 
 using weights_ptr = std::shared_ptr<const model::ffn_weights>;
-
-struct loaded_experts {
-  std::map<std::pair<int32_t, int32_t>, weights_ptr> weights;  // (layer, expert) -> weights
-  std::string error;                                           // empty when every load succeeded
-};
 
 namespace {
 
@@ -43,6 +36,10 @@ struct shard_state {
   uint64_t window = 0;
   std::vector<std::vector<int64_t>> tokens_per_expert;  // [layer][expert], this window
   gpu::activation in, out, gate_up, inter;
+  expert_copy_counts copied;                          // where this shard's new experts came from
+  std::map<uint64_t, caf::response_promise> exports;  // copies for peers, by request number
+  uint64_t next_export = 0;
+  int64_t exported = 0;
   int64_t requests = 0;
   int64_t rows = 0;
   double last_ms = 0.0;
@@ -59,23 +56,6 @@ void ensure_rows(shard_state& st, int rows) {
   st.out = st.ctx->dev->alloc(capacity, c.hidden_size);
   st.gate_up = st.ctx->dev->alloc(capacity, 2 * c.expert_intermediate);
   st.inter = st.ctx->dev->alloc(capacity, c.expert_intermediate);
-}
-
-// Loads the experts of `plan` that `have` lacks, from the checkpoint.
-std::shared_ptr<loaded_experts> load_missing(const model_context& ctx, const shard_plan& plan,
-                                             const std::set<std::pair<int32_t, int32_t>>& have) {
-  auto out = std::make_shared<loaded_experts>();
-  for (const auto& a : plan.slots) {
-    const std::pair<int32_t, int32_t> key{a.layer, a.expert};
-    if (have.count(key) || out->weights.count(key)) continue;
-    auto w = model::expert_bank::load_one(*ctx.ckpt, ctx.config, *ctx.dev, a.layer, a.expert);
-    if (!w) {
-      out->error = w.err().message;
-      break;
-    }
-    out->weights[key] = std::make_shared<const model::ffn_weights>(std::move(w.value()));
-  }
-  return out;
 }
 
 // The weights this shard already holds under any epoch, by (layer, expert).
@@ -175,26 +155,14 @@ result<expert_reply> compute(shard_state& st, const expert_request& req) {
   return reply;
 }
 
-// A one-shot actor on a thread of its own that reads an epoch's missing weights, so that the
-// shard keeps serving while they load. Being an actor, the system waits for it at shutdown.
-caf::behavior loader(caf::event_based_actor* self, std::shared_ptr<const model_context> ctx,
-                     shard_plan plan, std::set<std::pair<int32_t, int32_t>> have,
-                     expert_shard_actor shard) {
-  // Serving steps come first: the copy runs at the lowest CPU priority (Linux: per thread).
-  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
-  caf::anon_send(shard, loaded_atom_v, plan.epoch, load_missing(*ctx, plan, have));
-  self->quit();
-  return {};
-}
-
 void start_prepare(shard_pointer self, shard_plan plan) {
   auto& st = self->state;
   std::set<std::pair<int32_t, int32_t>> have;
   for (const auto& [key, w] : held_weights(st))
     have.insert(key);
   st.preparing[plan.epoch] = plan;
-  self->system().spawn<caf::detached>(loader, st.ctx, std::move(plan), std::move(have),
-                                      caf::actor_cast<expert_shard_actor>(self));
+  spawn_expert_loader(self->system(), st.ctx, std::move(plan), std::move(have),
+                      caf::actor_cast<expert_shard_actor>(self));
 }
 
 void on_loaded(shard_pointer self, uint64_t epoch, const std::shared_ptr<loaded_experts>& loaded) {
@@ -202,6 +170,7 @@ void on_loaded(shard_pointer self, uint64_t epoch, const std::shared_ptr<loaded_
   auto plan = st.preparing.find(epoch);
   auto reply = st.prepare_replies.find(epoch);
   if (plan == st.preparing.end() || reply == st.prepare_replies.end()) return;  // aborted
+  st.copied += loaded->counts;
   if (loaded->error.empty()) {
     st.epochs[epoch] = assemble(plan->second, held_weights(st), *loaded);
     reply->second.deliver(true);
@@ -214,6 +183,24 @@ void on_loaded(shard_pointer self, uint64_t epoch, const std::shared_ptr<loaded_
   st.prepare_replies.erase(reply);
 }
 
+// A peer asked for an expert this shard holds: the copy out of the backend runs beside serving.
+caf::result<expert_weights> export_weights(shard_pointer self, int32_t layer, int32_t expert) {
+  auto& st = self->state;
+  const auto held = held_weights(st);
+  auto it = held.find({layer, expert});
+  if (it == held.end()) {
+    return caf::make_error(caf::sec::runtime_error, st.config.name + " holds no copy of expert " +
+                                                        std::to_string(expert) + " of layer " +
+                                                        std::to_string(layer));
+  }
+  const uint64_t request = ++st.next_export;
+  auto rp = self->make_response_promise<expert_weights>();
+  st.exports[request] = rp;
+  spawn_expert_exporter(self->system(), st.ctx, it->second, it->first, request,
+                        caf::actor_cast<expert_shard_actor>(self));
+  return rp;
+}
+
 expert_shard_actor::behavior_type shard_behavior(shard_pointer self,
                                                  std::shared_ptr<const model_context> ctx,
                                                  expert_shard_config config) {
@@ -223,7 +210,7 @@ expert_shard_actor::behavior_type shard_behavior(shard_pointer self,
   const auto& c = st.ctx->config;
   st.tokens_per_expert.assign(static_cast<size_t>(c.num_layers),
                               std::vector<int64_t>(static_cast<size_t>(c.num_experts), 0));
-  auto initial = load_missing(*st.ctx, st.config.plan, {});
+  auto initial = load_from_checkpoint(*st.ctx, st.config.plan, {});
   if (!initial->error.empty()) {
     // The shard cannot serve: it stops, and the supervisor sees why.
     log::error(st.config.name, initial->error);
@@ -270,6 +257,17 @@ expert_shard_actor::behavior_type shard_behavior(shard_pointer self,
       [=](loaded_atom, uint64_t epoch, std::shared_ptr<loaded_experts>& loaded) {
         on_loaded(self, epoch, loaded);
       },
+      [=](weights_atom, int32_t layer, int32_t expert) -> caf::result<expert_weights> {
+        return export_weights(self, layer, expert);
+      },
+      [=](exported_atom, uint64_t request, expert_weights& w) {
+        auto& s = self->state;
+        auto it = s.exports.find(request);
+        if (it == s.exports.end()) return;
+        it->second.deliver(std::move(w));
+        s.exports.erase(it);
+        ++s.exported;
+      },
       [=](status_atom) {
         const auto& s = self->state;
         role_status out;
@@ -280,12 +278,17 @@ expert_shard_actor::behavior_type shard_behavior(shard_pointer self,
         out.steps = s.steps;
         size_t slots = 0;
         if (!s.epochs.empty()) slots = s.epochs.rbegin()->second.size();
-        out.detail = nlohmann::json{
-            {"slots", slots},
-            {"epochs", s.epochs.size()},
-            {"requests", s.requests},
-            {"rows",
-             s.rows}}.dump();
+        out.detail = nlohmann::json{{"slots", slots},
+                                    {"epochs", s.epochs.size()},
+                                    {"requests", s.requests},
+                                    {"rows", s.rows},
+                                    {"experts_sent", s.exported},
+                                    {"experts_received",
+                                     {{"same_node", s.copied.same_node},
+                                      {"other_nodes", s.copied.other_nodes},
+                                      {"other_nodes_bytes", s.copied.other_nodes_bytes},
+                                      {"from_checkpoint", s.copied.from_checkpoint}}}}
+                         .dump();
         return out;
       },
   };

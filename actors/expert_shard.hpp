@@ -2,6 +2,7 @@
 // rows routed to them. It counts tokens per logical expert for load balancing.
 #pragma once
 
+#include <caf/actor.hpp>
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/fwd.hpp>
 #include <caf/replies_to.hpp>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "actors/atoms.hpp"
+#include "actors/expert_weights.hpp"
 #include "actors/model_context.hpp"
 #include "actors/payloads.hpp"
 
@@ -56,15 +58,31 @@ typename Inspector::result_type inspect(Inspector& f, slot_assignment& x) {
   return f(caf::meta::type_name("slot_assignment"), x.layer, x.slot, x.expert);
 }
 
+/// Where a shard gets an expert it does not hold yet: another shard that holds it (an
+/// expert_shard_actor; untyped here because that type names this struct).
+struct weight_source {
+  int32_t layer = 0;
+  int32_t expert = 0;
+  caf::actor from;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, weight_source& x) {
+  return f(caf::meta::type_name("weight_source"), x.layer, x.expert, x.from);
+}
+
 /// The slots one shard holds under one layout epoch.
 struct shard_plan {
   uint64_t epoch = 0;
   std::vector<slot_assignment> slots;
+  /// For experts new to the shard: the peer to copy them from. Experts without a source (or
+  /// whose source fails) are read from the node's checkpoint.
+  std::vector<weight_source> sources;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_plan& x) {
-  return f(caf::meta::type_name("shard_plan"), x.epoch, x.slots);
+  return f(caf::meta::type_name("shard_plan"), x.epoch, x.slots, x.sources);
 }
 
 /// Tokens a shard routed through each logical expert ([layer][expert]) in one sample window.
@@ -88,8 +106,11 @@ using load_sink_actor = caf::typed_actor<caf::reacts_to<load_sample>>;
 /// Expert shard. During a migration it holds two epochs at once: requests name the epoch they
 /// were routed with, so steps under the old layout and the new one both find their slots.
 ///
-///   serving epoch e --prepare(e+1)--> loading in the background --> holding e and e+1
+///   serving epoch e --prepare(e+1)--> copying new experts in the background --> holding e, e+1
 ///     --release(e+1)--> serving e+1            --abort(e+1)--> serving e
+///
+/// New experts are copied from the peer shards the plan names (over the data plane when the
+/// peer is on another node); the copy out of a shard also runs beside its serving.
 using expert_shard_actor =
     caf::typed_actor<caf::replies_to<expert_request>::with<expert_reply>,
                      /// Loads the plan's new slots in the background; replies once they are ready.
@@ -100,6 +121,10 @@ using expert_shard_actor =
                      caf::reacts_to<abort_atom, uint64_t>,
                      /// Internal: the background loader finished an epoch's weights.
                      caf::reacts_to<loaded_atom, uint64_t, std::shared_ptr<loaded_experts>>,
+                     /// A copy of the weights of (layer, expert), for a peer that needs them.
+                     caf::replies_to<weights_atom, int32_t, int32_t>::with<expert_weights>,
+                     /// Internal: a background copy for a peer is ready (request number).
+                     caf::reacts_to<exported_atom, uint64_t, expert_weights>,
                      caf::replies_to<status_atom>::with<role_status>>;
 
 struct expert_shard_config {

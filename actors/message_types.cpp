@@ -26,6 +26,7 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<job_failed>("brigade::job_failed");
   cfg.add_message_type<prefill_job>("brigade::prefill_job");
   cfg.add_message_type<slot_assignment>("brigade::slot_assignment");
+  cfg.add_message_type<weight_source>("brigade::weight_source");
   cfg.add_message_type<shard_plan>("brigade::shard_plan");
   cfg.add_message_type<load_sample>("brigade::load_sample");
   cfg.add_message_type<expert_layout>("brigade::expert_layout");

@@ -73,6 +73,40 @@ shard_plan plan_for_shard(const expert_layout& layout, int shard) {
   return plan;
 }
 
+// Names, for each expert new to `shard` under its plan, a peer that holds it now: one on the
+// shard's own node when there is one (no network), otherwise the holder given the fewest copies
+// so far, so that the sources share the work.
+void add_weight_sources(shard_plan& plan, const expert_layout& current,
+                        const std::vector<expert_shard_actor>& shards, int shard,
+                        std::vector<int>& copies_given) {
+  const expert_shard_actor& self_shard = shards[static_cast<size_t>(shard)];
+  std::set<std::pair<int32_t, int32_t>> named;
+  for (const auto& a : plan.slots) {
+    const auto& holders =
+        current.log2phy.at(static_cast<size_t>(a.layer)).at(static_cast<size_t>(a.expert));
+    int best = -1;
+    bool best_local = false;
+    bool holds_already = false;
+    for (int32_t slot : holders) {
+      const int holder = current.shard_of(slot);
+      if (holder == shard) holds_already = true;
+      const auto& h = shards[static_cast<size_t>(holder)];
+      if (holder == shard || !h) continue;
+      const bool local = self_shard && h->node() == self_shard->node();
+      if (best < 0 || (local && !best_local) ||
+          (local == best_local &&
+           copies_given[static_cast<size_t>(holder)] < copies_given[static_cast<size_t>(best)])) {
+        best = holder;
+        best_local = local;
+      }
+    }
+    if (holds_already || best < 0 || !named.insert({a.layer, a.expert}).second) continue;
+    ++copies_given[static_cast<size_t>(best)];
+    plan.sources.push_back(
+        {a.layer, a.expert, caf::actor_cast<caf::actor>(shards[static_cast<size_t>(best)])});
+  }
+}
+
 bool start_migration(supervisor_pointer self, expert_layout target) {
   auto& st = self->state;
   if (st.moving || st.shutting_down) return false;
@@ -82,10 +116,12 @@ bool start_migration(supervisor_pointer self, expert_layout target) {
   st.moving->moved_slots = st.balance->moved_slots(st.moving->target);
   const uint64_t epoch = st.moving->target.epoch;
   st.balance->migration_started(epoch, st.moving->moved_slots);
+  std::vector<int> copies_given(st.shards.shards.size(), 0);
   for (size_t i = 0; i < st.shards.shards.size(); ++i) {
     const int shard = static_cast<int>(i);
-    self->request(st.shards.shards[i], std::chrono::minutes(5), prepare_atom_v,
-                  plan_for_shard(st.moving->target, shard))
+    shard_plan plan = plan_for_shard(st.moving->target, shard);
+    add_weight_sources(plan, st.balance->current(), st.shards.shards, shard, copies_given);
+    self->request(st.shards.shards[i], std::chrono::minutes(5), prepare_atom_v, std::move(plan))
         .then(
             [self, epoch, shard](bool) {
               auto& s = self->state;

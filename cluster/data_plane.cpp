@@ -22,6 +22,20 @@ void on_answer(data_plane::impl* dp, received_message& m) {
   }
 }
 
+void on_weights_call(data_plane::impl* dp, received_message& m) {
+  auto h = wire::read<wire::weights_call_header>(m.header);
+  if (!h) return log::warn("data plane", "dropped a malformed request for expert weights");
+  caf::anon_send(dp->ingress, weights_call_in{m.from, *h});
+}
+
+void on_weights_answer(data_plane::impl* dp, received_message& m) {
+  auto h = wire::read<wire::weights_answer_header>(m.header);
+  if (!h) return log::warn("data plane", "dropped malformed expert weights");
+  if (caf::actor proxy = dp->untrack(h->correlation)) {
+    caf::anon_send(proxy, weights_answer_in{*h, std::move(m.payload)});
+  }
+}
+
 // A KV handoff comes as two messages (tokens, then blocks, in either order of arrival): the
 // blocks land straight in their buffer and are handed on without a copy.
 void on_kv_part(data_plane::impl* dp, received_message& m, bool meta) {
@@ -84,11 +98,14 @@ status open_channels(data_plane::impl* dp) {
     options.on_message = std::move(handler);
     return dp->net->open_channel(ch, std::move(options));
   };
-  for (status s : {open(wire::expert_call, [dp](received_message& m) { on_expert_call(dp, m); }),
-                   open(wire::expert_answer, [dp](received_message& m) { on_answer(dp, m); }),
-                   open(wire::kv_meta, [dp](received_message& m) { on_kv_part(dp, m, true); }),
-                   open(wire::kv_data, [dp](received_message& m) { on_kv_part(dp, m, false); }),
-                   open(wire::kv_answer, [dp](received_message& m) { on_answer(dp, m); })}) {
+  for (status s :
+       {open(wire::expert_call, [dp](received_message& m) { on_expert_call(dp, m); }),
+        open(wire::expert_answer, [dp](received_message& m) { on_answer(dp, m); }),
+        open(wire::kv_meta, [dp](received_message& m) { on_kv_part(dp, m, true); }),
+        open(wire::kv_data, [dp](received_message& m) { on_kv_part(dp, m, false); }),
+        open(wire::kv_answer, [dp](received_message& m) { on_answer(dp, m); }),
+        open(wire::weights_call, [dp](received_message& m) { on_weights_call(dp, m); }),
+        open(wire::weights_answer, [dp](received_message& m) { on_weights_answer(dp, m); })}) {
     if (!s) return s;
   }
   dp->net->on_peer_failure([dp](uint64_t peer, const error& why) {

@@ -29,6 +29,18 @@ struct kv_call_in {
   actors::kv_handoff handoff;
 };
 
+/// A request for an expert's weights that arrived for a local shard.
+struct weights_call_in {
+  uint64_t from = 0;
+  wire::weights_call_header header;
+};
+
+/// Weights (or a refusal) that arrived for a proxy's call.
+struct weights_answer_in {
+  wire::weights_answer_header header;
+  transport::byte_buffer payload;
+};
+
 /// The answer to a call a proxy made.
 struct answer_in {
   wire::answer_header header;
@@ -97,3 +109,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(brigade::cluster::expert_call_in)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(brigade::cluster::kv_call_in)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(brigade::cluster::answer_in)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(brigade::cluster::call_failed)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(brigade::cluster::weights_call_in)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(brigade::cluster::weights_answer_in)

@@ -81,6 +81,46 @@ void on_expert_answer(proxy_pointer self, answer_in& a) {
   rp.deliver(std::move(reply));
 }
 
+// Expert weights for a migration: the request is a header, the answer's payload the weights.
+caf::result<actors::expert_weights> forward_weights(proxy_pointer self, data_plane::impl* dp,
+                                                    uint64_t peer, caf::actor_id target,
+                                                    int32_t layer, int32_t expert) {
+  auto rp = self->make_response_promise();
+  const uint64_t correlation = dp->track(peer, caf::actor_cast<caf::actor>(self));
+  self->state.waiting[correlation] = rp;
+  wire::weights_call_header h;
+  h.correlation = correlation;
+  h.target = target;
+  h.layer = layer;
+  h.expert = expert;
+  dp->send_call(peer, wire::weights_call, wire::as_bytes(h), {}, correlation);
+  return caf::delegated<actors::expert_weights>{};
+}
+
+void on_weights_answer(proxy_pointer self, weights_answer_in& a) {
+  auto it = self->state.waiting.find(a.header.correlation);
+  if (it == self->state.waiting.end()) return;
+  caf::response_promise rp = std::move(it->second);
+  self->state.waiting.erase(it);
+  if (!a.header.ok) return rp.deliver(remote_error(a.header.message));
+  if (a.payload.size() != a.header.bytes) {
+    return rp.deliver(remote_error("expert weights arrived with " +
+                                   std::to_string(a.payload.size()) + " bytes, their header says " +
+                                   std::to_string(a.header.bytes)));
+  }
+  actors::expert_weights w;
+  w.layer = a.header.layer;
+  w.expert = a.header.expert;
+  w.hidden = a.header.hidden;
+  w.inter = a.header.inter;
+  w.type = static_cast<gpu::dtype>(a.header.type);
+  w.size = a.payload.size();
+  // The received buffer is handed on as it is: the weights are unpacked from it once.
+  const transport::byte_buffer payload = a.payload;
+  w.bytes = std::shared_ptr<const std::byte>(payload.owner(), payload.data());
+  rp.deliver(std::move(w));
+}
+
 void on_call_failed(proxy_pointer self, call_failed& f) {
   auto it = self->state.waiting.find(f.correlation);
   if (it == self->state.waiting.end()) return;
@@ -95,6 +135,10 @@ caf::behavior shard_proxy(proxy_pointer self, data_plane::impl* dp,
   return {
       [=](actors::expert_request& req) { return forward_expert(self, dp, peer, target, req); },
       [=](answer_in& a) { on_expert_answer(self, a); },
+      [=](actors::weights_atom, int32_t layer, int32_t expert) {
+        return forward_weights(self, dp, peer, target, layer, expert);
+      },
+      [=](weights_answer_in& a) { on_weights_answer(self, a); },
       [=](call_failed& f) { on_call_failed(self, f); },
       // Control messages stay on CAF.
       [=](actors::prepare_atom atom, actors::shard_plan& plan) {
@@ -205,6 +249,38 @@ void serve_expert_call(caf::event_based_actor* self, data_plane::impl* dp, exper
           });
 }
 
+void serve_weights_call(caf::event_based_actor* self, data_plane::impl* dp, weights_call_in& in) {
+  wire::weights_answer_header h;
+  h.correlation = in.header.correlation;
+  h.layer = in.header.layer;
+  h.expert = in.header.expert;
+  const auto shard = caf::actor_cast<actors::expert_shard_actor>(dp->local(in.header.target));
+  const uint64_t from = in.from;
+  auto send = [dp, from](const wire::weights_answer_header& header, transport::byte_buffer body) {
+    (void)dp->net->send(from, wire::weights_answer, wire::as_bytes(header), std::move(body));
+  };
+  if (!shard) {
+    h.set_message("no expert shard with that id on this node");
+    return send(h, {});
+  }
+  self->request(shard, local_call_timeout, actors::weights_atom_v, h.layer, h.expert)
+      .then(
+          [=](actors::expert_weights& w) mutable {
+            h.ok = 1;
+            h.bytes = w.size;
+            h.hidden = w.hidden;
+            h.inter = w.inter;
+            h.type = static_cast<int32_t>(w.type);
+            // Sent straight from the exported copy; the transport only reads it.
+            std::shared_ptr<std::byte> bytes(w.bytes, const_cast<std::byte*>(w.bytes.get()));
+            send(h, transport::byte_buffer(std::move(bytes), w.size));
+          },
+          [=](caf::error& err) mutable {
+            h.set_message(to_string(err));
+            send(h, {});
+          });
+}
+
 void serve_kv_call(caf::event_based_actor* self, data_plane::impl* dp, kv_call_in& in) {
   wire::answer_header h;
   h.correlation = in.correlation;
@@ -232,6 +308,7 @@ caf::behavior ingress_behavior(caf::event_based_actor* self, data_plane::impl* d
   return {
       [=](expert_call_in& in) { serve_expert_call(self, dp, in); },
       [=](kv_call_in& in) { serve_kv_call(self, dp, in); },
+      [=](weights_call_in& in) { serve_weights_call(self, dp, in); },
   };
 }
 

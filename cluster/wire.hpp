@@ -15,11 +15,13 @@
 namespace brigade::cluster::wire {
 
 enum channel : transport::channel_id {
-  expert_call = 1,    ///< Rows for an expert shard. Payload: slots (int32 each), then rows.
-  expert_answer = 2,  ///< A shard's output rows, or an error. Payload: rows.
-  kv_meta = 3,        ///< A KV handoff's tokens and parameters. Payload: tokens, stop ids.
-  kv_data = 4,        ///< A KV handoff's blocks. Payload: the blocks, float32.
-  kv_answer = 5,      ///< Whether the decode worker took the sequence. No payload.
+  expert_call = 1,     ///< Rows for an expert shard. Payload: slots (int32 each), then rows.
+  expert_answer = 2,   ///< A shard's output rows, or an error. Payload: rows.
+  kv_meta = 3,         ///< A KV handoff's tokens and parameters. Payload: tokens, stop ids.
+  kv_data = 4,         ///< A KV handoff's blocks. Payload: the blocks, float32.
+  kv_answer = 5,       ///< Whether the decode worker took the sequence. No payload.
+  weights_call = 6,    ///< A shard asks a peer shard for an expert's weights. No payload.
+  weights_answer = 7,  ///< The weights (gate_up then down, file dtype), or an error.
 };
 
 /// Rows for the expert shard `target` (an actor id on the receiving node).
@@ -42,6 +44,31 @@ struct answer_header {
   int32_t layer = 0;
   int32_t rows = 0;
   int32_t cols = 0;
+  char message[192] = {};
+
+  void set_message(const std::string& text) {
+    std::strncpy(message, text.c_str(), sizeof message - 1);
+  }
+};
+
+/// Asks the expert shard `target` (an actor id on the receiving node) for an expert's weights.
+struct weights_call_header {
+  uint64_t correlation = 0;
+  uint64_t target = 0;
+  int32_t layer = 0;
+  int32_t expert = 0;
+};
+
+/// An expert's weights (the payload) or why the shard could not give them.
+struct weights_answer_header {
+  uint64_t correlation = 0;
+  uint64_t bytes = 0;
+  int32_t ok = 0;
+  int32_t layer = 0;
+  int32_t expert = 0;
+  int32_t hidden = 0;
+  int32_t inter = 0;
+  int32_t type = 0;  ///< gpu::dtype
   char message[192] = {};
 
   void set_message(const std::string& text) {

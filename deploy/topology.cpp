@@ -105,6 +105,18 @@ class actor_service final : public serve::inference_service {
         .receive([&](std::string& j) { out = std::move(j); }, [&](caf::error&) {});
     return out;
   }
+  status replan_randomly(uint64_t seed) override {
+    caf::scoped_actor self{sys_};
+    bool started = false;
+    self->request(supervisor_, edge_timeout, replan_atom_v, seed)
+        .receive([&](bool s) { started = s; }, [&](caf::error&) {});
+    if (!started) {
+      return error(errc::unavailable,
+                   "a migration is already in progress (or the topology is stopping); "
+                   "wait for it to finish (GET /v1/experts shows it) and try again");
+    }
+    return ok_status();
+  }
   status kill_actor(const std::string& name) override {
     caf::scoped_actor self{sys_};
     bool killed = false;

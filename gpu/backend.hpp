@@ -86,6 +86,9 @@ class backend {
   virtual std::unique_ptr<matrix> make_matrix(const host_matrix& w) = 0;
   /// One matrix whose rows are those of `parts` stacked in order (e.g. gate and up projections).
   virtual std::unique_ptr<matrix> make_stacked_matrix(const std::vector<host_matrix>& parts) = 0;
+  /// Copies `m` back to host memory as make_matrix took it: rows() x cols() elements of type(),
+  /// row-major, unpadded. Expert weights leave a shard this way to move to another one.
+  virtual void read_matrix(const matrix& m, void* host) = 0;
   virtual std::unique_ptr<buffer> make_vector(const float* host, size_t count) = 0;
   virtual std::unique_ptr<kv_storage> make_kv(const kv_layout& layout) = 0;
 

@@ -23,9 +23,10 @@ http_reply not_found(std::string_view path) {
   api_error e;
   e.http_status = 404;
   e.type = "not_found_error";
-  e.message = "no route " + std::string(path) +
-              "; brigade serves /v1/completions, /v1/chat/completions, /v1/models, /v1/actors, "
-              "/v1/experts, /v1/events, /v1/admin/kill, /health, /ready and /metrics";
+  e.message =
+      "no route " + std::string(path) +
+      "; brigade serves /v1/completions, /v1/chat/completions, /v1/models, /v1/actors, "
+      "/v1/experts, /v1/events, /v1/admin/kill, /v1/admin/replan, /health, /ready and /metrics";
   return api_handler::error_reply(e);
 }
 
@@ -112,6 +113,10 @@ api_handler::outcome api_handler::handle(const http_request_view& req, clock::ti
     if (req.method != "POST") return method_not_allowed(req.method, path, "POST");
     return admin_kill(req.body);
   }
+  if (path == "/v1/admin/replan") {
+    if (req.method != "POST") return method_not_allowed(req.method, path, "POST");
+    return admin_replan(req.body);
+  }
   if (path == "/v1/events") {
     if (req.method != "GET") return method_not_allowed(req.method, path, "GET");
     event_stream_start start;
@@ -150,6 +155,29 @@ http_reply api_handler::admin_kill(std::string_view body) {
   }
   http_reply r;
   r.body = nlohmann::json{{"killed", j["actor"]}}.dump();
+  return r;
+}
+
+http_reply api_handler::admin_replan(std::string_view body) {
+  const auto j = nlohmann::json::parse(body, nullptr, false);
+  api_error e;
+  if (j.is_discarded() || !j.is_object() || !j.contains("seed") ||
+      !j["seed"].is_number_unsigned()) {
+    e.message =
+        "the body must be a JSON object {\"seed\": N} with N a non-negative integer "
+        "(the same seed gives the same random layout)";
+    e.param = "seed";
+    return error_reply(e);
+  }
+  status started = service_.replan_randomly(j["seed"].get<uint64_t>());
+  if (!started) {
+    e.http_status = started.err().code == errc::unsupported ? 400 : 409;
+    e.message = started.err().message;
+    return error_reply(e);
+  }
+  http_reply r;
+  r.status = 202;
+  r.body = nlohmann::json{{"replan", "started"}, {"seed", j["seed"]}}.dump();
   return r;
 }
 

@@ -93,6 +93,7 @@ class api_handler {
  private:
   outcome start_generation(api_kind kind, std::string_view body, clock::time_point received);
   http_reply admin_kill(std::string_view body);
+  http_reply admin_replan(std::string_view body);
   http_reply get_route(std::string_view path);
 
   inference_service& service_;

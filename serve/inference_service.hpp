@@ -116,6 +116,12 @@ class inference_service {
     (void)since;
     return "[]";
   }
+  /// Fault injection: starts a migration to a random layout of the experts (the same for the
+  /// same seed and current layout); an error when one cannot start (one already runs).
+  virtual status replan_randomly(uint64_t seed) {
+    (void)seed;
+    return error(errc::unsupported, "this service has no expert layout to re-plan");
+  }
   /// Fault injection: kills the named actor, which the supervisor then restarts.
   virtual status kill_actor(const std::string& name) {
     return error(errc::unsupported, "this service has no actors to kill ('" + name + "')");

@@ -68,6 +68,7 @@ class cpu_backend final : public backend {
   std::unique_ptr<matrix> make_stacked_matrix(const std::vector<host_matrix>& parts) override {
     return cpu::packed_matrix::pack(parts);
   }
+  void read_matrix(const matrix& m, void* host) override { packed(m).unpack(host); }
   std::unique_ptr<buffer> make_vector(const float* host, size_t count) override {
     auto b = std::make_unique<host_buffer>(sizeof(float) * count);
     std::memcpy(b->data(), host, sizeof(float) * count);

@@ -40,6 +40,21 @@ std::unique_ptr<packed_matrix> packed_matrix::pack(const std::vector<host_matrix
   return m;
 }
 
+void packed_matrix::unpack(void* out) const {
+  const size_t elem = dtype_size(type_);
+  const size_t cols = static_cast<size_t>(cols_);
+  auto* dst = static_cast<unsigned char*>(out);
+  for (int r = 0; r < rows_; ++r) {
+    const unsigned char* base =
+        storage_.data() + (static_cast<size_t>(r / panel_width) * cols * panel_width +
+                           static_cast<size_t>(r % panel_width)) *
+                              elem;
+    unsigned char* row = dst + static_cast<size_t>(r) * cols * elem;
+    for (size_t k = 0; k < cols; ++k)
+      std::memcpy(row + k * elem, base + k * panel_width * elem, elem);
+  }
+}
+
 void packed_matrix::read_row(int r, float* out) const {
   const size_t elem = dtype_size(type_);
   const size_t cols = static_cast<size_t>(cols_);

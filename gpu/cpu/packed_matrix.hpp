@@ -33,6 +33,8 @@ class packed_matrix final : public matrix {
   const void* panel(int p) const {
     return storage_.data() + static_cast<size_t>(p) * cols_ * panel_width * dtype_size(type_);
   }
+  /// The matrix as pack() took it: rows() x cols() elements of type(), row-major.
+  void unpack(void* out) const;
   /// Row r of the original matrix, widened to float32 (used for embedding lookups).
   void read_row(int r, float* out) const;
 

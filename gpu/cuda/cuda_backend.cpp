@@ -76,6 +76,20 @@ std::unique_ptr<matrix> cuda_backend::make_stacked_matrix(const std::vector<host
   return std::make_unique<device_matrix>(device_, stream_, parts);
 }
 
+void cuda_backend::read_matrix(const matrix& m, void* host) {
+  const auto& d = static_cast<const device_matrix&>(m);
+  device_guard guard(device_);
+  const size_t elem = dtype_size(d.type());
+  const size_t row_bytes = static_cast<size_t>(d.cols()) * elem;
+  if (d.rows() > 0) {
+    check(cudaMemcpy2DAsync(host, row_bytes, d.data(), static_cast<size_t>(d.pitch()) * elem,
+                            row_bytes, static_cast<size_t>(d.rows()), cudaMemcpyDeviceToHost,
+                            stream_),
+          "cudaMemcpy2DAsync (read weights)");
+  }
+  synchronize();
+}
+
 std::unique_ptr<buffer> cuda_backend::make_vector(const float* host, size_t count) {
   device_guard guard(device_);
   auto b = std::make_unique<device_buffer>(device_, stream_, sizeof(float) * count);

@@ -39,6 +39,7 @@ class cuda_backend final : public backend {
   void download(const tensor& src, float* host) override;
   std::unique_ptr<matrix> make_matrix(const host_matrix& w) override;
   std::unique_ptr<matrix> make_stacked_matrix(const std::vector<host_matrix>& parts) override;
+  void read_matrix(const matrix& m, void* host) override;
   std::unique_ptr<buffer> make_vector(const float* host, size_t count) override;
   std::unique_ptr<kv_storage> make_kv(const kv_layout& layout) override;
 

@@ -198,6 +198,18 @@ TEST_CASE("outputs stay identical across 100 random re-plans during generation",
   const auto experts = nlohmann::json::parse(topo.value()->experts_json());
   CHECK(experts["rebalances"]["adopted"].get<int>() == 100);
   CHECK(experts["epoch"].get<int>() == 100);
+  // Every new expert was copied from the shard that held it, none read from the checkpoint again.
+  int64_t copied = 0, sent = 0;
+  for (const auto& s : nlohmann::json::parse(topo.value()->statuses_json())) {
+    if (s["role"] != "expert_shard") continue;
+    const auto& received = s["detail"]["experts_received"];
+    CHECK(received["from_checkpoint"].get<int64_t>() == 0);
+    CHECK(received["other_nodes"].get<int64_t>() == 0);
+    copied += received["same_node"].get<int64_t>();
+    sent += s["detail"]["experts_sent"].get<int64_t>();
+  }
+  CHECK(copied > 100);
+  CHECK(sent == copied);
 }
 
 TEST_CASE("an expert shard killed mid-migration: rollback, serving goes on, outputs identical",

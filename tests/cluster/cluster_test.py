@@ -3,6 +3,8 @@
 
 - outputs identical to `brigade generate` for concurrent greedy prompts, with expert shards on
   every node and prefill and decode on different nodes;
+- a migration to another expert layout copies the new experts from the shards that hold them,
+  over the data plane between nodes, and reads none from a checkpoint; outputs stay identical;
 - kill -9 of a node holding expert shards, and of the node holding the decode worker, mid-stream:
   every stream completes with the same text; the registry shows who died with the node and why;
 - a node started with another join secret is refused and gets nothing spawned;
@@ -89,6 +91,10 @@ class coordinator:
     def actors(self):
         with urllib.request.urlopen(self.url + "/v1/actors", timeout=30) as r:
             return {a["name"]: a for a in json.loads(r.read())["actors"]}
+
+    def get(self, path):
+        with urllib.request.urlopen(self.url + path, timeout=30) as r:
+            return json.loads(r.read())
 
     def stream(self, ids, tokens, on_third_chunk=None):
         body = {"model": "model", "prompt": ids, "max_tokens": tokens, "temperature": 0,
@@ -194,6 +200,35 @@ def check_node_kv_store(c, brigade, model):
     print(f"  KV store beside prefill-0 on {prefill_node}: stores {stores}; a repeated "
           f"{len(ids)}-token prompt found {hits} tokens cached (the pool keeps 16); "
           f"{'identical to generate' if ok else 'FAILED'}")
+    return ok
+
+
+def check_migration(c, expected):
+    """A random re-plan while prompts run: new experts come from peer shards, across nodes."""
+    before = c.coord.get("/v1/experts")["epoch"]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=PROMPTS) as pool:
+        futures = [pool.submit(c.coord.post, "/v1/completions",
+                               {"model": "model", "prompt": prompt_ids(i), "max_tokens": TOKENS,
+                                "temperature": 0, "ignore_eos": True}) for i in range(PROMPTS)]
+        started = c.coord.post("/v1/admin/replan", {"seed": 11})
+        answers = [f.result() for f in futures]
+    deadline = time.time() + 60
+    while c.coord.get("/v1/experts")["migration"] is not None and time.time() < deadline:
+        time.sleep(0.05)
+    epoch = c.coord.get("/v1/experts")["epoch"]
+    received = {s["name"]: s["detail"]["experts_received"] for s in c.coord.get("/v1/status")
+                if s["role"] == "expert_shard"}
+    other_nodes = sum(r["other_nodes"] for r in received.values())
+    other_bytes = sum(r["other_nodes_bytes"] for r in received.values())
+    from_checkpoint = sum(r["from_checkpoint"] for r in received.values())
+    same = [i for i, a in enumerate(answers) if a["choices"][0]["text"] == expected[i]]
+    ok = (started.get("replan") == "started" and epoch == before + 1 and other_nodes > 0
+          and from_checkpoint == 0 and len(same) == PROMPTS)
+    print(f"  migration to epoch {epoch} during {PROMPTS} prompts: {other_nodes} experts "
+          f"({other_bytes} bytes) copied between nodes over the data plane, "
+          f"{sum(r['same_node'] for r in received.values())} within a node, {from_checkpoint} "
+          f"read from a checkpoint; {len(same)}/{PROMPTS} identical to generate"
+          f"{'' if ok else ' FAILED: ' + json.dumps(received)}")
     return ok
 
 
@@ -338,6 +373,7 @@ def main():
                     "posix,sysv,cma,self", "")
         try:
             ok = check_outputs(c, expected)
+            ok = check_migration(c, expected) and ok
             ok = check_node_kill(c, brigade, model, c.nodes[2], ["expert_shard-3"],
                                  signal.SIGSTOP) and ok
             c.nodes[2].kill(signal.SIGCONT)
@@ -349,6 +385,7 @@ def main():
         c = cluster(brigade, model, workdir, "lo", ["127.0.0.1"] * 3, None, "tcp", "lo")
         try:
             ok = check_outputs(c, expected)
+            ok = check_migration(c, expected) and ok
             ok = check_node_kv_store(c, brigade, model) and ok
             ok = check_node_kill(c, brigade, model, c.nodes[2], ["expert_shard-3"]) and ok
             ok = check_node_kill(c, brigade, model, c.nodes[1], ["decode-0", "expert_shard-2"]) and ok

@@ -104,3 +104,25 @@ TEST_CASE("half-precision conversions are exact", "[dtype]") {
   }
   CHECK(f32_to_bf16(1.0f) == 0x3f80);
 }
+
+TEST_CASE("a packed matrix reads back as the bytes it was packed from", "[gemm]") {
+  const uint32_t seed = 99;
+  std::mt19937 rng(seed);
+  auto dev = make_cpu_backend();
+  for (dtype type : {dtype::f32, dtype::bf16, dtype::f16}) {
+    for (auto [rows, cols] : {std::pair{1, 1}, {17, 9}, {64, 33}, {130, 16}}) {
+      INFO("dtype " << dtype_name(type) << " rows " << rows << " cols " << cols << " seed "
+                    << seed);
+      // Two stacked parts, as gate and up are: the copy is the rows of both in order.
+      const weights a = random_weights(type, rows, cols, rng);
+      const weights b = random_weights(type, 3, cols, rng);
+      auto m = dev->make_stacked_matrix({host_matrix{a.bytes.data(), type, rows, cols},
+                                         host_matrix{b.bytes.data(), type, 3, cols}});
+      std::vector<unsigned char> back(static_cast<size_t>(rows + 3) * cols * dtype_size(type));
+      dev->read_matrix(*m, back.data());
+      std::vector<unsigned char> expected = a.bytes;
+      expected.insert(expected.end(), b.bytes.begin(), b.bytes.end());
+      CHECK(back == expected);
+    }
+  }
+}

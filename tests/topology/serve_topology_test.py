@@ -168,6 +168,36 @@ def check_kill(brigade, model, workdir):
     return ok
 
 
+def check_replan(brigade, model, workdir, expected):
+    """POST /v1/admin/replan: a body without a seed is a 400 naming it; a seed starts a migration
+    whose new experts come from the shards that hold them; outputs stay those of generate."""
+    manifest = os.path.join(workdir, "replan.yaml")
+    write_manifest(manifest, model, 4, 1, slots_per_shard=3)
+    srv = server(brigade, manifest, os.path.join(workdir, "replan.log"))
+    try:
+        try:
+            srv.post("/v1/admin/replan", {"seed": "x"})
+            refused = ""
+        except urllib.error.HTTPError as e:
+            refused = json.loads(e.read())["error"]["param"] if e.code == 400 else ""
+        started = srv.post("/v1/admin/replan", {"seed": 5})
+        deadline = time.time() + 30
+        while srv.get("/v1/experts")["migration"] is not None and time.time() < deadline:
+            time.sleep(0.05)
+        epoch = srv.get("/v1/experts")["epoch"]
+        copied = sum(s["detail"]["experts_received"]["same_node"] for s in srv.get("/v1/status")
+                     if s["role"] == "expert_shard")
+        answers = [completion(srv, prompt_ids(i)) for i in range(4)]
+    finally:
+        srv.stop()
+    same = all(a["choices"][0]["text"] == expected[i]["text"] for i, a in enumerate(answers))
+    ok = refused == "seed" and started["replan"] == "started" and epoch == 1 and copied > 0 and same
+    print(f"admin replan: bad body refused naming {refused!r}; seed 5 adopted as epoch {epoch}, "
+          f"{copied} experts copied from peer shards; "
+          f"{'outputs identical to generate' if same else 'outputs DIFFER'}")
+    return ok
+
+
 def check_cache(brigade, model, workdir):
     """Prompts sharing a prefix, over HTTP with the prefix cache on: generate's text, usage that
     reports the hits, a 400 naming 'scenario' for an unknown one, and hit rates in /metrics."""
@@ -225,6 +255,7 @@ def main():
     shapes = [(1, 1), (2, 2)] if quick else [(s, d) for s in (1, 2, 4, 8) for d in (1, 2)]
     ok = all([check_topology(brigade, model, workdir, expected, s, d) for s, d in shapes])
     ok = check_kill(brigade, model, workdir) and ok
+    ok = check_replan(brigade, model, workdir, expected) and ok
     ok = check_cache(brigade, model, workdir) and ok
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1

@@ -1,0 +1,190 @@
+#include "actors/expert_loader.hpp"
+
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <vector>
+
+#include "actors/remote_link.hpp"
+#include "common/log.hpp"
+
+namespace brigade::actors {
+namespace {
+
+// Enough copies in flight to keep a link busy, few enough to bound the memory they hold.
+constexpr int max_copies_in_flight = 4;
+constexpr std::chrono::seconds copy_timeout{120};
+
+// Serving steps come first: background copies run at the lowest CPU priority (Linux: per
+// thread).
+void lower_this_threads_priority() {
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
+}
+
+struct copy_job {
+  expert_key key;
+  caf::actor from;  // null: read the checkpoint
+};
+
+struct loader_state {
+  std::shared_ptr<const model_context> ctx;
+  uint64_t epoch = 0;
+  expert_shard_actor shard;
+  std::vector<copy_job> jobs;
+  size_t next = 0;
+  int in_flight = 0;
+  bool done = false;
+  std::shared_ptr<loaded_experts> out = std::make_shared<loaded_experts>();
+  static inline const char* name = "expert_loader";
+};
+
+using loader_pointer = caf::stateful_actor<loader_state>*;
+
+void read_checkpoint(loader_state& st, const expert_key& key) {
+  auto w = model::expert_bank::load_one(*st.ctx->ckpt, st.ctx->config, *st.ctx->dev, key.first,
+                                        key.second);
+  if (!w) {
+    st.out->error = w.err().message;
+    return;
+  }
+  st.out->weights[key] = std::make_shared<const model::ffn_weights>(std::move(w.value()));
+  ++st.out->counts.from_checkpoint;
+}
+
+void finish_if_done(loader_pointer self) {
+  auto& st = self->state;
+  if (st.done || st.in_flight > 0 || (st.next < st.jobs.size() && st.out->error.empty())) return;
+  st.done = true;
+  self->send(st.shard, loaded_atom_v, st.epoch, st.out);
+  self->quit();
+}
+
+void on_copy(loader_pointer self, const copy_job& job, bool other_node, expert_weights& w) {
+  auto& st = self->state;
+  auto imported = import_expert(*st.ctx->dev, st.ctx->config, w, job.key.first, job.key.second);
+  if (!imported) {
+    log::warn("expert_loader", imported.err().message + "; reading it from the checkpoint instead");
+    read_checkpoint(st, job.key);
+    return;
+  }
+  st.out->weights[job.key] =
+      std::make_shared<const model::ffn_weights>(std::move(imported.value()));
+  if (other_node) {
+    ++st.out->counts.other_nodes;
+    st.out->counts.other_nodes_bytes += static_cast<int64_t>(w.size);
+  } else {
+    ++st.out->counts.same_node;
+  }
+}
+
+// Starts copies up to the in-flight bound; checkpoint reads run inline.
+void pump(loader_pointer self) {
+  auto& st = self->state;
+  while (st.out->error.empty() && st.in_flight < max_copies_in_flight && st.next < st.jobs.size()) {
+    const copy_job job = st.jobs[st.next++];
+    if (!job.from) {
+      read_checkpoint(st, job.key);
+      continue;
+    }
+    auto source = caf::actor_cast<expert_shard_actor>(job.from);
+    const bool other_node = source->node() != self->node();
+    if (remote_link* link = remote_link::current()) source = link->local_view(source);
+    ++st.in_flight;
+    self->request(source, copy_timeout, weights_atom_v, job.key.first, job.key.second)
+        .then(
+            [self, job, other_node](expert_weights& w) {
+              --self->state.in_flight;
+              on_copy(self, job, other_node, w);
+              pump(self);
+            },
+            [self, job](caf::error& err) {
+              auto& s = self->state;
+              --s.in_flight;
+              log::warn("expert_loader", "copying expert " + std::to_string(job.key.second) +
+                                             " of layer " + std::to_string(job.key.first) +
+                                             " from a peer failed (" + to_string(err) +
+                                             "); reading it from the checkpoint instead");
+              read_checkpoint(s, job.key);
+              pump(self);
+            });
+  }
+  finish_if_done(self);
+}
+
+caf::behavior loader(loader_pointer self, std::shared_ptr<const model_context> ctx, shard_plan plan,
+                     std::set<expert_key> have, expert_shard_actor shard) {
+  lower_this_threads_priority();
+  auto& st = self->state;
+  st.ctx = std::move(ctx);
+  st.epoch = plan.epoch;
+  st.shard = std::move(shard);
+  std::map<expert_key, caf::actor> sources;
+  for (auto& s : plan.sources)
+    sources[{s.layer, s.expert}] = std::move(s.from);
+  std::set<expert_key> queued;
+  for (const auto& a : plan.slots) {
+    const expert_key key{a.layer, a.expert};
+    if (have.count(key) || !queued.insert(key).second) continue;
+    auto it = sources.find(key);
+    st.jobs.push_back({key, it != sources.end() ? it->second : caf::actor{}});
+  }
+  pump(self);
+  // Only the copies' answers keep the loader alive; it quits once the last one is in.
+  return {};
+}
+
+caf::behavior exporter(caf::event_based_actor* self, std::shared_ptr<const model_context> ctx,
+                       std::shared_ptr<const model::ffn_weights> weights, expert_key key,
+                       uint64_t request, expert_shard_actor shard) {
+  lower_this_threads_priority();
+  self->send(shard, exported_atom_v, request,
+             export_expert(*ctx->dev, *weights, key.first, key.second));
+  self->quit();
+  return {};
+}
+
+}  // namespace
+
+expert_copy_counts& expert_copy_counts::operator+=(const expert_copy_counts& o) {
+  same_node += o.same_node;
+  other_nodes += o.other_nodes;
+  other_nodes_bytes += o.other_nodes_bytes;
+  from_checkpoint += o.from_checkpoint;
+  return *this;
+}
+
+std::shared_ptr<loaded_experts> load_from_checkpoint(const model_context& ctx,
+                                                     const shard_plan& plan,
+                                                     const std::set<expert_key>& have) {
+  auto out = std::make_shared<loaded_experts>();
+  for (const auto& a : plan.slots) {
+    const expert_key key{a.layer, a.expert};
+    if (have.count(key) || out->weights.count(key)) continue;
+    auto w = model::expert_bank::load_one(*ctx.ckpt, ctx.config, *ctx.dev, a.layer, a.expert);
+    if (!w) {
+      out->error = w.err().message;
+      break;
+    }
+    out->weights[key] = std::make_shared<const model::ffn_weights>(std::move(w.value()));
+    ++out->counts.from_checkpoint;
+  }
+  return out;
+}
+
+void spawn_expert_loader(caf::actor_system& sys, std::shared_ptr<const model_context> ctx,
+                         shard_plan plan, std::set<expert_key> have, expert_shard_actor shard) {
+  sys.spawn<caf::detached>(loader, std::move(ctx), std::move(plan), std::move(have),
+                           std::move(shard));
+}
+
+void spawn_expert_exporter(caf::actor_system& sys, std::shared_ptr<const model_context> ctx,
+                           std::shared_ptr<const model::ffn_weights> weights, expert_key key,
+                           uint64_t request, expert_shard_actor shard) {
+  sys.spawn<caf::detached>(exporter, std::move(ctx), std::move(weights), key, request,
+                           std::move(shard));
+}
+
+}  // namespace brigade::actors

@@ -1,0 +1,54 @@
+// The background half of an expert shard's migration: gathers the experts a new epoch needs
+// that the shard does not hold yet. Each comes from the peer shard the plan names (over the data
+// plane when the peer is on another node), a few at a time; an expert without a source, or whose
+// source cannot give it, is read from this node's checkpoint instead.
+#pragma once
+
+#include <caf/fwd.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "actors/expert_shard.hpp"
+
+namespace brigade::actors {
+
+/// Where a shard's new experts came from, summed over its migrations.
+struct expert_copy_counts {
+  int64_t same_node = 0;    ///< Copied from a peer shard in this process.
+  int64_t other_nodes = 0;  ///< Copied from a peer shard on another node.
+  int64_t other_nodes_bytes = 0;
+  int64_t from_checkpoint = 0;  ///< Read from this node's checkpoint.
+
+  expert_copy_counts& operator+=(const expert_copy_counts& o);
+};
+
+using expert_key = std::pair<int32_t, int32_t>;  // (layer, expert)
+
+struct loaded_experts {
+  std::map<expert_key, std::shared_ptr<const model::ffn_weights>> weights;
+  expert_copy_counts counts;
+  std::string error;  // empty when every expert arrived
+};
+
+/// Reads the plan's experts missing from `have` from the context's checkpoint, on this thread.
+std::shared_ptr<loaded_experts> load_from_checkpoint(const model_context& ctx,
+                                                     const shard_plan& plan,
+                                                     const std::set<expert_key>& have);
+
+/// Starts a loader on a thread of its own, at the lowest CPU priority, that sends `shard`
+/// (loaded_atom, plan.epoch, result) once every expert of the plan missing from `have` arrived.
+void spawn_expert_loader(caf::actor_system& sys, std::shared_ptr<const model_context> ctx,
+                         shard_plan plan, std::set<expert_key> have, expert_shard_actor shard);
+
+/// Starts a one-shot copy of `weights` out of the backend, on a thread of its own at the lowest
+/// CPU priority, that sends `shard` (exported_atom, request, copy).
+void spawn_expert_exporter(caf::actor_system& sys, std::shared_ptr<const model_context> ctx,
+                           std::shared_ptr<const model::ffn_weights> weights, expert_key key,
+                           uint64_t request, expert_shard_actor shard);
+
+}  // namespace brigade::actors
