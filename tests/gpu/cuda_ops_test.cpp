@@ -132,6 +132,24 @@ TEST_CASE("cuda upload and download round-trip strided tensors", "[cuda]") {
   }
 }
 
+TEST_CASE("cuda read_matrix returns the bytes a matrix was made from", "[cuda]") {
+  BRIGADE_CUDA_DEVICE_OR_SKIP(gpu);
+  std::mt19937 rng(12);
+  for (dtype type : {dtype::f32, dtype::bf16, dtype::f16}) {
+    for (auto [rows, cols] : {std::pair{1, 1}, {17, 9}, {64, 130}}) {
+      INFO(dtype_name(type) << " rows " << rows << " cols " << cols);
+      const random_weights a = make_weights(rng, type, rows, cols);
+      const random_weights b = make_weights(rng, type, 3, cols);
+      auto m = gpu->make_stacked_matrix({a.view, b.view});
+      std::vector<unsigned char> back(static_cast<size_t>(rows + 3) * cols * dtype_size(type));
+      gpu->read_matrix(*m, back.data());
+      std::vector<unsigned char> expected = a.bytes;
+      expected.insert(expected.end(), b.bytes.begin(), b.bytes.end());
+      REQUIRE(back == expected);
+    }
+  }
+}
+
 TEST_CASE("cuda matmul follows the canonical order and matches the CPU", "[cuda]") {
   BRIGADE_CUDA_DEVICE_OR_SKIP(gpu);
   auto cpu = make_cpu_backend();
