@@ -78,6 +78,7 @@ struct prefill_state {
   int64_t steps_done = 0;
   int64_t tokens_done = 0;
   double last_ms = 0.0;
+  double busy_s = 0.0;  // summed step durations: with tokens_done, the worker's compute rate
   std::chrono::steady_clock::time_point step_start;
   static inline const char* name = "prefill_worker";
 };
@@ -426,6 +427,7 @@ void finish_step(prefill_pointer self) {
   st.last_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - st.step_start)
           .count();
+  st.busy_s += st.last_ms / 1000.0;
   if (has_work(st)) self->send(self, step_atom_v);
 }
 
@@ -563,12 +565,12 @@ prefill_worker_actor::behavior_type prefill_behavior(prefill_pointer self,
         out.in_flight = static_cast<int32_t>(s.active.size());
         out.last_step_ms = s.last_ms;
         out.steps = s.steps_done;
-        out.detail = nlohmann::json{{"tokens_prefilled", s.tokens_done},
-                                    {"free_kv_blocks", s.run.pool->free_blocks()},
-                                    {"stalled", s.experts.stalled},
-                                    {"epoch", s.experts.shards.layout.epoch},
-                                    {"cache", cache_json(s)}}
-                         .dump();
+        out.detail =
+            nlohmann::json{
+                {"tokens_prefilled", s.tokens_done},           {"busy_s", s.busy_s},
+                {"free_kv_blocks", s.run.pool->free_blocks()}, {"stalled", s.experts.stalled},
+                {"epoch", s.experts.shards.layout.epoch},      {"cache", cache_json(s)}}
+                .dump();
         return out;
       },
   };

@@ -3,6 +3,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "common/thread_pool.hpp"
@@ -62,200 +63,403 @@ void for_each_run(const cpu_kv_storage& kv, bool keys, int layer, const int32_t*
   }
 }
 
-// Eight keys' dot products with q as one vector (lane j: key j): eight FMA chains over the
-// head's 8-float chunks, then a transposing tree of horizontal adds in a fixed order. `n` is a
-// multiple of 8.
-inline __m256 dot8(const float* q, const float* const* k, int n) {
-  __m256 a[8];
-  for (int j = 0; j < 8; ++j)
-    a[j] = _mm256_setzero_ps();
-  for (int i = 0; i < n; i += 8) {
-    const __m256 qv = _mm256_loadu_ps(q + i);
-    for (int j = 0; j < 8; ++j)
-      a[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[j] + i), a[j]);
+// Attention runs as two small matrix products per chunk of positions, each with a register tile
+// of up to `block_rows` query rows by 16 columns, the shape of the matmul kernel:
+//   scores[r][p] = (sum over d, in order, of q[r][d] * key[p][d]) * scale
+//   out[r][d]    = sum over p, in order from the row's first position, of w[r][p] * value[p][d]
+// Every element is one chain of fused multiply-adds in a fixed order that depends only on the
+// row's own positions, so a row's result never depends on the tile, chunk, block size or batch
+// it is computed in.
+constexpr int chunk_positions = 64;
+constexpr int block_rows = 6;
+
+// One chunk's keys of one KV head, transposed: kt[d * chunk_positions + j] is key (base + j)'s
+// element d. Positions outside [b, e) are zero (their scores are computed and never read).
+void transpose_keys(const cpu_kv_storage& kv, int layer, const int32_t* table, int block_tokens,
+                    int b, int e, int base, size_t stride, size_t offset, int head_dim, float* kt) {
+  if (b > base || e < base + chunk_positions) {
+    std::fill(kt, kt + static_cast<size_t>(head_dim) * chunk_positions, 0.0f);
   }
-  const __m256 t0 = _mm256_hadd_ps(a[0], a[1]);
-  const __m256 t1 = _mm256_hadd_ps(a[2], a[3]);
-  const __m256 t2 = _mm256_hadd_ps(a[4], a[5]);
-  const __m256 t3 = _mm256_hadd_ps(a[6], a[7]);
-  const __m256 u0 = _mm256_hadd_ps(t0, t1);  // keys 0-3: low 128-bit halves, then high halves
-  const __m256 u1 = _mm256_hadd_ps(t2, t3);  // keys 4-7 likewise
-  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+  for_each_run(kv, true, layer, table, block_tokens, b, e,
+               [&](int p, const float* rows, int count) {
+                 for (int r = 0; r < count; ++r) {
+                   const float* key = rows + static_cast<size_t>(r) * stride + offset;
+                   float* column = kt + (p + r - base);
+                   for (int d = 0; d < head_dim; ++d)
+                     column[static_cast<size_t>(d) * chunk_positions] = key[d];
+                 }
+               });
 }
 
-// Keys are scored in chunks of this many positions (a multiple of 8, aligned to it): each
-// chunk's keys are read once per tile and then come from L1 for every token of the tile.
-constexpr int key_chunk = 64;
+// Up to six rows by sixteen columns of accumulators, as named variables: GCC keeps these in
+// registers, where an array of them would go to the stack on every iteration.
+struct tile_acc {
+  __m256 l0, h0, l1, h1, l2, h2, l3, h3, l4, h4, l5, h5;
+};
 
-// scores[p] = q . key p * scale for p in [b, e), `keys[p - base]` pointing at key p: eight at a
-// time over whole aligned groups [8m, 8m + 8), one at a time (dot()) at ragged ends. How a
-// score is computed depends only on its position and the token's range, never on block size,
-// chunking or the batch.
-void score_range(const float* q, const float* const* keys, int base, int b, int e, int head_dim,
-                 float scale, float* scores, float& max) {
-  int p = b;
-  const int aligned = head_dim % 8 == 0 ? std::min(e, (b + 7) / 8 * 8) : e;
-  for (; p < aligned; ++p) {
-    scores[p] = dot(q, keys[p - base], head_dim) * scale;
-    max = std::max(max, scores[p]);
+// acc row r += s(r) * (lo, hi) for the tile's ROWS rows; s(r) broadcasts row r's scalar.
+template <int ROWS, class Scalar>
+inline __attribute__((always_inline)) void fma_rows(tile_acc& c, __m256 lo, __m256 hi, Scalar&& s) {
+  __m256 x = s(0);
+  c.l0 = _mm256_fmadd_ps(x, lo, c.l0);
+  c.h0 = _mm256_fmadd_ps(x, hi, c.h0);
+  if constexpr (ROWS > 1) {
+    x = s(1);
+    c.l1 = _mm256_fmadd_ps(x, lo, c.l1);
+    c.h1 = _mm256_fmadd_ps(x, hi, c.h1);
   }
-  if (p + 8 <= e) {
-    const __m256 s = _mm256_set1_ps(scale);
-    __m256 top = _mm256_set1_ps(max);
-    for (; p + 8 <= e; p += 8) {
-      const __m256 v = _mm256_mul_ps(dot8(q, keys + (p - base), head_dim), s);
-      _mm256_storeu_ps(scores + p, v);
-      top = _mm256_max_ps(top, v);
-    }
+  if constexpr (ROWS > 2) {
+    x = s(2);
+    c.l2 = _mm256_fmadd_ps(x, lo, c.l2);
+    c.h2 = _mm256_fmadd_ps(x, hi, c.h2);
+  }
+  if constexpr (ROWS > 3) {
+    x = s(3);
+    c.l3 = _mm256_fmadd_ps(x, lo, c.l3);
+    c.h3 = _mm256_fmadd_ps(x, hi, c.h3);
+  }
+  if constexpr (ROWS > 4) {
+    x = s(4);
+    c.l4 = _mm256_fmadd_ps(x, lo, c.l4);
+    c.h4 = _mm256_fmadd_ps(x, hi, c.h4);
+  }
+  if constexpr (ROWS > 5) {
+    x = s(5);
+    c.l5 = _mm256_fmadd_ps(x, lo, c.l5);
+    c.h5 = _mm256_fmadd_ps(x, hi, c.h5);
+  }
+}
+
+// Calls f(r, lo, hi) with each of the tile's ROWS rows of accumulators.
+template <int ROWS, class Fn>
+inline __attribute__((always_inline)) void for_acc_rows(tile_acc& c, Fn&& f) {
+  f(0, c.l0, c.h0);
+  if constexpr (ROWS > 1) f(1, c.l1, c.h1);
+  if constexpr (ROWS > 2) f(2, c.l2, c.h2);
+  if constexpr (ROWS > 3) f(3, c.l3, c.h3);
+  if constexpr (ROWS > 4) f(4, c.l4, c.h4);
+  if constexpr (ROWS > 5) f(5, c.l5, c.h5);
+}
+
+// scores[r][col0 + 0..15] for ROWS rows: q rows at q[r], transposed keys from kt + col0.
+template <int ROWS>
+void score_tile(const float* const* q, const float* kt, int head_dim, float scale,
+                float* const* scores, int col0) {
+  static_assert(ROWS >= 1 && ROWS <= 6, "tiles have 1 to 6 rows");
+  tile_acc c;
+  for_acc_rows<ROWS>(c, [](int, __m256& lo, __m256& hi) { lo = hi = _mm256_setzero_ps(); });
+  const float* q0 = q[0];
+  const float* q1 = q[ROWS > 1 ? 1 : 0];
+  const float* q2 = q[ROWS > 2 ? 2 : 0];
+  const float* q3 = q[ROWS > 3 ? 3 : 0];
+  const float* q4 = q[ROWS > 4 ? 4 : 0];
+  const float* q5 = q[ROWS > 5 ? 5 : 0];
+  const float* k = kt + col0;
+  for (int d = 0; d < head_dim; ++d, k += chunk_positions) {
+    const float* rows[6] = {q0 + d, q1 + d, q2 + d, q3 + d, q4 + d, q5 + d};
+    fma_rows<ROWS>(c, _mm256_loadu_ps(k), _mm256_loadu_ps(k + 8),
+                   [&](int r) { return _mm256_broadcast_ss(rows[r]); });
+  }
+  const __m256 s = _mm256_set1_ps(scale);
+  for_acc_rows<ROWS>(c, [&](int r, __m256& lo, __m256& hi) {
+    _mm256_storeu_ps(scores[r] + col0, _mm256_mul_ps(lo, s));
+    _mm256_storeu_ps(scores[r] + col0 + 8, _mm256_mul_ps(hi, s));
+  });
+}
+
+template <int ROWS>
+void score_rows(const float* const* q, const float* kt, int head_dim, float scale,
+                float* const* scores, int col_begin, int col_end) {
+  for (int col = col_begin; col < col_end; col += 16)
+    score_tile<ROWS>(q, kt, head_dim, scale, scores, col);
+}
+
+// out[r][d0 .. d0 + 16) += w[r][p] * values[p][d0 ..] for p in [b, e), in order, for ROWS rows
+// that all cover [b, e). `values` rows are head_dim apart; `w[r]` is indexed by position.
+template <int ROWS>
+void weigh_values(const float* values, int head_dim, const float* const* w, float* const* out,
+                  int d0, int b, int e) {
+  tile_acc c;
+  for_acc_rows<ROWS>(c, [&](int r, __m256& lo, __m256& hi) {
+    lo = _mm256_loadu_ps(out[r] + d0);
+    hi = _mm256_loadu_ps(out[r] + d0 + 8);
+  });
+  const float* w0 = w[0];
+  const float* w1 = w[ROWS > 1 ? 1 : 0];
+  const float* w2 = w[ROWS > 2 ? 2 : 0];
+  const float* w3 = w[ROWS > 3 ? 3 : 0];
+  const float* w4 = w[ROWS > 4 ? 4 : 0];
+  const float* w5 = w[ROWS > 5 ? 5 : 0];
+  const float* v = values + static_cast<size_t>(b) * head_dim + d0;
+  for (int p = b; p < e; ++p, v += head_dim) {
+    const float* rows[6] = {w0 + p, w1 + p, w2 + p, w3 + p, w4 + p, w5 + p};
+    fma_rows<ROWS>(c, _mm256_loadu_ps(v), _mm256_loadu_ps(v + 8),
+                   [&](int r) { return _mm256_broadcast_ss(rows[r]); });
+  }
+  for_acc_rows<ROWS>(c, [&](int r, __m256& lo, __m256& hi) {
+    _mm256_storeu_ps(out[r] + d0, lo);
+    _mm256_storeu_ps(out[r] + d0 + 8, hi);
+  });
+}
+
+// The same sums for one row over any column range: exactly the operations weigh_values does
+// for that row (a fused multiply-add per element, positions in order).
+void weigh_values_row(const float* values, int head_dim, const float* w, float* out, int d0, int d1,
+                      int b, int e) {
+  for (int p = b; p < e; ++p) {
+    const float* v = values + static_cast<size_t>(p) * head_dim;
+    for (int d = d0; d < d1; ++d)
+      out[d] = std::fma(w[p], v[d], out[d]);
+  }
+}
+
+// The online softmax's step for one row and one chunk: scores s[b, e) become exp(s - m) for the
+// running maximum m, and the row's running sum and output are rescaled to that maximum. The
+// chunks are aligned to absolute positions, so a row meets the same chunks, and does the same
+// operations, whatever tile or batch it is in.
+void softmax_chunk(float* sc, int b, int e, float& max, float& sum, float* out, int head_dim) {
+  float top = max;
+  int j = b;
+  if (e - b >= 8) {
+    __m256 m8 = _mm256_loadu_ps(sc + j);
+    for (j += 8; j + 8 <= e; j += 8)
+      m8 = _mm256_max_ps(m8, _mm256_loadu_ps(sc + j));
     float lanes[8];
-    _mm256_storeu_ps(lanes, top);
+    _mm256_storeu_ps(lanes, m8);
     for (float l : lanes)
-      max = std::max(max, l);
+      top = std::max(top, l);
   }
-  for (; p < e; ++p) {
-    scores[p] = dot(q, keys[p - base], head_dim) * scale;
-    max = std::max(max, scores[p]);
+  for (; j < e; ++j)
+    top = std::max(top, sc[j]);
+  if (top > max) {
+    const float rescale = std::exp(max - top);  // 0 for the first chunk (max = -inf)
+    sum *= rescale;
+    for (int d = 0; d < head_dim; ++d)
+      out[d] *= rescale;
+    max = top;
   }
-}
-
-// o += w[r] * value r for `count` values, in order: axpy()'s FMAs with `o` held in registers
-// for a head of CHUNKS * 8 floats.
-template <int CHUNKS>
-void accumulate_rows(const float* v, size_t stride, int count, const float* w, float* o) {
-  __m256 acc[CHUNKS];
-  for (int c = 0; c < CHUNKS; ++c)
-    acc[c] = _mm256_loadu_ps(o + 8 * c);
-  for (int r = 0; r < count; ++r) {
-    const float* row = v + static_cast<size_t>(r) * stride;
-    const __m256 wr = _mm256_set1_ps(w[r]);
-    for (int c = 0; c < CHUNKS; ++c)
-      acc[c] = _mm256_fmadd_ps(wr, _mm256_loadu_ps(row + 8 * c), acc[c]);
-  }
-  for (int c = 0; c < CHUNKS; ++c)
-    _mm256_storeu_ps(o + 8 * c, acc[c]);
-}
-
-void accumulate(const float* v, size_t stride, int count, const float* w, float* o, int head_dim) {
-  if (head_dim == 64) return accumulate_rows<8>(v, stride, count, w, o);
-  if (head_dim == 128) return accumulate_rows<16>(v, stride, count, w, o);
-  for (int r = 0; r < count; ++r)
-    axpy(w[r], v + static_cast<size_t>(r) * stride, o, head_dim);
-}
-
-// Softmax over scores[first, len) in place: exponentials eight at a time, summed lane by lane
-// then in horizontal_sum's order (a fixed order: the row's result depends on nothing else).
-void softmax_in_place(float* sc, int first, int len, float max) {
-  const __m256 top = _mm256_set1_ps(max);
+  const __m256 m8 = _mm256_set1_ps(max);
   __m256 lanes = _mm256_setzero_ps();
-  int j = first;
-  for (; j + 8 <= len; j += 8) {
-    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(sc + j), top));
-    _mm256_storeu_ps(sc + j, e);
-    lanes = _mm256_add_ps(lanes, e);
+  for (j = b; j + 8 <= e; j += 8) {
+    const __m256 x = exp8(_mm256_sub_ps(_mm256_loadu_ps(sc + j), m8));
+    _mm256_storeu_ps(sc + j, x);
+    lanes = _mm256_add_ps(lanes, x);
   }
-  float sum = horizontal_sum(lanes);
-  for (; j < len; ++j) {
+  float chunk_sum = horizontal_sum(lanes);
+  for (; j < e; ++j) {
     sc[j] = std::exp(sc[j] - max);
-    sum += sc[j];
+    chunk_sum += sc[j];
   }
-  const __m256 total = _mm256_set1_ps(sum);
-  for (j = first; j + 8 <= len; j += 8) {
-    _mm256_storeu_ps(sc + j, _mm256_div_ps(_mm256_loadu_ps(sc + j), total));
-  }
-  for (; j < len; ++j)
-    sc[j] /= sum;
+  sum += chunk_sum;
 }
 
-// Query tiles: up to this many consecutive tokens of one sequence share each pass over its
-// keys and values, which then come from L1 instead of L3 once per token.
-constexpr int tile_tokens = 8;
-
-// One tile of tokens [t0, t0 + n) of one sequence, one head.
+// A tile: up to `tokens` consecutive tokens of one sequence, with every query head of one KV
+// head: rows r = token * group + head within the group.
 struct tile_job {
   int t0 = 0;
   int n = 0;
+  int kv_head = 0;
 };
 
-std::vector<tile_job> make_tiles(const attention_batch& batch) {
+// Tiles in the order that keeps one KV head's keys and values of one sequence in cache: per
+// sequence, per KV head, its tokens in runs of `tokens`.
+std::vector<tile_job> make_tiles(const attention_batch& batch, int kv_heads, int tokens) {
   std::vector<tile_job> tiles;
   for (int t = 0; t < batch.tokens;) {
-    int n = 1;
-    while (n < tile_tokens && t + n < batch.tokens &&
-           batch.token_seq[t + n] == batch.token_seq[t]) {
-      ++n;
+    int end = t;
+    while (end < batch.tokens && batch.token_seq[end] == batch.token_seq[t])
+      ++end;
+    for (int g = 0; g < kv_heads; ++g) {
+      for (int t0 = t; t0 < end; t0 += tokens)
+        tiles.push_back({t0, std::min(tokens, end - t0), g});
     }
-    tiles.push_back({t, n});
-    t += n;
+    t = end;
   }
   return tiles;
 }
 
+// Per-thread buffers for one chunk: scores [rows][chunk positions], the chunk's keys transposed,
+// its values packed.
+struct attention_scratch {
+  std::vector<float> scores, keys, values;
+};
+
+template <class Fn>
+void for_row_blocks(int rows, Fn&& fn) {
+  int r = 0;
+  for (; r + block_rows <= rows; r += block_rows)
+    fn(r, std::integral_constant<int, block_rows>{});
+  switch (rows - r) {
+    case 5:
+      return fn(r, std::integral_constant<int, 5>{});
+    case 4:
+      return fn(r, std::integral_constant<int, 4>{});
+    case 3:
+      return fn(r, std::integral_constant<int, 3>{});
+    case 2:
+      return fn(r, std::integral_constant<int, 2>{});
+    case 1:
+      return fn(r, std::integral_constant<int, 1>{});
+    default:
+      return;
+  }
+}
+
+struct tile_rows {
+  int count = 0;
+  std::vector<int> first, len;
+  std::vector<float> max, sum;  // the online softmax's running maximum and sum per row
+  std::vector<const float*> q;
+  std::vector<float*> scores, out;
+  int lo = 0, hi = 0;
+};
+
+// out rows of a tile: sums over [b0, e0) of the chunk whose packed values start at `values`
+// (indexed by position - base). Rows whose range covers the block's common part go through
+// weigh_values; what only some rows cover runs row by row, before and after, so that every row
+// still adds its positions in order.
+void weigh_chunk(tile_rows& t, const float* values, int base, int b0, int e0, int head_dim) {
+  const float* vals = values - static_cast<ptrdiff_t>(base) * head_dim;
+  const int d_vec = head_dim / 16 * 16;
+  for_row_blocks(t.count, [&](int r0, auto rows_c) {
+    constexpr int ROWS = decltype(rows_c)::value;
+    int cb = e0, ce = b0;  // common range of the block's rows within the chunk
+    int lo = e0, hi = b0;
+    for (int r = r0; r < r0 + ROWS; ++r) {
+      const int b = std::max(b0, t.first[static_cast<size_t>(r)]);
+      const int e = std::min(e0, t.len[static_cast<size_t>(r)]);
+      if (r == r0) {
+        cb = b;
+        ce = e;
+      } else {
+        cb = std::max(cb, b);
+        ce = std::min(ce, e);
+      }
+      lo = std::min(lo, b);
+      hi = std::max(hi, e);
+    }
+    if (lo >= hi) return;
+    if (cb >= ce) cb = ce = hi;  // no common part: every position row by row
+    for (int r = r0; r < r0 + ROWS; ++r) {
+      const int b = std::max(b0, t.first[static_cast<size_t>(r)]);
+      const int e = std::min(cb, std::min(e0, t.len[static_cast<size_t>(r)]));
+      if (b < e) {
+        weigh_values_row(vals, head_dim, t.scores[static_cast<size_t>(r)],
+                         t.out[static_cast<size_t>(r)], 0, head_dim, b, e);
+      }
+    }
+    if (cb < ce) {
+      for (int d0 = 0; d0 < d_vec; d0 += 16) {
+        weigh_values<ROWS>(vals, head_dim, t.scores.data() + r0, t.out.data() + r0, d0, cb, ce);
+      }
+      for (int r = r0; r < r0 + ROWS && d_vec < head_dim; ++r) {
+        weigh_values_row(vals, head_dim, t.scores[static_cast<size_t>(r)],
+                         t.out[static_cast<size_t>(r)], d_vec, head_dim, cb, ce);
+      }
+    }
+    for (int r = r0; r < r0 + ROWS; ++r) {
+      const int e = std::min(e0, t.len[static_cast<size_t>(r)]);
+      const int from = std::max(ce, std::max(b0, t.first[static_cast<size_t>(r)]));
+      if (from < e) {
+        weigh_values_row(vals, head_dim, t.scores[static_cast<size_t>(r)],
+                         t.out[static_cast<size_t>(r)], 0, head_dim, from, e);
+      }
+    }
+  });
+}
+
+// One tile: tokens [t0, t0 + n), every query head of one KV head, chunk by chunk of positions:
+// the chunk's keys transposed and values packed once for all rows (both stay in L1), scores,
+// the online softmax step, then the weighted values.
+void attend_tile(const cpu_kv_storage& kv, int layer, const attention_batch& batch,
+                 const tile_job& tile, float scale, attention_scratch& scratch, tile_rows& t) {
+  const kv_layout& lay = kv.layout();
+  const int head_dim = lay.head_dim;
+  const size_t stride = static_cast<size_t>(lay.kv_heads) * static_cast<size_t>(head_dim);
+  const size_t offset = static_cast<size_t>(tile.kv_head) * static_cast<size_t>(head_dim);
+  const int32_t* table = batch.block_ids + batch.block_offsets[batch.token_seq[tile.t0]];
+  for (int cs = t.lo / chunk_positions * chunk_positions; cs < t.hi; cs += chunk_positions) {
+    const int b0 = std::max(cs, t.lo), e0 = std::min(cs + chunk_positions, t.hi);
+    transpose_keys(kv, layer, table, lay.block_tokens, b0, e0, cs, stride, offset, head_dim,
+                   scratch.keys.data());
+    for_each_run(kv, false, layer, table, lay.block_tokens, b0, e0,
+                 [&](int p, const float* rows, int n) {
+                   for (int r = 0; r < n; ++r) {
+                     std::memcpy(scratch.values.data() + static_cast<size_t>(p + r - cs) * head_dim,
+                                 rows + static_cast<size_t>(r) * stride + offset,
+                                 sizeof(float) * static_cast<size_t>(head_dim));
+                   }
+                 });
+    for (int r = 0; r < t.count; ++r) {
+      t.scores[static_cast<size_t>(r)] =
+          scratch.scores.data() + static_cast<ptrdiff_t>(r) * chunk_positions - cs;
+    }
+    const int c0 = (b0 - cs) / 16 * 16, c1 = (e0 - cs + 15) / 16 * 16;
+    for_row_blocks(t.count, [&](int r0, auto rows_c) {
+      constexpr int ROWS = decltype(rows_c)::value;
+      float* rows_scores[ROWS];
+      for (int r = 0; r < ROWS; ++r)
+        rows_scores[r] = t.scores[static_cast<size_t>(r0 + r)] + cs;
+      score_rows<ROWS>(t.q.data() + r0, scratch.keys.data(), head_dim, scale, rows_scores, c0, c1);
+    });
+    for (int r = 0; r < t.count; ++r) {
+      const size_t i = static_cast<size_t>(r);
+      const int b = std::max(b0, t.first[i]), e = std::min(e0, t.len[i]);
+      if (b < e) softmax_chunk(t.scores[i], b, e, t.max[i], t.sum[i], t.out[i], head_dim);
+    }
+    weigh_chunk(t, scratch.values.data(), cs, b0, e0, head_dim);
+  }
+  for (int r = 0; r < t.count; ++r) {
+    const size_t i = static_cast<size_t>(r);
+    const float inv = 1.0f / t.sum[i];
+    for (int d = 0; d < head_dim; ++d)
+      t.out[i][d] *= inv;
+  }
+}
+
 }  // namespace
 
-// Every (token, head) gets the same operations in the same order whatever tile, chunk or block
-// layout it is in: its scores by score_range()'s rule (a function of positions alone), its
-// softmax, then its weighted sum of values in position order starting from zero. Tiling only
-// changes which token's operations interleave, so a row's result never depends on the rest of the
-// batch.
 void attention(const tensor& q, const cpu_kv_storage& kv, int layer, const attention_batch& batch,
                int heads, float scale, int window, const tensor& out, thread_pool& pool) {
   const kv_layout& lay = kv.layout();
   const int head_dim = lay.head_dim;
   const int group = heads / lay.kv_heads;
-  const int bt = lay.block_tokens;
-  const size_t stride = static_cast<size_t>(lay.kv_heads) * static_cast<size_t>(head_dim);
-  const std::vector<tile_job> tiles = make_tiles(batch);
-  const size_t items = tiles.size() * static_cast<size_t>(heads);
-  pool.parallel_for(items, 1, [&](size_t begin, size_t end) {
-    thread_local std::vector<float> scores;
+  // About 32 rows per tile: each chunk of keys and values serves that many rows from L1.
+  const int tile_tokens = std::max(1, std::min(16, 32 / group));
+  const std::vector<tile_job> tiles = make_tiles(batch, lay.kv_heads, tile_tokens);
+  pool.parallel_for(tiles.size(), 1, [&](size_t begin, size_t end) {
+    thread_local attention_scratch scratch;
+    thread_local tile_rows t;
+    const size_t chunk_floats = static_cast<size_t>(head_dim) * chunk_positions;
+    scratch.keys.resize(chunk_floats);
+    scratch.values.resize(chunk_floats);
     for (size_t item = begin; item < end; ++item) {
-      const tile_job& tile = tiles[item / static_cast<size_t>(heads)];
-      const int h = static_cast<int>(item % static_cast<size_t>(heads));
-      const size_t offset = static_cast<size_t>(h / group) * static_cast<size_t>(head_dim);
-      const int32_t* table = batch.block_ids + batch.block_offsets[batch.token_seq[tile.t0]];
-      int first[tile_tokens], len[tile_tokens];
-      float max[tile_tokens];
-      const float* qv[tile_tokens];
-      int lo = INT32_MAX, hi = 0;
-      for (int i = 0; i < tile.n; ++i) {
-        const int t = tile.t0 + i;
-        len[i] = batch.positions[t] + 1;
-        first[i] = window > 0 ? std::max(0, len[i] - window) : 0;
-        max[i] = -INFINITY;
-        qv[i] = q.row(t) + static_cast<ptrdiff_t>(h) * head_dim;
-        lo = std::min(lo, first[i]);
-        hi = std::max(hi, len[i]);
+      const tile_job& tile = tiles[item];
+      t.count = tile.n * group;
+      const size_t rows = static_cast<size_t>(t.count);
+      t.first.resize(rows);
+      t.len.resize(rows);
+      t.max.assign(rows, -INFINITY);
+      t.sum.assign(rows, 0.0f);
+      t.q.resize(rows);
+      t.scores.resize(rows);
+      t.out.resize(rows);
+      scratch.scores.resize(rows * chunk_positions);
+      t.lo = INT32_MAX;
+      t.hi = 0;
+      for (int r = 0; r < t.count; ++r) {
+        const int token = tile.t0 + r / group;
+        const int h = tile.kv_head * group + r % group;
+        const size_t i = static_cast<size_t>(r);
+        t.len[i] = batch.positions[token] + 1;
+        t.first[i] = window > 0 ? std::max(0, t.len[i] - window) : 0;
+        t.q[i] = q.row(token) + static_cast<ptrdiff_t>(h) * head_dim;
+        t.out[i] = out.row(token) + static_cast<ptrdiff_t>(h) * head_dim;
+        std::fill(t.out[i], t.out[i] + head_dim, 0.0f);
+        t.lo = std::min(t.lo, t.first[i]);
+        t.hi = std::max(t.hi, t.len[i]);
       }
-      scores.resize(static_cast<size_t>(tile.n) * static_cast<size_t>(hi));
-      float* sc[tile_tokens];
-      for (int i = 0; i < tile.n; ++i)
-        sc[i] = scores.data() + static_cast<size_t>(i) * hi;
-      // Chunk by chunk: the chunk's keys are read once, then from L1 for each token.
-      const float* keys[key_chunk];
-      for (int cs = lo / key_chunk * key_chunk; cs < hi; cs += key_chunk) {
-        const int b0 = std::max(cs, lo), e0 = std::min(cs + key_chunk, hi);
-        for_each_run(kv, true, layer, table, bt, b0, e0, [&](int p, const float* rows, int count) {
-          for (int r = 0; r < count; ++r)
-            keys[p + r - cs] = rows + static_cast<size_t>(r) * stride + offset;
-        });
-        for (int i = 0; i < tile.n; ++i) {
-          const int b = std::max(b0, first[i]), e = std::min(e0, len[i]);
-          if (b < e) score_range(qv[i], keys, cs, b, e, head_dim, scale, sc[i], max[i]);
-        }
-      }
-      for (int i = 0; i < tile.n; ++i) {
-        softmax_in_place(sc[i], first[i], len[i], max[i]);
-        float* o = out.row(tile.t0 + i) + static_cast<ptrdiff_t>(h) * head_dim;
-        std::fill(o, o + head_dim, 0.0f);
-      }
-      for_each_run(kv, false, layer, table, bt, lo, hi, [&](int p, const float* rows, int count) {
-        for (int i = 0; i < tile.n; ++i) {
-          const int b = std::max(p, first[i]), e = std::min(p + count, len[i]);
-          if (b >= e) continue;
-          accumulate(rows + static_cast<size_t>(b - p) * stride + offset, stride, e - b, sc[i] + b,
-                     out.row(tile.t0 + i) + static_cast<ptrdiff_t>(h) * head_dim, head_dim);
-        }
-      });
+      attend_tile(kv, layer, batch, tile, scale, scratch, t);
     }
   });
 }
