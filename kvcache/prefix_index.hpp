@@ -25,7 +25,7 @@
 //   probation    all other entries; eviction takes its least recent entry first, and takes from
 //                protected only when probation is empty
 //
-// So a block many requests share survives a burst of blocks seen once or twice, but only a small
+// So a block many requests share survives a burst of blocks used fewer times, but only a small
 // share of the cache is kept that way: on the Mooncake conversation trace (docs/kvcache.md) a
 // block's chance of reuse depends mostly on its age, and larger protected shares or a lower use
 // threshold lost hits. Below 20 blocks of capacity there is no protected segment and eviction
