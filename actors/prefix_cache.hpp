@@ -6,7 +6,7 @@
 //   begin          hash the prompt's full blocks
 //   take_pooled    pin the leading blocks the pool holds; they join the job's block table
 //   [KV store]     the worker may fetch the next blocks from the node's KV store (host, SSD)
-//   allocate       fresh blocks for the rest, evicting least recently used cached blocks
+//   allocate       fresh blocks for the rest, evicting cached blocks in the index's order
 //   adopt_fetched  write fetched blocks into fresh ones and cache them
 //   cache_computed after each step: cache every block the job has filled
 //   finish         unpin, give back the job's blocks; blocks the pool could not keep go to the
@@ -92,7 +92,7 @@ class prefix_cache {
              job_prefix& job) const;
   /// Pins the leading blocks the pool holds and appends them to `blocks` (empty before).
   void take_pooled(job_prefix& job, std::vector<std::int32_t>& blocks);
-  /// Appends `count` fresh blocks to `blocks`, evicting least recently used cached blocks when
+  /// Appends `count` fresh blocks to `blocks`, evicting cached blocks (prefix_index order) when
   /// the pool is short; false, changing nothing in `blocks`, when even that is not enough.
   bool allocate(int count, std::vector<std::int32_t>& blocks);
   /// Writes `host + ssd` blocks fetched from the KV store (in payload layout, one after the

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cassert>
+#include <limits>
 #include <string>
 #include <unordered_set>
+#include <utility>
 
 namespace brigade::kvcache {
 
@@ -23,9 +25,28 @@ struct prefix_index::entry {
   std::uint32_t depth = 0;
   /// The scenario whose retention set the current expiry.
   scenario_id scenario = retention::chat;
+  /// Requests that used the block (see count_use).
+  std::uint32_t uses = 0;
+  /// Which segment holds the entry while it is unreferenced.
+  bool is_protected = false;
   entry* lru_prev = nullptr;
   entry* lru_next = nullptr;
 };
+
+void prefix_index::segment::push_back(entry& e) {
+  e.lru_prev = tail;
+  e.lru_next = nullptr;
+  (tail ? tail->lru_next : head) = &e;
+  tail = &e;
+  ++size;
+}
+
+void prefix_index::segment::erase(entry& e) {
+  (e.lru_prev ? e.lru_prev->lru_next : head) = e.lru_next;
+  (e.lru_next ? e.lru_next->lru_prev : tail) = e.lru_prev;
+  e.lru_prev = e.lru_next = nullptr;
+  --size;
+}
 
 namespace {
 
@@ -40,10 +61,22 @@ bool expires_later(const Item& a, const Item& b) {
 /// Heap items allowed beyond twice the unreferenced entries before a rebuild.
 constexpr std::size_t expiry_heap_slack = 64;
 
+/// Uses that make an entry protected. On the conversation trace (docs/kvcache.md), a block idle
+/// for as long as LRU keeps it is about as likely to be used again after one, two or three uses
+/// as after one; after four, twice as likely. Protecting blocks with fewer uses spends capacity
+/// on blocks no better than the rest.
+constexpr std::uint32_t protected_uses = 4;
+
+/// The protected segment's bound, as a fraction of the capacity: 1 / protected_share_inverse.
+constexpr std::size_t protected_share_inverse = 20;
+
 }  // namespace
 
 prefix_index::prefix_index(std::size_t capacity_blocks, const clock& clk, const retention& policy)
-    : capacity_blocks_(capacity_blocks), clock_(clk), retention_(policy) {}
+    : capacity_blocks_(capacity_blocks),
+      clock_(clk),
+      retention_(policy),
+      protected_capacity_(capacity_blocks / protected_share_inverse) {}
 
 prefix_index::~prefix_index() = default;
 
@@ -89,6 +122,7 @@ status prefix_index::acquire(const std::vector<block_hash>& chain, std::size_t c
   const time_ns expiry_ns = now + retention_.period_ns(scenario);
   for (entry* e : scratch_) {
     pin(*e);
+    count_use(*e);
     e->last_access_ns = now;
     if (expiry_ns > e->expiry_ns) {
       e->expiry_ns = expiry_ns;
@@ -121,6 +155,7 @@ result<insert_outcome> prefix_index::insert(const std::vector<block_hash>& chain
 
   if (entry* existing = find_entry(chain[position])) {
     pin(*existing);
+    count_use(*existing);
     existing->last_access_ns = now;
     if (expiry_ns > existing->expiry_ns) {
       existing->expiry_ns = expiry_ns;
@@ -129,12 +164,13 @@ result<insert_outcome> prefix_index::insert(const std::vector<block_hash>& chain
     return insert_outcome{existing->block_id, false};
   }
   if (entries_.size() >= capacity_blocks_) {
-    if (lru_head_ == nullptr) {
+    entry* evicted = victim();
+    if (evicted == nullptr) {
       return error(errc::resource_exhausted, "prefix index full: all " +
                                                  std::to_string(entries_.size()) +
                                                  " cached blocks are in use by running requests");
     }
-    remove(*lru_head_, removed);
+    remove(*evicted, removed);
   }
   entry& e = entries_[chain[position]];
   e.hash = chain[position];
@@ -145,6 +181,7 @@ result<insert_outcome> prefix_index::insert(const std::vector<block_hash>& chain
   e.refcount = 1;
   e.depth = static_cast<std::uint32_t>(position);
   e.scenario = scenario;
+  e.uses = 1;
   if (parent != nullptr) {
     ++parent->children;
     ++parent->pinned_children;
@@ -187,8 +224,8 @@ status prefix_index::release(const std::vector<block_hash>& chain, std::size_t c
 
 std::size_t prefix_index::evict(std::size_t count, std::vector<removed_block>& removed) {
   std::size_t n = 0;
-  while (n < count && lru_head_ != nullptr) {
-    remove(*lru_head_, removed);
+  for (entry* e = victim(); n < count && e != nullptr; e = victim()) {
+    remove(*e, removed);
     ++n;
   }
   return n;
@@ -211,12 +248,20 @@ std::size_t prefix_index::expire(std::vector<removed_block>& removed) {
   return n;
 }
 
+void prefix_index::count_use(entry& e) {
+  // Capped at the parent's count, which the same request raised just before (acquire goes
+  // shallowest first; insert needs the parent held): a parent is then protected whenever its
+  // child is, even if an owner inserts one block twice.
+  const std::uint32_t cap =
+      e.parent != nullptr ? e.parent->uses : std::numeric_limits<std::uint32_t>::max();
+  if (e.uses < cap) ++e.uses;
+}
+
 void prefix_index::pin(entry& e) {
   if (e.refcount++ > 0) return;
-  // Leaving the unreferenced set: out of the LRU list; its heap item goes stale.
-  (e.lru_prev ? e.lru_prev->lru_next : lru_head_) = e.lru_next;
-  (e.lru_next ? e.lru_next->lru_prev : lru_tail_) = e.lru_prev;
-  e.lru_prev = e.lru_next = nullptr;
+  // Leaving the unreferenced set: out of its segment; its heap item goes stale.
+  (e.is_protected ? protected_ : probation_).erase(e);
+  e.is_protected = false;
   --unreferenced_;
   if (e.parent != nullptr) ++e.parent->pinned_children;
   compact_expiry_heap();
@@ -226,13 +271,26 @@ void prefix_index::unpin(entry& e) {
   assert(e.refcount > 0);
   if (--e.refcount > 0) return;
   // The most recently used end: release order is use order, deepest block first.
-  e.lru_prev = lru_tail_;
-  e.lru_next = nullptr;
-  (lru_tail_ ? lru_tail_->lru_next : lru_head_) = &e;
-  lru_tail_ = &e;
+  if (e.uses >= protected_uses && protected_capacity_ > 0) {
+    e.is_protected = true;
+    protected_.push_back(e);
+    while (protected_.size > protected_capacity_) {
+      // Least recent first, so a demoted parent follows its demoted children.
+      entry& demoted = *protected_.head;
+      protected_.erase(demoted);
+      demoted.is_protected = false;
+      probation_.push_back(demoted);
+    }
+  } else {
+    probation_.push_back(e);
+  }
   ++unreferenced_;
   if (e.parent != nullptr) --e.parent->pinned_children;
   push_expiry(e);
+}
+
+prefix_index::entry* prefix_index::victim() const {
+  return probation_.head != nullptr ? probation_.head : protected_.head;
 }
 
 void prefix_index::push_expiry(const entry& e) {
@@ -247,8 +305,9 @@ void prefix_index::compact_expiry_heap() {
   // removals and pushes each add at most two to the gap), so it is O(1) amortized.
   if (expiry_heap_.size() < 2 * unreferenced_ + expiry_heap_slack) return;
   expiry_heap_.clear();
-  for (const entry* u = lru_head_; u != nullptr; u = u->lru_next) {
-    expiry_heap_.push_back(expiry_item{u->expiry_ns, u->depth, u->hash});
+  for (const segment* s : {&probation_, &protected_}) {
+    for (const entry* u = s->head; u != nullptr; u = u->lru_next)
+      expiry_heap_.push_back(expiry_item{u->expiry_ns, u->depth, u->hash});
   }
   std::make_heap(expiry_heap_.begin(), expiry_heap_.end(), expires_later<expiry_item>);
 }
@@ -257,8 +316,7 @@ void prefix_index::remove(entry& e, std::vector<removed_block>& removed) {
   // Only unreferenced leaves leave; the ordering invariants in the header guarantee that the
   // entries eviction and expiry pick are such leaves.
   assert(e.refcount == 0 && e.children == 0);
-  (e.lru_prev ? e.lru_prev->lru_next : lru_head_) = e.lru_next;
-  (e.lru_next ? e.lru_next->lru_prev : lru_tail_) = e.lru_prev;
+  (e.is_protected ? protected_ : probation_).erase(e);
   --unreferenced_;
   if (e.parent != nullptr) --e.parent->children;
   removed.push_back(removed_block{e.hash, e.block_id, e.scenario});
@@ -270,8 +328,8 @@ std::optional<entry_info> prefix_index::find(block_hash hash) const {
   auto it = entries_.find(hash);
   if (it == entries_.end()) return std::nullopt;
   const entry& e = it->second;
-  return entry_info{e.block_id, e.refcount,       e.children, e.depth,
-                    e.scenario, e.last_access_ns, e.expiry_ns};
+  return entry_info{e.block_id,       e.refcount,  e.children, e.depth,       e.scenario,
+                    e.last_access_ns, e.expiry_ns, e.uses,     e.is_protected};
 }
 
 status prefix_index::check_entry(const entry& e) const {
@@ -284,10 +342,11 @@ status prefix_index::check_entry(const entry& e) const {
   if (e.refcount == 0 && e.pinned_children > 0) {
     return error(errc::internal, name + " is unreferenced under a referenced child");
   }
-  const bool listed = e.lru_prev != nullptr || lru_head_ == &e;
+  const bool listed = e.lru_prev != nullptr || probation_.head == &e || protected_.head == &e;
   if (listed != (e.refcount == 0)) {
-    return error(errc::internal, name + " is in the LRU list wrongly");
+    return error(errc::internal, name + " is in an eviction segment wrongly");
   }
+  if (e.uses == 0) return error(errc::internal, name + " counts no use");
   if (e.depth == 0) {
     if (e.parent != nullptr) return error(errc::internal, name + " has a parent at depth 0");
     return ok_status();
@@ -299,6 +358,8 @@ status prefix_index::check_entry(const entry& e) const {
   if (e.expiry_ns > e.parent->expiry_ns) {
     return error(errc::internal, name + " expires after its parent");
   }
+  if (e.uses > e.parent->uses)
+    return error(errc::internal, name + " has more uses than its parent");
   return ok_status();
 }
 
@@ -315,10 +376,46 @@ status prefix_index::check_expiry_heap() const {
     auto it = entries_.find(item.hash);
     if (it != entries_.end() && it->second.expiry_ns == item.expiry_ns) timed.insert(item.hash);
   }
-  for (const entry* e = lru_head_; e != nullptr; e = e->lru_next) {
-    if (timed.count(e->hash) == 0) {
+  for (const segment* s : {&probation_, &protected_}) {
+    for (const entry* e = s->head; e != nullptr; e = e->lru_next) {
+      if (timed.count(e->hash) == 0) {
+        return error(errc::internal,
+                     "entry " + std::to_string(e->hash) + " is missing from the expiry heap");
+      }
+    }
+  }
+  return ok_status();
+}
+
+status prefix_index::check_segments() const {
+  if (protected_.size > protected_capacity_) {
+    return error(errc::internal, "the protected segment outgrew its bound");
+  }
+  // Each listed entry's segment and position from the least recent end.
+  std::unordered_map<const entry*, std::pair<const segment*, std::size_t>> position;
+  for (const segment* s : {&probation_, &protected_}) {
+    std::size_t listed = 0;
+    for (const entry* e = s->head; e != nullptr; e = e->lru_next) {
+      if (e->is_protected != (s == &protected_)) {
+        return error(errc::internal,
+                     "entry " + std::to_string(e->hash) + " is flagged for the other segment");
+      }
+      position[e] = {s, listed++};
+    }
+    if (listed != s->size) return error(errc::internal, "a segment's length is wrong");
+  }
+  if (position.size() != unreferenced_) {
+    return error(errc::internal, "the segments do not hold exactly the unreferenced entries");
+  }
+  // A parent comes after its children in their segment, and is not in probation under a
+  // protected child: then the least recent entry of each segment is a leaf.
+  for (const auto& [e, where] : position) {
+    const auto parent = e->parent != nullptr ? position.find(e->parent) : position.end();
+    if (parent == position.end()) continue;
+    const bool behind = parent->second.first == where.first && parent->second.second < where.second;
+    if (behind || (e->is_protected && !e->parent->is_protected)) {
       return error(errc::internal,
-                   "entry " + std::to_string(e->hash) + " is missing from the expiry heap");
+                   "entry " + std::to_string(e->hash) + " would be evicted after its parent");
     }
   }
   return ok_status();
@@ -350,21 +447,7 @@ status prefix_index::check_invariants() const {
     return error(errc::internal, "the unreferenced count disagrees with the entries");
   }
   if (status s = check_expiry_heap(); !s) return s;
-  // Walking the LRU list from the least recent end, a parent must come after its children.
-  std::unordered_map<block_hash, std::size_t, identity_hash> position;
-  std::size_t listed = 0;
-  for (const entry* e = lru_head_; e != nullptr; e = e->lru_next)
-    position[e->hash] = listed++;
-  if (listed != unreferenced_) return error(errc::internal, "the LRU list length is wrong");
-  for (const auto& [hash, pos] : position) {
-    const entry& e = entries_.at(hash);
-    if (e.parent != nullptr && position.count(e.parent->hash) &&
-        position.at(e.parent->hash) < pos) {
-      return error(errc::internal, "entry " + std::to_string(hash) +
-                                       " is more recent than its parent in the LRU list");
-    }
-  }
-  return ok_status();
+  return check_segments();
 }
 
 }  // namespace brigade::kvcache

@@ -16,10 +16,26 @@
 // - Only leaves leave: an entry is removed only when no cached child depends on it, so every
 //   cached block stays reachable by match(), which stops at the first miss.
 //
-// Eviction is LRU over unreferenced entries, where a block's use ends when its last reference is
-// released. release() unpins a chain deepest block first, so a parent is always more recent than
-// its children and the least recently used unreferenced entry is always a leaf: eviction pops the
-// head of a list in O(1).
+// Eviction is a segmented LRU over unreferenced entries, where a block's use ends when its last
+// reference is released. An entry counts its uses (the requests that acquired or inserted it).
+// Released, it goes to the most recent end of one of two lists:
+//
+//   protected    entries used by four requests or more, at most 1/20 of the capacity; on
+//                overflow its least recent entry moves to the most recent end of probation
+//   probation    all other entries; eviction takes its least recent entry first, and takes from
+//                protected only when probation is empty
+//
+// So a block many requests share survives a burst of blocks used fewer times, but only a small
+// share of the cache is kept that way: on the Mooncake conversation trace (docs/kvcache.md) a
+// block's chance of reuse depends mostly on its age, and larger protected shares or a lower use
+// threshold lost hits. Below 20 blocks of capacity there is no protected segment and eviction
+// is plain LRU.
+//
+// Both lists keep a parent behind its children, so their least recent entries are leaves and
+// eviction is O(1): release() unpins a chain deepest block first; every use of a block is also a
+// use of its parent (a child's count is capped at its parent's), so a parent is protected
+// whenever its child is; and protected entries move to probation least recent first. A
+// protected entry's children may sit in probation, which is evicted first.
 //
 // Expiry: a use at time t under scenario s extends the entry's expiry to t + retention(s), never
 // shortening it (the longest retention wins). An entry never expires after its parent: a newly
@@ -70,6 +86,10 @@ struct entry_info {
   scenario_id scenario = retention::chat;
   time_ns last_access_ns = 0;
   time_ns expiry_ns = 0;
+  /// Requests that used the block, capped at its parent's count.
+  std::uint32_t uses = 0;
+  /// True while the entry is unreferenced in the protected segment.
+  bool is_protected = false;
 };
 
 class prefix_index {
@@ -89,8 +109,8 @@ class prefix_index {
                  std::vector<std::int64_t>& block_ids);
 
   /// Caches `chain[position]` as `block_id`, pinned for the caller, whose reference on
-  /// chain[position - 1] must be held. At capacity it first evicts the least recently used
-  /// unreferenced entry into `removed`; when every entry is referenced it fails with
+  /// chain[position - 1] must be held. At capacity it first evicts one unreferenced entry (in the
+  /// eviction order above) into `removed`; when every entry is referenced it fails with
   /// resource_exhausted and the caller keeps the block private.
   result<insert_outcome> insert(const std::vector<block_hash>& chain, std::size_t position,
                                 std::int64_t block_id, scenario_id scenario,
@@ -101,8 +121,8 @@ class prefix_index {
   /// pinned child under an unpinned parent (the caller released a prefix it does not hold).
   status release(const std::vector<block_hash>& chain, std::size_t count);
 
-  /// Evicts up to `count` least recently used unreferenced entries into `removed`, for an owner
-  /// that needs physical blocks back; returns how many it evicted.
+  /// Evicts up to `count` unreferenced entries, in the eviction order above, into `removed`, for
+  /// an owner that needs physical blocks back; returns how many it evicted.
   std::size_t evict(std::size_t count, std::vector<removed_block>& removed);
 
   /// Removes every unreferenced entry whose expiry has passed into `removed`; returns how many.
@@ -114,6 +134,9 @@ class prefix_index {
   std::size_t referenced() const { return entries_.size() - unreferenced_; }
   /// Entries eviction could remove right now.
   std::size_t evictable() const { return unreferenced_; }
+  /// Unreferenced entries in the protected segment, and the most it may hold.
+  std::size_t protected_size() const { return protected_.size; }
+  std::size_t protected_capacity() const { return protected_capacity_; }
 
   /// The entry cached under `hash`, expired or not.
   std::optional<entry_info> find(block_hash hash) const;
@@ -130,32 +153,45 @@ class prefix_index {
     std::uint32_t depth;
     block_hash hash;
   };
+  /// An intrusive list of unreferenced entries, least recently used first.
+  struct segment {
+    entry* head = nullptr;
+    entry* tail = nullptr;
+    std::size_t size = 0;
+    void push_back(entry& e);
+    void erase(entry& e);
+  };
   struct identity_hash {
     std::size_t operator()(block_hash h) const { return static_cast<std::size_t>(h); }
   };
 
   const entry* live_entry(block_hash hash, time_ns now) const;
   entry* find_entry(block_hash hash);
+  void count_use(entry& e);
   void pin(entry& e);
   void unpin(entry& e);
+  entry* victim() const;
   void push_expiry(const entry& e);
   void compact_expiry_heap();
   void remove(entry& e, std::vector<removed_block>& removed);
   status check_release(const std::vector<block_hash>& chain, std::size_t count);
   status check_entry(const entry& e) const;
   status check_expiry_heap() const;
+  status check_segments() const;
 
   std::size_t capacity_blocks_;
   const clock& clock_;
   const retention& retention_;
   std::unordered_map<block_hash, entry, identity_hash> entries_;
-  /// Unreferenced entries, least recently used first (an intrusive list through the entries).
-  entry* lru_head_ = nullptr;
-  entry* lru_tail_ = nullptr;
+  /// The bound on protected_.size: 1/20 of the capacity.
+  std::size_t protected_capacity_;
+  /// Every unreferenced entry is in exactly one of these.
+  segment probation_;
+  segment protected_;
   std::size_t unreferenced_ = 0;
   /// A min-heap of unreferenced entries by expiry, deepest first among equal expiries. Items go
   /// stale instead of being erased (an entry pinned or removed keeps its old item), so the heap
-  /// is rebuilt from the LRU list whenever it reaches twice the unreferenced entries (plus a
+  /// is rebuilt from the segments whenever it reaches twice the unreferenced entries (plus a
   /// little): bounded, O(log n) amortized per operation, and no tree node per entry.
   std::vector<expiry_item> expiry_heap_;
   /// Entries of the chain being acquired or released, found once per call.

@@ -31,6 +31,8 @@ struct path_counts {
   std::size_t expired = 0;
   std::size_t full = 0;
   std::size_t duplicates = 0;
+  /// Checks that found the protected segment full, so that demotions to probation ran.
+  std::size_t protected_full = 0;
 };
 
 /// The shadow model: what the index must contain, and who owns each physical block.
@@ -168,6 +170,9 @@ class stress_run {
     REQUIRE(index_.check_invariants());
     REQUIRE(index_.size() == cached_.size());
     REQUIRE(index_.size() <= index_.capacity());
+    if (index_.protected_capacity() > 0 && index_.protected_size() == index_.protected_capacity()) {
+      ++counts_.protected_full;
+    }
     for (const auto& [hash, id] : cached_) {
       const auto e = index_.find(hash);
       REQUIRE(e.has_value());
@@ -211,5 +216,6 @@ TEST_CASE("random interleavings of concurrent requests keep the index sound",
     CHECK(counts.expired > 100);
     CHECK(counts.full > 10);
     CHECK(counts.duplicates > 100);
+    CHECK(counts.protected_full > 100);
   }
 }

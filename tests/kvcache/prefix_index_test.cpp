@@ -94,7 +94,7 @@ TEST_CASE("insert needs a held parent and release needs a held prefix", "[kvcach
   REQUIRE(index.check_invariants());
 }
 
-TEST_CASE("LRU eviction: least recently released first, deepest block first",
+TEST_CASE("LRU eviction within probation: least recently released first, deepest block first",
           "[kvcache][prefix_index]") {
   fixture f;
   prefix_index index(6, f.clk, f.policy);
@@ -168,4 +168,135 @@ TEST_CASE("a zero-capacity index caches nothing", "[kvcache][prefix_index]") {
   CHECK(serve(index, a, f.next_id, f.removed) == 0);
   CHECK(serve(index, a, f.next_id, f.removed) == 0);
   CHECK(index.size() == 0);
+}
+
+namespace {
+
+/// Serves `chain` as `times` whole requests, one after another.
+void serve_times(prefix_index& index, const std::vector<block_hash>& chain, int times, fixture& f) {
+  for (int i = 0; i < times; ++i)
+    REQUIRE(serve(index, chain, f.next_id, f.removed) != static_cast<std::size_t>(-1));
+}
+
+}  // namespace
+
+TEST_CASE("a block used by four requests outlives newer blocks used fewer times",
+          "[kvcache][prefix_index]") {
+  fixture f;
+  prefix_index index(40, f.clk, f.policy);
+  REQUIRE(index.protected_capacity() == 2);
+  const auto shared = chain_of({1});
+  const auto thrice = chain_of({2});
+  serve_times(index, shared, 4, f);
+  serve_times(index, thrice, 3, f);
+  CHECK(index.find(shared[0])->uses == 4);
+  CHECK(index.find(shared[0])->is_protected);
+  CHECK_FALSE(index.find(thrice[0])->is_protected);
+  // Forty newer one-block prompts, each used once, pass through the full cache. LRU would take
+  // the shared block first; here the block used three times goes first and the shared one stays.
+  for (std::int32_t t = 100; t < 140; ++t)
+    serve_times(index, chain_of({t}), 1, f);
+  CHECK(index.match(shared) == 1);
+  CHECK(index.match(thrice) == 0);
+  CHECK(f.removed.front().hash == thrice[0]);
+  CHECK(index.size() == 40);
+  REQUIRE(index.check_invariants());
+}
+
+TEST_CASE("the protected segment is bounded: its least recent entry moves to probation",
+          "[kvcache][prefix_index]") {
+  fixture f;
+  prefix_index index(40, f.clk, f.policy);
+  const auto p1 = chain_of({1});
+  const auto p2 = chain_of({2});
+  const auto p3 = chain_of({3});
+  serve_times(index, p1, 4, f);
+  serve_times(index, p2, 4, f);
+  CHECK(index.protected_size() == 2);
+  // p3 overflows the two protected slots: p1, the least recent there, goes to probation.
+  serve_times(index, p3, 4, f);
+  CHECK(index.protected_size() == 2);
+  CHECK_FALSE(index.find(p1[0])->is_protected);
+  CHECK(index.find(p2[0])->is_protected);
+  CHECK(index.find(p3[0])->is_protected);
+  const auto n1 = chain_of({4});
+  const auto n2 = chain_of({5});
+  serve_times(index, n1, 1, f);
+  serve_times(index, n2, 1, f);
+  // Probation first, least recent first (p1 entered it before n1 and n2), then protected.
+  std::vector<removed_block> evicted;
+  CHECK(index.evict(5, evicted) == 5);
+  CHECK(hashes_of(evicted) == std::vector<block_hash>{p1[0], n1[0], n2[0], p2[0], p3[0]});
+  REQUIRE(index.check_invariants());
+}
+
+TEST_CASE("protected chains are still evicted leaf first", "[kvcache][prefix_index]") {
+  fixture f;
+  prefix_index index(40, f.clk, f.policy);
+  const auto abc = chain_of({1, 2, 3});
+  const auto abcd = chain_of({1, 2, 3, 4});
+  const auto abx = chain_of({1, 2, 9});
+  serve_times(index, abc, 4, f);
+  // Released c, b, a: c and b filled the two protected slots, a pushed c out to probation.
+  CHECK_FALSE(index.find(abc[2])->is_protected);
+  CHECK(index.find(abc[1])->is_protected);
+  CHECK(index.find(abc[0])->is_protected);
+  serve_times(index, abcd, 1, f);
+  serve_times(index, abx, 2, f);
+  REQUIRE(index.check_invariants());
+  // Whatever the segments hold, each eviction takes a leaf: no cached block loses its parent.
+  std::vector<removed_block> evicted;
+  while (index.evict(1, evicted) == 1)
+    REQUIRE(index.check_invariants());
+  CHECK(evicted.size() == 5);
+  CHECK(evicted.back().hash == abc[0]);
+}
+
+TEST_CASE("referenced blocks leave the protected segment and are never evicted",
+          "[kvcache][prefix_index]") {
+  fixture f;
+  prefix_index index(40, f.clk, f.policy);
+  const auto ab = chain_of({1, 2});
+  serve_times(index, ab, 4, f);
+  REQUIRE(index.protected_size() == 2);
+  std::vector<std::int64_t> ids;
+  REQUIRE(index.acquire(ab, 2, retention::chat, ids));
+  CHECK(index.protected_size() == 0);
+  CHECK_FALSE(index.find(ab[0])->is_protected);
+  CHECK(index.evict(10, f.removed) == 0);
+  REQUIRE(index.release(ab, 2));
+  CHECK(index.protected_size() == 2);
+  CHECK(index.find(ab[1])->uses == 5);
+  REQUIRE(index.check_invariants());
+}
+
+TEST_CASE("a block never counts more uses than its parent", "[kvcache][prefix_index]") {
+  fixture f;
+  prefix_index index(40, f.clk, f.policy);
+  const auto ab = chain_of({1, 2});
+  REQUIRE(index.insert(ab, 0, 1, retention::chat, f.removed));
+  REQUIRE(index.insert(ab, 1, 2, retention::chat, f.removed));
+  // The same holder of a inserts b again: b gains a reference but not a use, so b can never be
+  // protected while a is not.
+  auto again = index.insert(ab, 1, 3, retention::chat, f.removed);
+  REQUIRE(again);
+  CHECK_FALSE(again->inserted);
+  CHECK(index.find(ab[1])->refcount == 2);
+  CHECK(index.find(ab[1])->uses == 1);
+  REQUIRE(index.check_invariants());
+}
+
+TEST_CASE("below twenty blocks of capacity there is no protected segment",
+          "[kvcache][prefix_index]") {
+  fixture f;
+  prefix_index index(19, f.clk, f.policy);
+  CHECK(index.protected_capacity() == 0);
+  const auto shared = chain_of({1});
+  serve_times(index, shared, 5, f);
+  CHECK_FALSE(index.find(shared[0])->is_protected);
+  for (std::int32_t t = 100; t < 119; ++t)
+    serve_times(index, chain_of({t}), 1, f);
+  // Plain LRU: the shared block was the least recently used.
+  CHECK(index.match(shared) == 0);
+  REQUIRE(index.check_invariants());
 }
