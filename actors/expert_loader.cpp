@@ -1,5 +1,6 @@
 #include "actors/expert_loader.hpp"
 
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -18,10 +19,13 @@ namespace {
 constexpr int max_copies_in_flight = 4;
 constexpr std::chrono::seconds copy_timeout{120};
 
-// Serving steps come first: background copies run at the lowest CPU priority (Linux: per
-// thread).
+// Serving steps come first: background copies run only when a core would otherwise idle
+// (SCHED_IDLE; where that is refused, the lowest nice level). Linux: per thread.
 void lower_this_threads_priority() {
-  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
+  sched_param none{};
+  if (sched_setscheduler(0, SCHED_IDLE, &none) != 0) {
+    setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
+  }
 }
 
 struct copy_job {

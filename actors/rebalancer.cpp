@@ -131,11 +131,44 @@ std::optional<expert_layout> rebalancer::plan_if_due() {
   return from_eplb(proposal.value());
 }
 
-expert_layout rebalancer::random_layout(uint64_t seed) const {
+namespace {
+
+// Swaps random pairs of slots on different shards until about `fraction` of the layer's slots
+// hold another expert; a swap that would put two copies of an expert on one shard is undone.
+void swap_slots(expert_layout& out, int layer, double fraction, std::mt19937_64& rng) {
+  auto& map = out.phy2log[static_cast<size_t>(layer)];
+  const int slots = static_cast<int>(map.size());
+  const int swaps = std::max(1, static_cast<int>(fraction * slots / 2));
+  for (int done = 0, attempts = 0; done < swaps && attempts < 100 * swaps; ++attempts) {
+    const int a = static_cast<int>(rng() % static_cast<uint64_t>(slots));
+    const int b = static_cast<int>(rng() % static_cast<uint64_t>(slots));
+    if (out.shard_of(a) == out.shard_of(b) ||
+        map[static_cast<size_t>(a)] == map[static_cast<size_t>(b)]) {
+      continue;
+    }
+    std::swap(map[static_cast<size_t>(a)], map[static_cast<size_t>(b)]);
+    out.index();
+    if (out.check().ok()) {
+      ++done;
+    } else {
+      std::swap(map[static_cast<size_t>(a)], map[static_cast<size_t>(b)]);
+    }
+  }
+}
+
+}  // namespace
+
+expert_layout rebalancer::random_layout(uint64_t seed, double move_fraction) const {
   std::mt19937_64 rng(seed);
   expert_layout out = current_;
   out.epoch = current_.epoch + 1;
   const int slots = out.shards * out.slots_per_shard;
+  if (move_fraction < 1.0) {
+    for (int layer : moe_layers_)
+      swap_slots(out, layer, move_fraction, rng);
+    out.index();
+    return out;
+  }
   for (int layer : moe_layers_) {
     // Every expert once in a random slot order, spare slots random replicas; then repair any
     // shard holding an expert twice by swapping with a slot elsewhere.

@@ -48,8 +48,10 @@ class rebalancer {
   bool add_sample(int shard, uint64_t window, const std::vector<std::vector<int64_t>>& tokens);
   /// After a completed window: a proposal to migrate to, when a re-plan is due and pays.
   std::optional<expert_layout> plan_if_due();
-  /// A proposal built from `seed` instead of loads (tests: random re-plans).
-  expert_layout random_layout(uint64_t seed) const;
+  /// A proposal built from `seed` instead of loads (tests and fault injection). With
+  /// move_fraction >= 1 every layer is reshuffled; below, random swaps between shards move about
+  /// that fraction of each layer's slots, the size of a planner's adopted plan.
+  expert_layout random_layout(uint64_t seed, double move_fraction = 1.0) const;
 
   /// The layout every worker now uses.
   const expert_layout& current() const { return current_; }

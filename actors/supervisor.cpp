@@ -385,8 +385,8 @@ static supervisor_actor::behavior_type supervisor_behavior(supervisor_pointer se
       [=](switched_atom, const std::string& worker, uint64_t epoch) {
         on_switched(self, worker, epoch);
       },
-      [=](replan_atom, uint64_t seed) {
-        return start_migration(self, self->state.balance->random_layout(seed));
+      [=](replan_atom, uint64_t seed, double move_fraction) {
+        return start_migration(self, self->state.balance->random_layout(seed, move_fraction));
       },
       [=](experts_atom) { return self->state.balance->to_json(migration_json(self->state)); },
       [=](events_atom, uint64_t since) { return events_since(self->state, since); },

@@ -40,7 +40,7 @@ using supervisor_actor = caf::typed_actor<
     /// A worker now routes with the layout of this epoch.
     caf::reacts_to<switched_atom, std::string, uint64_t>,
     /// Tests: migrates to a random valid layout built from the seed; false when one is running.
-    caf::replies_to<replan_atom, uint64_t>::with<bool>,
+    caf::replies_to<replan_atom, uint64_t, double>::with<bool>,
     /// GET /v1/experts: layout, per-shard load per window, balancedness history, migration.
     caf::replies_to<experts_atom>::with<std::string>,
     /// GET /v1/events: the events after sequence number `since`, as a JSON array.

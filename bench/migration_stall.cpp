@@ -110,10 +110,13 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
   for (int i = 0; i < migrations; ++i) {
     // Steady steps between migrations, so that "outside" has a baseline of its own.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    if (!t.value()->replan_randomly(static_cast<uint64_t>(i + 1))) continue;
-    for (int tries = 0; tries < 3000; ++tries) {
+    // Each migration moves a fifth of the slots, as the planner's adopted plans do (at most 25%).
+    if (!t.value()->replan_randomly(static_cast<uint64_t>(i + 1), 0.2)) continue;
+    // Polled gently: building the layout's JSON costs the supervisor, and the steps measured
+    // here share the cores with it. The windows come from the events' own timestamps.
+    for (int tries = 0; tries < 1200; ++tries) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
       if (nlohmann::json::parse(t.value()->experts_json())["migration"].is_null()) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     ++f.migrations;
   }

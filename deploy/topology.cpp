@@ -108,7 +108,7 @@ class actor_service final : public serve::inference_service {
   status replan_randomly(uint64_t seed) override {
     caf::scoped_actor self{sys_};
     bool started = false;
-    self->request(supervisor_, edge_timeout, replan_atom_v, seed)
+    self->request(supervisor_, edge_timeout, replan_atom_v, seed, 1.0)
         .receive([&](bool s) { started = s; }, [&](caf::error&) {});
     if (!started) {
       return error(errc::unavailable,
@@ -297,10 +297,10 @@ status topology::kill(const std::string& actor_name) {
   return ok_status();
 }
 
-bool topology::replan_randomly(uint64_t seed) {
+bool topology::replan_randomly(uint64_t seed, double move_fraction) {
   caf::scoped_actor self{*impl_->sys};
   bool started = false;
-  self->request(impl_->supervisor, edge_timeout, replan_atom_v, seed)
+  self->request(impl_->supervisor, edge_timeout, replan_atom_v, seed, move_fraction)
       .receive([&](bool s) { started = s; }, [&](caf::error&) {});
   return started;
 }

@@ -36,9 +36,9 @@ class topology {
   std::string statuses_json() const;
   const model::model_config& config() const;
 
-  /// Tests: migrates the experts to a random valid layout built from `seed`. False while a
-  /// migration is already running.
-  bool replan_randomly(uint64_t seed);
+  /// Tests: migrates the experts to a random valid layout built from `seed` (every slot
+  /// reshuffled, or about `move_fraction` of them moved). False while a migration is running.
+  bool replan_randomly(uint64_t seed, double move_fraction = 1.0);
   /// GET /v1/experts: current layout, per-shard load per sample window, balancedness history
   /// and the migration in flight, as JSON.
   std::string experts_json() const;
