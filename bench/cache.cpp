@@ -1,7 +1,7 @@
 // `brigade bench cache`: the prefix KV cache on an agent-like workload, where every prompt is a
 // long shared prefix (96% of its tokens by default) plus a short part of its own.
 //
-//   - Prefill throughput (prompt tokens per second, one output token per request, 8 closed-loop
+//   - Prefill throughput (prompt tokens per second, one output token per request, 16 closed-loop
 //     clients) through two actor topologies of the same model, the cache off and on, in
 //     alternating halves of one run. At a hit rate h the work left is (1 - h) of the prompt, so
 //     the bound on the speedup is 1 / (1 - h): 25x at 96%.
@@ -40,8 +40,10 @@ struct cache_bench_options {
   bool json = false;
   int prefix_tokens = 1536;
   int unique_tokens = 64;
-  int requests = 16;  // without the cache; with it, cached_side_factor times as many
-  int concurrency = 8;
+  int requests = 32;  // without the cache; with it, cached_side_factor times as many
+  // Clients enough to keep requests queued at every step: the cached side's prompts compute
+  // 64 tokens each, so 8 of them fill a 512-token step and 16 keep the next one full too.
+  int concurrency = 16;
   int reps = 3;  // TTFT measurements per tier
   int layers = 4;
   int hidden = 1024;  // attention over the prefix weighs about as much beside the weights as in

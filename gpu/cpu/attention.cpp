@@ -73,6 +73,37 @@ void for_each_run(const cpu_kv_storage& kv, bool keys, int layer, const int32_t*
 constexpr int chunk_positions = 64;
 constexpr int block_rows = 6;
 
+// Eight consecutive keys (rows `stride` floats apart) into eight columns of a transposed chunk,
+// eight elements at a time with the usual unpack-shuffle-permute 8x8 transpose.
+void transpose_8_keys(const float* rows, size_t stride, int head_dim, float* columns) {
+  int d = 0;
+  for (; d + 8 <= head_dim; d += 8) {
+    __m256 r[8];
+    for (int i = 0; i < 8; ++i)
+      r[i] = _mm256_loadu_ps(rows + static_cast<size_t>(i) * stride + d);
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    const __m256 out[8] = {
+        _mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
+        _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
+        _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
+        _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
+    for (int i = 0; i < 8; ++i)
+      _mm256_storeu_ps(columns + static_cast<size_t>(d + i) * chunk_positions, out[i]);
+  }
+  for (; d < head_dim; ++d) {
+    for (int i = 0; i < 8; ++i)
+      columns[static_cast<size_t>(d) * chunk_positions + i] =
+          rows[static_cast<size_t>(i) * stride + d];
+  }
+}
+
 // One chunk's keys of one KV head, transposed: kt[d * chunk_positions + j] is key (base + j)'s
 // element d. Positions outside [b, e) are zero (their scores are computed and never read).
 void transpose_keys(const cpu_kv_storage& kv, int layer, const int32_t* table, int block_tokens,
@@ -82,7 +113,12 @@ void transpose_keys(const cpu_kv_storage& kv, int layer, const int32_t* table, i
   }
   for_each_run(kv, true, layer, table, block_tokens, b, e,
                [&](int p, const float* rows, int count) {
-                 for (int r = 0; r < count; ++r) {
+                 int r = 0;
+                 for (; r + 8 <= count; r += 8) {
+                   transpose_8_keys(rows + static_cast<size_t>(r) * stride + offset, stride,
+                                    head_dim, kt + (p + r - base));
+                 }
+                 for (; r < count; ++r) {
                    const float* key = rows + static_cast<size_t>(r) * stride + offset;
                    float* column = kt + (p + r - base);
                    for (int d = 0; d < head_dim; ++d)
