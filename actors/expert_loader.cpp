@@ -68,6 +68,11 @@ void finish_if_done(loader_pointer self) {
 
 void on_copy(loader_pointer self, const copy_job& job, bool other_node, expert_weights& w) {
   auto& st = self->state;
+  if (w.shared && !other_node) {  // one process, one device: share, do not copy
+    st.out->weights[job.key] = std::move(w.shared);
+    ++st.out->counts.same_node;
+    return;
+  }
   auto imported = import_expert(*st.ctx->dev, st.ctx->config, w, job.key.first, job.key.second);
   if (!imported) {
     log::warn("expert_loader", imported.err().message + "; reading it from the checkpoint instead");
@@ -97,7 +102,7 @@ void pump(loader_pointer self) {
     const bool other_node = source->node() != self->node();
     if (remote_link* link = remote_link::current()) source = link->local_view(source);
     ++st.in_flight;
-    self->request(source, copy_timeout, weights_atom_v, job.key.first, job.key.second)
+    self->request(source, copy_timeout, weights_atom_v, job.key.first, job.key.second, !other_node)
         .then(
             [self, job, other_node](expert_weights& w) {
               --self->state.in_flight;

@@ -184,7 +184,8 @@ void on_loaded(shard_pointer self, uint64_t epoch, const std::shared_ptr<loaded_
 }
 
 // A peer asked for an expert this shard holds: the copy out of the backend runs beside serving.
-caf::result<expert_weights> export_weights(shard_pointer self, int32_t layer, int32_t expert) {
+caf::result<expert_weights> export_weights(shard_pointer self, int32_t layer, int32_t expert,
+                                           bool same_process) {
   auto& st = self->state;
   const auto held = held_weights(st);
   auto it = held.find({layer, expert});
@@ -192,6 +193,14 @@ caf::result<expert_weights> export_weights(shard_pointer self, int32_t layer, in
     return caf::make_error(caf::sec::runtime_error, st.config.name + " holds no copy of expert " +
                                                         std::to_string(expert) + " of layer " +
                                                         std::to_string(layer));
+  }
+  if (same_process) {
+    expert_weights w;
+    w.layer = layer;
+    w.expert = expert;
+    w.shared = it->second;
+    ++st.exported;
+    return w;
   }
   const uint64_t request = ++st.next_export;
   auto rp = self->make_response_promise<expert_weights>();
@@ -257,8 +266,9 @@ expert_shard_actor::behavior_type shard_behavior(shard_pointer self,
       [=](loaded_atom, uint64_t epoch, std::shared_ptr<loaded_experts>& loaded) {
         on_loaded(self, epoch, loaded);
       },
-      [=](weights_atom, int32_t layer, int32_t expert) -> caf::result<expert_weights> {
-        return export_weights(self, layer, expert);
+      [=](weights_atom, int32_t layer, int32_t expert,
+          bool same_process) -> caf::result<expert_weights> {
+        return export_weights(self, layer, expert, same_process);
       },
       [=](exported_atom, uint64_t request, expert_weights& w) {
         auto& s = self->state;

@@ -121,8 +121,9 @@ using expert_shard_actor =
                      caf::reacts_to<abort_atom, uint64_t>,
                      /// Internal: the background loader finished an epoch's weights.
                      caf::reacts_to<loaded_atom, uint64_t, std::shared_ptr<loaded_experts>>,
-                     /// A copy of the weights of (layer, expert), for a peer that needs them.
-                     caf::replies_to<weights_atom, int32_t, int32_t>::with<expert_weights>,
+                     /// The weights of (layer, expert) for a peer that needs them: shared when
+                     /// the flag says the peer is in this process, otherwise a copy.
+                     caf::replies_to<weights_atom, int32_t, int32_t, bool>::with<expert_weights>,
                      /// Internal: a background copy for a peer is ready (request number).
                      caf::reacts_to<exported_atom, uint64_t, expert_weights>,
                      caf::replies_to<status_atom>::with<role_status>>;

@@ -26,6 +26,9 @@ struct expert_weights {
   /// elements of `type`.
   std::shared_ptr<const std::byte> bytes;
   size_t size = 0;
+  /// Set instead of the bytes when the asking shard shares the source's process, and so its
+  /// device: the new slot shares the weights already in memory, nothing is copied.
+  std::shared_ptr<const model::ffn_weights> shared;
 
   /// The byte count the shape and type call for.
   size_t expected_size() const;

@@ -135,7 +135,7 @@ caf::behavior shard_proxy(proxy_pointer self, data_plane::impl* dp,
   return {
       [=](actors::expert_request& req) { return forward_expert(self, dp, peer, target, req); },
       [=](answer_in& a) { on_expert_answer(self, a); },
-      [=](actors::weights_atom, int32_t layer, int32_t expert) {
+      [=](actors::weights_atom, int32_t layer, int32_t expert, bool) {
         return forward_weights(self, dp, peer, target, layer, expert);
       },
       [=](weights_answer_in& a) { on_weights_answer(self, a); },
@@ -263,7 +263,8 @@ void serve_weights_call(caf::event_based_actor* self, data_plane::impl* dp, weig
     h.set_message("no expert shard with that id on this node");
     return send(h, {});
   }
-  self->request(shard, local_call_timeout, actors::weights_atom_v, h.layer, h.expert)
+  // The asking shard is on another node: it needs the bytes.
+  self->request(shard, local_call_timeout, actors::weights_atom_v, h.layer, h.expert, false)
       .then(
           [=](actors::expert_weights& w) mutable {
             h.ok = 1;
