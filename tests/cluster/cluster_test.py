@@ -25,7 +25,9 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from brigade_server import brigade_server  # noqa: E402
 
 PROMPTS = 24
 TOKENS = 12
@@ -68,64 +70,6 @@ class node:
         self.log.close()
 
 
-class coordinator:
-    def __init__(self, brigade, manifest, log):
-        self.log = open(log, "w")
-        self.proc = subprocess.Popen([brigade, "serve", manifest, "--listen", "127.0.0.1:0"],
-                                     stdout=subprocess.PIPE, stderr=self.log, text=True)
-        self.url = None
-        for line in self.proc.stdout:
-            if " at http://" in line:
-                self.url = line.split(" at ")[1].split()[0]
-                break
-        if not self.url:
-            self.stop()
-            raise RuntimeError(f"brigade serve did not start; see {log}")
-
-    def post(self, path, body, timeout=180):
-        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return json.loads(r.read())
-
-    def actors(self):
-        with urllib.request.urlopen(self.url + "/v1/actors", timeout=30) as r:
-            return {a["name"]: a for a in json.loads(r.read())["actors"]}
-
-    def get(self, path):
-        with urllib.request.urlopen(self.url + path, timeout=30) as r:
-            return json.loads(r.read())
-
-    def stream(self, ids, tokens, on_third_chunk=None):
-        body = {"model": "model", "prompt": ids, "max_tokens": tokens, "temperature": 0,
-                "ignore_eos": True, "stream": True}
-        req = urllib.request.Request(self.url + "/v1/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-        text, chunks = "", 0
-        with urllib.request.urlopen(req, timeout=180) as r:
-            for raw in r:
-                line = raw.decode().strip()
-                if not line.startswith("data: ") or line == "data: [DONE]":
-                    continue
-                event = json.loads(line[6:])
-                if "error" in event:
-                    raise AssertionError(f"stream error: {event['error']}")
-                text += event["choices"][0]["text"]
-                chunks += 1
-                if chunks == 3 and on_third_chunk:
-                    on_third_chunk()
-        return text
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        self.log.close()
-
-
 def generate(brigade, model, ids, tokens):
     out = run([brigade, "generate", "--model", model, "--prompt-ids", ",".join(map(str, ids)),
                "--max-tokens", str(tokens), "--temperature", "0", "--ignore-eos", "--json"])
@@ -157,7 +101,7 @@ class cluster:
                                    netns[i] if netns else None))
         manifest = os.path.join(workdir, f"{tag}.yaml")
         write_manifest(manifest, model, secret, self.nodes, self.ROLES, tls, devices)
-        self.coord = coordinator(brigade, manifest, os.path.join(workdir, f"{tag}-serve.log"))
+        self.coord = brigade_server(brigade, manifest, os.path.join(workdir, f"{tag}-serve.log"))
 
     def stop(self):
         if self.coord:
@@ -244,7 +188,9 @@ def check_node_kill(c, brigade, model, victim, expect_dead, sig=signal.SIGKILL):
             victim.kill(sig)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
-        futures = [pool.submit(c.coord.stream, prompt_ids(i), tokens,
+        futures = [pool.submit(c.coord.stream,
+                               {"model": "model", "prompt": prompt_ids(i), "max_tokens": tokens,
+                                "temperature": 0, "ignore_eos": True},
                                kill_once if i == 0 else None) for i in range(6)]
         # The death shows up in the registry: measure how soon.
         noticed = None

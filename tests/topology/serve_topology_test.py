@@ -16,6 +16,9 @@ import time
 import urllib.error
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from brigade_server import brigade_server  # noqa: E402
+
 PROMPTS = 52
 MAX_TOKENS = 12
 
@@ -30,66 +33,6 @@ def generate(brigade, model, ids, max_tokens):
                           "--temperature", "0", "--ignore-eos", "--json"],
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
-
-
-class server:
-    """`brigade serve MANIFEST` on a free port, stopped with SIGTERM."""
-
-    def __init__(self, brigade, manifest, log_path):
-        self.log = open(log_path, "w")
-        self.proc = subprocess.Popen([brigade, "serve", manifest, "--listen", "127.0.0.1:0"],
-                                     stdout=subprocess.PIPE, stderr=self.log, text=True)
-        deadline = time.time() + 120
-        self.url = None
-        while time.time() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            if " at http://" in line:
-                self.url = line.split(" at ")[1].split()[0]
-                break
-        if not self.url:
-            self.stop()
-            raise SystemExit(f"brigade serve did not start; see {log_path}")
-
-    def post(self, path, body, timeout=120):
-        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return json.loads(r.read())
-
-    def get(self, path):
-        with urllib.request.urlopen(self.url + path, timeout=30) as r:
-            return json.loads(r.read())
-
-    def stream(self, body, on_first_chunk=None):
-        """Streams a completion; returns the concatenated text."""
-        body = dict(body, stream=True)
-        req = urllib.request.Request(self.url + "/v1/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-        text, chunks = "", 0
-        with urllib.request.urlopen(req, timeout=120) as r:
-            for raw in r:
-                line = raw.decode().strip()
-                if not line.startswith("data: ") or line == "data: [DONE]":
-                    continue
-                event = json.loads(line[6:])
-                if "error" in event:
-                    raise AssertionError(f"stream error: {event['error']}")
-                text += event["choices"][0]["text"]
-                chunks += 1
-                if chunks == 3 and on_first_chunk:
-                    on_first_chunk()
-        return text
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        self.log.close()
 
 
 def write_manifest(path, model, shards, decoders, slots_per_shard=0):
@@ -110,7 +53,7 @@ def check_topology(brigade, model, workdir, expected, shards, decoders):
     name = f"shards{shards}-decode{decoders}"
     manifest = os.path.join(workdir, name + ".yaml")
     write_manifest(manifest, model, shards, decoders)
-    srv = server(brigade, manifest, os.path.join(workdir, name + ".log"))
+    srv = brigade_server(brigade, manifest, os.path.join(workdir, name + ".log"))
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=PROMPTS) as pool:
             answers = list(pool.map(lambda i: completion(srv, prompt_ids(i)), range(PROMPTS)))
@@ -133,7 +76,7 @@ def check_kill(brigade, model, workdir):
     write_manifest(manifest, model, 4, 2)
     tokens = 48
     expected = [generate(brigade, model, prompt_ids(i), tokens)["text"] for i in range(8)]
-    srv = server(brigade, manifest, os.path.join(workdir, "kill.log"))
+    srv = brigade_server(brigade, manifest, os.path.join(workdir, "kill.log"))
     killed = []
 
     def kill_once():
@@ -173,7 +116,7 @@ def check_replan(brigade, model, workdir, expected):
     whose new experts come from the shards that hold them; outputs stay those of generate."""
     manifest = os.path.join(workdir, "replan.yaml")
     write_manifest(manifest, model, 4, 1, slots_per_shard=3)
-    srv = server(brigade, manifest, os.path.join(workdir, "replan.log"))
+    srv = brigade_server(brigade, manifest, os.path.join(workdir, "replan.log"))
     try:
         try:
             srv.post("/v1/admin/replan", {"seed": "x"})
@@ -209,7 +152,7 @@ def check_cache(brigade, model, workdir):
     shared = [(t * 37) % 1900 + 40 for t in range(48)]
     prompts = [shared + [7 + i, 9 + i] for i in range(4)]
     expected = [generate(brigade, model, p, MAX_TOKENS)["text"] for p in prompts]
-    srv = server(brigade, manifest, os.path.join(workdir, "cache.log"))
+    srv = brigade_server(brigade, manifest, os.path.join(workdir, "cache.log"))
     ok = True
     try:
         answers = []

@@ -1,0 +1,71 @@
+"""`brigade serve MANIFEST` on a free port, driven over HTTP: shared by the Python tests that
+start a whole topology (tests/topology, tests/cluster)."""
+import json
+import subprocess
+import time
+import urllib.request
+
+
+class brigade_server:
+    """Starts `brigade serve MANIFEST --listen 127.0.0.1:0`; stop() ends it with SIGTERM."""
+
+    def __init__(self, brigade, manifest, log_path, start_timeout_s=120):
+        self.log = open(log_path, "w")
+        self.proc = subprocess.Popen([brigade, "serve", manifest, "--listen", "127.0.0.1:0"],
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True)
+        deadline = time.time() + start_timeout_s
+        self.url = None
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            if " at http://" in line:
+                self.url = line.split(" at ")[1].split()[0]
+                break
+        if not self.url:
+            self.stop()
+            raise RuntimeError(f"brigade serve did not start; see {log_path}")
+
+    def post(self, path, body, timeout=180):
+        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.loads(r.read())
+
+    def get(self, path):
+        with urllib.request.urlopen(self.url + path, timeout=30) as r:
+            return json.loads(r.read())
+
+    def actors(self):
+        """The registry, by actor name."""
+        return {a["name"]: a for a in self.get("/v1/actors")["actors"]}
+
+    def stream(self, body, on_third_chunk=None, timeout=180):
+        """Streams a completion; returns the concatenated text. Calls on_third_chunk() once the
+        third chunk arrived (fault injection mid-stream)."""
+        body = dict(body, stream=True)
+        req = urllib.request.Request(self.url + "/v1/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        text, chunks = "", 0
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            for raw in r:
+                line = raw.decode().strip()
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                event = json.loads(line[6:])
+                if "error" in event:
+                    raise AssertionError(f"stream error: {event['error']}")
+                text += event["choices"][0]["text"]
+                chunks += 1
+                if chunks == 3 and on_third_chunk:
+                    on_third_chunk()
+        return text
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.log.close()
