@@ -63,13 +63,14 @@ void for_each_run(const cpu_kv_storage& kv, bool keys, int layer, const int32_t*
   }
 }
 
-// Attention runs as two small matrix products per chunk of positions, each with a register tile
-// of up to `block_rows` query rows by 16 columns, the shape of the matmul kernel:
+// Attention runs chunk by chunk of 64 positions (aligned to absolute positions) as two small
+// matrix products, each with a register tile of up to `block_rows` query rows by 16 columns, the
+// shape of the matmul kernel, and an online softmax between them:
 //   scores[r][p] = (sum over d, in order, of q[r][d] * key[p][d]) * scale
-//   out[r][d]    = sum over p, in order from the row's first position, of w[r][p] * value[p][d]
-// Every element is one chain of fused multiply-adds in a fixed order that depends only on the
-// row's own positions, so a row's result never depends on the tile, chunk, block size or batch
-// it is computed in.
+//   w[r][p]      = exp(scores[r][p] - running max of row r); out and sum rescaled when it grows
+//   out[r][d]   += w[r][p] * value[p][d] for the chunk's positions, in order
+// and finally out / sum. Every operation on a row depends only on the row's own positions and the
+// fixed chunk grid, so its result never depends on the tile, block size or batch it is in.
 constexpr int chunk_positions = 64;
 constexpr int block_rows = 6;
 
