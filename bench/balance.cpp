@@ -42,7 +42,7 @@ struct balance_options {
   double tokens_per_step = 4096;
   uint64_t seed = 1;
   bool json = false;
-  int migrations = 20;
+  int migrations = 100;  // a migration overlaps only a step or two: many give a real p99
 };
 
 struct cluster_shape {

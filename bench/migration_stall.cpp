@@ -109,7 +109,7 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
   migration_stall_figures f;
   for (int i = 0; i < migrations; ++i) {
     // Steady steps between migrations, so that "outside" has a baseline of its own.
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
     // Each migration moves a fifth of the slots, as the planner's adopted plans do (at most 25%).
     if (!t.value()->replan_randomly(static_cast<uint64_t>(i + 1), 0.2)) continue;
     // Polled gently: building the layout's JSON costs the supervisor, and the steps measured
