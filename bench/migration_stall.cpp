@@ -1,13 +1,17 @@
 #include "bench/migration_stall.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/subprocess.hpp"
 #include "deploy/topology.hpp"
 #include "model/model_writer.hpp"
 
@@ -68,10 +72,31 @@ std::vector<std::pair<double, double>> windows_of(const std::string& events_json
   return out;
 }
 
+// Starts `brigade node` (this same binary) on a free loopback port; its address is in the first
+// line it prints.
+result<std::pair<subprocess, std::string>> start_node(const std::string& name,
+                                                      const std::string& secret_file) {
+  subprocess::options o;
+  o.argv = {"/proc/self/exe",     "node",      "--listen", "127.0.0.1:0",
+            "--join-secret-file", secret_file, "--name",   name};
+  auto child = subprocess::spawn(o);
+  if (!child) return child.err();
+  auto line = child.value().read_line(std::chrono::seconds(30));
+  if (!line)
+    return error(errc::unavailable, "node " + name + " did not start: " + line.err().message);
+  const std::string marker = "listening on ";
+  const size_t at = line.value().find(marker);
+  if (at == std::string::npos)
+    return error(errc::unavailable, "node " + name + " said: " + line.value());
+  const size_t begin = at + marker.size();
+  const std::string address = line.value().substr(begin, line.value().find(' ', begin) - begin);
+  return std::make_pair(std::move(child.value()), address);
+}
+
 }  // namespace
 
-result<migration_stall_figures> measure_migration_stall(const std::string& work_dir,
-                                                        int migrations) {
+result<migration_stall_figures> measure_migration_stall(const std::string& work_dir, int migrations,
+                                                        bool two_nodes) {
   const std::string dir = work_dir + "/migration-model";
   model::model_spec spec;
   spec.layers = 4;
@@ -91,6 +116,29 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
   m.decode.max_running = 32;
   m.decode.kv_tokens = 32 * (16 + 4000 + 64);  // every sequence runs to the end
   m.eplb.enabled = false;
+  std::vector<subprocess> nodes;  // killed when this returns
+  if (two_nodes) {
+    const std::string secret = work_dir + "/join-secret";
+    if (FILE* f = std::fopen(secret.c_str(), "w")) {
+      std::fprintf(f, "brigade-bench-%d\n", static_cast<int>(::getpid()));
+      std::fclose(f);
+    }
+    m.join_secret_file = secret;
+    m.transport.tls = "tcp";
+    m.transport.net_devices = "lo";
+    for (int n = 1; n <= 2; ++n) {
+      auto node = start_node("n" + std::to_string(n), secret);
+      if (!node) return node.err();
+      deploy::node_spec on;
+      on.name = "n" + std::to_string(n);
+      on.address = node.value().second;
+      on.expert_shards = 2;
+      on.prefill = n == 1 ? 1 : 0;
+      on.decode = n == 1 ? 1 : 0;
+      m.nodes.push_back(on);
+      nodes.push_back(std::move(node.value().first));
+    }
+  }
   auto t = deploy::topology::start(m);
   if (!t) return t.err();
   std::vector<std::shared_ptr<timing_sink>> sinks;
@@ -107,6 +155,7 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
     if (!s->wait_for(8)) return error(errc::unavailable, "decode did not start within 120 s");
   }
   migration_stall_figures f;
+  f.two_nodes = two_nodes;
   for (int i = 0; i < migrations; ++i) {
     // Steady steps between migrations, so that "outside" has a baseline of its own.
     std::this_thread::sleep_for(std::chrono::milliseconds(150));

@@ -9,6 +9,7 @@
 namespace brigade::bench {
 
 struct migration_stall_figures {
+  bool two_nodes = false;  ///< Shards on two node processes: experts crossing over the data plane.
   int migrations = 0;
   int steps_during = 0;
   int steps_outside = 0;
@@ -21,8 +22,10 @@ struct migration_stall_figures {
 };
 
 /// Generates a model in `work_dir`, decodes 32 sequences through a 4-shard topology and runs
-/// `migrations` random re-plans, timing every step from the tokens' arrival.
-result<migration_stall_figures> measure_migration_stall(const std::string& work_dir,
-                                                        int migrations);
+/// `migrations` random re-plans, timing every step from the tokens' arrival. With `two_nodes`
+/// the roles run on two `brigade node` processes on loopback (2 shards each), so experts that
+/// change nodes are copied over the data plane; otherwise everything runs in this process.
+result<migration_stall_figures> measure_migration_stall(const std::string& work_dir, int migrations,
+                                                        bool two_nodes = false);
 
 }  // namespace brigade::bench
