@@ -178,6 +178,18 @@ inline __attribute__((always_inline)) void for_acc_rows(tile_acc& c, Fn&& f) {
   if constexpr (ROWS > 5) f(5, c.l5, c.h5);
 }
 
+// The scalar each of a tile's rows broadcasts, from `base[r]` (rows past ROWS repeat row 0 and
+// are never read).
+template <int ROWS>
+struct row_pointers {
+  const float* p[6];
+  explicit row_pointers(const float* const* base) {
+    for (int r = 0; r < 6; ++r)
+      p[r] = base[r < ROWS ? r : 0];
+  }
+  __m256 broadcast(int r, int offset) const { return _mm256_broadcast_ss(p[r] + offset); }
+};
+
 // scores[r][col0 + 0..15] for ROWS rows: q rows at q[r], transposed keys from kt + col0.
 template <int ROWS>
 void score_tile(const float* const* q, const float* kt, int head_dim, float scale,
@@ -185,17 +197,11 @@ void score_tile(const float* const* q, const float* kt, int head_dim, float scal
   static_assert(ROWS >= 1 && ROWS <= 6, "tiles have 1 to 6 rows");
   tile_acc c;
   for_acc_rows<ROWS>(c, [](int, __m256& lo, __m256& hi) { lo = hi = _mm256_setzero_ps(); });
-  const float* q0 = q[0];
-  const float* q1 = q[ROWS > 1 ? 1 : 0];
-  const float* q2 = q[ROWS > 2 ? 2 : 0];
-  const float* q3 = q[ROWS > 3 ? 3 : 0];
-  const float* q4 = q[ROWS > 4 ? 4 : 0];
-  const float* q5 = q[ROWS > 5 ? 5 : 0];
+  const row_pointers<ROWS> rows(q);
   const float* k = kt + col0;
   for (int d = 0; d < head_dim; ++d, k += chunk_positions) {
-    const float* rows[6] = {q0 + d, q1 + d, q2 + d, q3 + d, q4 + d, q5 + d};
     fma_rows<ROWS>(c, _mm256_loadu_ps(k), _mm256_loadu_ps(k + 8),
-                   [&](int r) { return _mm256_broadcast_ss(rows[r]); });
+                   [&](int r) { return rows.broadcast(r, d); });
   }
   const __m256 s = _mm256_set1_ps(scale);
   for_acc_rows<ROWS>(c, [&](int r, __m256& lo, __m256& hi) {
@@ -221,17 +227,11 @@ void weigh_values(const float* values, int head_dim, const float* const* w, floa
     lo = _mm256_loadu_ps(out[r] + d0);
     hi = _mm256_loadu_ps(out[r] + d0 + 8);
   });
-  const float* w0 = w[0];
-  const float* w1 = w[ROWS > 1 ? 1 : 0];
-  const float* w2 = w[ROWS > 2 ? 2 : 0];
-  const float* w3 = w[ROWS > 3 ? 3 : 0];
-  const float* w4 = w[ROWS > 4 ? 4 : 0];
-  const float* w5 = w[ROWS > 5 ? 5 : 0];
+  const row_pointers<ROWS> rows(w);
   const float* v = values + static_cast<size_t>(b) * head_dim + d0;
   for (int p = b; p < e; ++p, v += head_dim) {
-    const float* rows[6] = {w0 + p, w1 + p, w2 + p, w3 + p, w4 + p, w5 + p};
     fma_rows<ROWS>(c, _mm256_loadu_ps(v), _mm256_loadu_ps(v + 8),
-                   [&](int r) { return _mm256_broadcast_ss(rows[r]); });
+                   [&](int r) { return rows.broadcast(r, p); });
   }
   for_acc_rows<ROWS>(c, [&](int r, __m256& lo, __m256& hi) {
     _mm256_storeu_ps(out[r] + d0, lo);
