@@ -110,7 +110,7 @@ TEST_CASE("a packed matrix reads back as the bytes it was packed from", "[gemm]"
   std::mt19937 rng(seed);
   auto dev = make_cpu_backend();
   for (dtype type : {dtype::f32, dtype::bf16, dtype::f16}) {
-    for (auto [rows, cols] : {std::pair{1, 1}, {17, 9}, {64, 33}, {130, 16}}) {
+    for (auto [rows, cols] : {std::pair{1, 1}, {17, 9}, {64, 33}, {130, 16}, {20, 150}}) {
       INFO("dtype " << dtype_name(type) << " rows " << rows << " cols " << cols << " seed "
                     << seed);
       // Two stacked parts, as gate and up are: the copy is the rows of both in order.
