@@ -13,6 +13,7 @@
 #include "cluster/join_secret.hpp"
 #include "cluster/node_agent.hpp"
 #include "deploy/middleman_config.hpp"
+#include "deploy/scheduler_config.hpp"
 
 namespace brigade::cli {
 namespace {
@@ -52,6 +53,7 @@ int node(int argc, char** argv) {
 
   caf::actor_system_config cfg;
   cfg.set("logger.verbosity", caf::atom("quiet"));
+  deploy::configure_scheduler(cfg);
   actors::register_message_types(cfg);
   deploy::configure_middleman(cfg);
   caf::actor_system sys{cfg};

@@ -17,6 +17,7 @@
 #include "deploy/coordinator.hpp"
 #include "deploy/middleman_config.hpp"
 #include "deploy/placement.hpp"
+#include "deploy/scheduler_config.hpp"
 
 namespace brigade::deploy {
 
@@ -29,8 +30,7 @@ constexpr std::chrono::seconds edge_timeout{10};
 
 std::unique_ptr<caf::actor_system_config> make_config(bool distributed) {
   auto cfg = std::make_unique<caf::actor_system_config>();
-  // Compute actors run detached; the scheduler only carries router, registry and supervisor.
-  cfg->set("scheduler.max-threads", 2);
+  configure_scheduler(*cfg);
   cfg->set("logger.verbosity", caf::atom("quiet"));
   register_message_types(*cfg);
   if (distributed) configure_middleman(*cfg);
