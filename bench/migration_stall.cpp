@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -55,6 +56,71 @@ double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   const size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
   return v[std::min(i, v.size() - 1)];
+}
+
+struct step_time {
+  double ms = 0;
+  bool during = false;  ///< Overlapped a migration.
+};
+
+// Each step over the median of the 16 steps outside migrations nearest to it (8 before and 8
+// after where there are, never itself): step times drift as contexts grow, and this takes the
+// drift out without hiding a step's own jump.
+std::vector<double> local_ratios(const std::vector<step_time>& steps) {
+  std::vector<size_t> outside;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (!steps[i].during) outside.push_back(i);
+  }
+  std::vector<double> out;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const size_t at =
+        static_cast<size_t>(std::lower_bound(outside.begin(), outside.end(), i) - outside.begin());
+    const size_t after = at < outside.size() && outside[at] == i ? at + 1 : at;
+    // 8 on each side, shifted inwards at the run's ends so that there are always 16.
+    size_t lo = at >= 8 ? at - 8 : 0;
+    size_t hi = after + 8 + (8 - (at - lo));
+    if (hi > outside.size()) {
+      const size_t missing = hi - outside.size();
+      hi = outside.size();
+      lo = lo >= missing ? lo - missing : 0;
+    }
+    std::vector<double> near;
+    for (size_t k = lo; k < hi; ++k) {
+      if (outside[k] != i) near.push_back(steps[outside[k]].ms);
+    }
+    out.push_back(near.empty() ? 1.0 : steps[i].ms / percentile(near, 0.5));
+  }
+  return out;
+}
+
+// Times `reps` runs of fixed single-thread work about `target_ms` long and returns p99 over
+// median: the spread this machine gives identical work. The work streams a 64 MiB buffer through
+// a small one, as a decode step streams its KV cache, so it meets the same memory-bandwidth noise
+// (the host's other tenants) that the steps meet; a loop inside L1 spreads less.
+double fixed_loop_p99_ratio(double target_ms, int reps) {
+  constexpr size_t chunk = 16384;
+  std::vector<float> big(size_t{64} << 18, 1.0f), small(chunk);
+  volatile float sink = 0;
+  size_t at = 0;
+  auto time_ms = [&](size_t chunks) {
+    const auto t0 = std::chrono::steady_clock::now();
+    float acc = 0;
+    for (size_t c = 0; c < chunks; ++c) {
+      std::memcpy(small.data(), big.data() + at, chunk * sizeof(float));
+      at = at + 2 * chunk <= big.size() ? at + chunk : 0;
+      for (size_t k = 0; k < chunk; k += 16)
+        acc += small[k];
+    }
+    sink = sink + acc;
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  time_ms(big.size() / chunk);  // pages in
+  const double per_chunk = std::max(1e-6, time_ms(1024) / 1024.0);
+  const auto chunks = static_cast<size_t>(std::max(1.0, target_ms / per_chunk));
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i)
+    ms.push_back(time_ms(chunks));
+  return percentile(ms, 0.99) / percentile(ms, 0.5);
 }
 
 // Migration windows [start, end] in unix ms from the supervisor's events.
@@ -161,11 +227,12 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
     std::this_thread::sleep_for(std::chrono::milliseconds(150));
     // Each migration moves a fifth of the slots, as the planner's adopted plans do (at most 25%).
     if (!t.value()->replan_randomly(static_cast<uint64_t>(i + 1), 0.2)) continue;
-    // Polled gently: building the layout's JSON costs the supervisor, and the steps measured
-    // here share the cores with it. The windows come from the events' own timestamps.
+    // Not polled while it runs: building the layout's JSON costs the supervisor, and the steps
+    // measured here share the cores with it. The windows come from the events' own timestamps.
+    std::this_thread::sleep_for(std::chrono::milliseconds(two_nodes ? 250 : 100));
     for (int tries = 0; tries < 1200; ++tries) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
       if (nlohmann::json::parse(t.value()->experts_json())["migration"].is_null()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
     ++f.migrations;
   }
@@ -174,13 +241,19 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
   const auto arrivals = sinks[0]->arrivals();
   for (int b = 0; b < 32; ++b)
     t.value()->service().cancel(b + 1);
-  std::vector<double> during, outside;
+  std::vector<step_time> steps;
   for (size_t i = 9; i < arrivals.size(); ++i) {
     const double begin = arrivals[i - 1], end = arrivals[i];
     bool overlaps = false;
     for (const auto& [ws, we] : windows)
       overlaps |= begin <= we && end >= ws;
-    (overlaps ? during : outside).push_back(end - begin);
+    steps.push_back({end - begin, overlaps});
+  }
+  std::vector<double> during, outside, during_local, outside_local;
+  const std::vector<double> local = local_ratios(steps);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    (steps[i].during ? during : outside).push_back(steps[i].ms);
+    (steps[i].during ? during_local : outside_local).push_back(local[i]);
   }
   double total_s = 0;
   for (const auto& [ws, we] : windows)
@@ -190,7 +263,13 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
   f.median_ms = percentile(outside, 0.5);
   f.p99_during_ms = percentile(during, 0.99);
   f.p99_outside_ms = percentile(outside, 0.99);
+  f.local_median_during = percentile(during_local, 0.5);
+  f.local_p99_during = percentile(during_local, 0.99);
+  f.local_p99_outside = percentile(outside_local, 0.99);
   f.mean_migration_s = windows.empty() ? 0 : total_s / static_cast<double>(windows.size());
+  t.value().reset();  // the topology stops: the machine is quiet for the fixed loop
+  nodes.clear();
+  f.machine_p99_ratio = fixed_loop_p99_ratio(f.median_ms, 400);
   return f;
 }
 

@@ -15,14 +15,24 @@ struct migration_stall_figures {
   int steps_outside = 0;
   double median_ms = 0;       ///< Median step time outside migrations.
   double p99_during_ms = 0;   ///< p99 of steps that overlapped a migration.
-  double p99_outside_ms = 0;  ///< p99 of the others: the noise floor.
+  double p99_outside_ms = 0;  ///< p99 of the others.
   double mean_migration_s = 0;
+  // Every sequence's context grows by a token a step, so step times drift (about 2x over a run)
+  // and a run-wide median mixes early and late steps. These divide each step by the median of
+  // the 16 steps outside migrations nearest to it (8 before, 8 after, never itself).
+  double local_median_during = 0;  ///< Median step during migrations over its local median.
+  double local_p99_during = 0;     ///< p99 of the same: the figure the goal is about.
+  double local_p99_outside = 0;    ///< p99 of steps outside migrations: the noise floor.
+  /// p99 over median of fixed single-thread work as long as a median step, streaming memory as
+  /// a step streams its KV cache, timed on this machine in the same run: the machine's own spread.
+  double machine_p99_ratio = 0;
   double p99_ratio() const { return p99_during_ms / median_ms; }
   double noise_ratio() const { return p99_outside_ms / median_ms; }
 };
 
 /// Generates a model in `work_dir`, decodes 32 sequences through a 4-shard topology and runs
-/// `migrations` random re-plans, timing every step from the tokens' arrival. With `two_nodes`
+/// `migrations` random re-plans, timing every step from the tokens' arrival; then times a fixed
+/// loop for the machine's own floor. With `two_nodes`
 /// the roles run on two `brigade node` processes on loopback (2 shards each), so experts that
 /// change nodes are copied over the data plane; otherwise everything runs in this process.
 result<migration_stall_figures> measure_migration_stall(const std::string& work_dir, int migrations,
