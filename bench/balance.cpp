@@ -349,9 +349,9 @@ void print_stall(const migration_stall_figures& s) {
              fixed(s.p99_ratio(), 3) + "x", fixed(s.noise_ratio(), 3) + "x", ""});
   std::printf("%s", t.render().c_str());
   std::printf(
-      "  The migrations' own share (p99 during over p99 outside, local): %.3fx. The fixed loop "
-      "streams memory as a step does, identical work each time, timed in the same run: the "
-      "machine's own spread.\n",
+      "  The migrations' own share (p99 during over p99 outside, local): %.3fx.\n"
+      "  The fixed loop streams memory as a step does, the same work each time, in the same run:\n"
+      "  the machine's own spread.\n",
       s.local_p99_outside > 0 ? s.local_p99_during / s.local_p99_outside : 0.0);
 }
 
