@@ -148,14 +148,11 @@ caf::behavior loader(loader_pointer self, std::shared_ptr<const model_context> c
   return {};
 }
 
-caf::behavior exporter(caf::event_based_actor* self, std::shared_ptr<const model_context> ctx,
-                       std::shared_ptr<const model::ffn_weights> weights, expert_key key,
-                       uint64_t request, expert_shard_actor shard) {
+caf::behavior exporter(caf::event_based_actor*, std::shared_ptr<const model_context> ctx) {
   lower_this_threads_priority();
-  self->send(shard, exported_atom_v, request,
-             export_expert(*ctx->dev, *weights, key.first, key.second));
-  self->quit();
-  return {};
+  return {[ctx](export_job& job) {
+    return export_expert(*ctx->dev, *job.weights, job.key.first, job.key.second);
+  }};
 }
 
 }  // namespace
@@ -192,11 +189,8 @@ void spawn_expert_loader(caf::actor_system& sys, std::shared_ptr<const model_con
                            std::move(shard));
 }
 
-void spawn_expert_exporter(caf::actor_system& sys, std::shared_ptr<const model_context> ctx,
-                           std::shared_ptr<const model::ffn_weights> weights, expert_key key,
-                           uint64_t request, expert_shard_actor shard) {
-  sys.spawn<caf::detached>(exporter, std::move(ctx), std::move(weights), key, request,
-                           std::move(shard));
+caf::actor spawn_expert_exporter(caf::actor_system& sys, std::shared_ptr<const model_context> ctx) {
+  return sys.spawn<caf::detached>(exporter, std::move(ctx));
 }
 
 }  // namespace brigade::actors

@@ -36,9 +36,8 @@ struct shard_state {
   uint64_t window = 0;
   std::vector<std::vector<int64_t>> tokens_per_expert;  // [layer][expert], this window
   gpu::activation in, out, gate_up, inter;
-  expert_copy_counts copied;                          // where this shard's new experts came from
-  std::map<uint64_t, caf::response_promise> exports;  // copies for peers, by request number
-  uint64_t next_export = 0;
+  expert_copy_counts copied;  // where this shard's new experts came from
+  caf::actor exporter;        // copies for peers on other nodes, started at the first
   int64_t exported = 0;
   int64_t requests = 0;
   int64_t rows = 0;
@@ -202,11 +201,20 @@ caf::result<expert_weights> export_weights(shard_pointer self, int32_t layer, in
     ++st.exported;
     return w;
   }
-  const uint64_t request = ++st.next_export;
+  if (!st.exporter) {
+    st.exporter = spawn_expert_exporter(self->system(), st.ctx);
+    self->attach_functor([exporter = st.exporter](const caf::error&) {
+      caf::anon_send_exit(exporter, caf::exit_reason::user_shutdown);
+    });
+  }
   auto rp = self->make_response_promise<expert_weights>();
-  st.exports[request] = rp;
-  spawn_expert_exporter(self->system(), st.ctx, it->second, it->first, request,
-                        caf::actor_cast<expert_shard_actor>(self));
+  self->request(st.exporter, caf::infinite, export_job{it->second, it->first})
+      .then(
+          [self, rp](expert_weights& w) mutable {
+            ++self->state.exported;
+            rp.deliver(std::move(w));
+          },
+          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
   return rp;
 }
 
@@ -269,14 +277,6 @@ expert_shard_actor::behavior_type shard_behavior(shard_pointer self,
       [=](weights_atom, int32_t layer, int32_t expert,
           bool same_process) -> caf::result<expert_weights> {
         return export_weights(self, layer, expert, same_process);
-      },
-      [=](exported_atom, uint64_t request, expert_weights& w) {
-        auto& s = self->state;
-        auto it = s.exports.find(request);
-        if (it == s.exports.end()) return;
-        it->second.deliver(std::move(w));
-        s.exports.erase(it);
-        ++s.exported;
       },
       [=](status_atom) {
         const auto& s = self->state;

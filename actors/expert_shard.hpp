@@ -124,8 +124,6 @@ using expert_shard_actor =
                      /// The weights of (layer, expert) for a peer that needs them: shared when
                      /// the flag says the peer is in this process, otherwise a copy.
                      caf::replies_to<weights_atom, int32_t, int32_t, bool>::with<expert_weights>,
-                     /// Internal: a background copy for a peer is ready (request number).
-                     caf::reacts_to<exported_atom, uint64_t, expert_weights>,
                      caf::replies_to<status_atom>::with<role_status>>;
 
 struct expert_shard_config {
