@@ -37,7 +37,7 @@ struct shard_state {
   std::vector<std::vector<int64_t>> tokens_per_expert;  // [layer][expert], this window
   gpu::activation in, out, gate_up, inter;
   expert_copy_counts copied;  // where this shard's new experts came from
-  caf::actor exporter;        // copies for peers on other nodes, started at the first
+  caf::actor exporter;        // copies experts for peers on other nodes; started by the first
   int64_t exported = 0;
   int64_t requests = 0;
   int64_t rows = 0;
