@@ -6,7 +6,9 @@
 #include <unistd.h>
 #include <caf/all.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <deque>
 #include <vector>
 
 #include "actors/remote_link.hpp"
@@ -38,13 +40,17 @@ struct copy_job {
 
 struct loader_state {
   std::shared_ptr<const model_context> ctx;
-  uint64_t epoch = 0;
   expert_shard_actor shard;
+  std::deque<load_job> queued;  // jobs not started yet, in arrival order
+  // The job in progress, if busy. Answers carry the serial of the job that asked, so that those
+  // for an aborted job are dropped.
+  bool busy = false;
+  uint64_t serial = 0;
+  uint64_t epoch = 0;
   std::vector<copy_job> jobs;
   size_t next = 0;
   int in_flight = 0;
-  bool done = false;
-  std::shared_ptr<loaded_experts> out = std::make_shared<loaded_experts>();
+  std::shared_ptr<loaded_experts> out;
   static inline const char* name = "expert_loader";
 };
 
@@ -61,12 +67,41 @@ void read_checkpoint(loader_state& st, const expert_key& key) {
   ++st.out->counts.from_checkpoint;
 }
 
+void pump(loader_pointer self);
+
+// Turns the next queued job's plan into copy jobs: an expert per entry, from its source or, with
+// none, from the checkpoint.
+void start_next(loader_pointer self) {
+  auto& st = self->state;
+  if (st.busy || st.queued.empty()) return;
+  load_job job = std::move(st.queued.front());
+  st.queued.pop_front();
+  st.busy = true;
+  ++st.serial;
+  st.epoch = job.plan.epoch;
+  st.jobs.clear();
+  st.next = 0;
+  st.in_flight = 0;
+  st.out = std::make_shared<loaded_experts>();
+  std::map<expert_key, caf::actor> sources;
+  for (auto& s : job.plan.sources)
+    sources[{s.layer, s.expert}] = std::move(s.from);
+  std::set<expert_key> added;
+  for (const auto& a : job.plan.slots) {
+    const expert_key key{a.layer, a.expert};
+    if (job.have.count(key) || !added.insert(key).second) continue;
+    auto it = sources.find(key);
+    st.jobs.push_back({key, it != sources.end() ? it->second : caf::actor{}});
+  }
+  pump(self);
+}
+
 void finish_if_done(loader_pointer self) {
   auto& st = self->state;
-  if (st.done || st.in_flight > 0 || (st.next < st.jobs.size() && st.out->error.empty())) return;
-  st.done = true;
-  self->send(st.shard, loaded_atom_v, st.epoch, st.out);
-  self->quit();
+  if (!st.busy || st.in_flight > 0 || (st.next < st.jobs.size() && st.out->error.empty())) return;
+  st.busy = false;
+  self->send(st.shard, loaded_atom_v, st.epoch, std::move(st.out));
+  start_next(self);
 }
 
 void on_copy(loader_pointer self, const copy_job& job, bool other_node, expert_weights& w) {
@@ -107,13 +142,15 @@ void pump(loader_pointer self) {
     ++st.in_flight;
     self->request(source, copy_timeout, weights_atom_v, job.key.first, job.key.second, !other_node)
         .then(
-            [self, job, other_node](expert_weights& w) {
+            [self, job, other_node, serial = st.serial](expert_weights& w) {
+              if (self->state.serial != serial) return;
               --self->state.in_flight;
               on_copy(self, job, other_node, w);
               pump(self);
             },
-            [self, job](caf::error& err) {
+            [self, job, serial = st.serial](caf::error& err) {
               auto& s = self->state;
+              if (s.serial != serial) return;
               --s.in_flight;
               log::warn("expert_loader", "copying expert " + std::to_string(job.key.second) +
                                              " of layer " + std::to_string(job.key.first) +
@@ -126,26 +163,30 @@ void pump(loader_pointer self) {
   finish_if_done(self);
 }
 
-caf::behavior loader(loader_pointer self, std::shared_ptr<const model_context> ctx, shard_plan plan,
-                     std::set<expert_key> have, expert_shard_actor shard) {
+caf::behavior loader(loader_pointer self, std::shared_ptr<const model_context> ctx,
+                     expert_shard_actor shard) {
   lower_this_threads_priority();
-  auto& st = self->state;
-  st.ctx = std::move(ctx);
-  st.epoch = plan.epoch;
-  st.shard = std::move(shard);
-  std::map<expert_key, caf::actor> sources;
-  for (auto& s : plan.sources)
-    sources[{s.layer, s.expert}] = std::move(s.from);
-  std::set<expert_key> queued;
-  for (const auto& a : plan.slots) {
-    const expert_key key{a.layer, a.expert};
-    if (have.count(key) || !queued.insert(key).second) continue;
-    auto it = sources.find(key);
-    st.jobs.push_back({key, it != sources.end() ? it->second : caf::actor{}});
-  }
-  pump(self);
-  // Only the copies' answers keep the loader alive; it quits once the last one is in.
-  return {};
+  self->state.ctx = std::move(ctx);
+  self->state.shard = std::move(shard);
+  return {
+      [self](load_job& job) {
+        self->state.queued.push_back(std::move(job));
+        start_next(self);
+      },
+      // The shard gave up on the epoch: its job goes, queued or begun, and the next one starts.
+      [self](abort_atom, uint64_t epoch) {
+        auto& st = self->state;
+        auto& q = st.queued;
+        q.erase(std::remove_if(q.begin(), q.end(),
+                               [&](const load_job& j) { return j.plan.epoch == epoch; }),
+                q.end());
+        if (st.busy && st.epoch == epoch) {
+          st.busy = false;
+          ++st.serial;
+          start_next(self);
+        }
+      },
+  };
 }
 
 caf::behavior exporter(caf::event_based_actor*, std::shared_ptr<const model_context> ctx) {
@@ -183,10 +224,9 @@ std::shared_ptr<loaded_experts> load_from_checkpoint(const model_context& ctx,
   return out;
 }
 
-void spawn_expert_loader(caf::actor_system& sys, std::shared_ptr<const model_context> ctx,
-                         shard_plan plan, std::set<expert_key> have, expert_shard_actor shard) {
-  sys.spawn<caf::detached>(loader, std::move(ctx), std::move(plan), std::move(have),
-                           std::move(shard));
+caf::actor spawn_expert_loader(caf::actor_system& sys, std::shared_ptr<const model_context> ctx,
+                               expert_shard_actor shard) {
+  return sys.spawn<caf::detached>(loader, std::move(ctx), std::move(shard));
 }
 
 caf::actor spawn_expert_exporter(caf::actor_system& sys, std::shared_ptr<const model_context> ctx) {

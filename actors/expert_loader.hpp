@@ -41,10 +41,18 @@ std::shared_ptr<loaded_experts> load_from_checkpoint(const model_context& ctx,
                                                      const shard_plan& plan,
                                                      const std::set<expert_key>& have);
 
-/// Starts a loader on a thread of its own, at the lowest CPU priority, that sends `shard`
-/// (loaded_atom, plan.epoch, result) once every expert of the plan missing from `have` arrived.
-void spawn_expert_loader(caf::actor_system& sys, std::shared_ptr<const model_context> ctx,
-                         shard_plan plan, std::set<expert_key> have, expert_shard_actor shard);
+/// What a shard asks its loader for: the experts of `plan` missing from `have`.
+struct load_job {
+  shard_plan plan;
+  std::set<expert_key> have;
+};
+
+/// Starts a shard's loader: a thread of its own, at the lowest CPU priority, that takes load_jobs
+/// one after another and sends `shard` (loaded_atom, plan.epoch, result) once every expert of a
+/// job arrived; (abort_atom, epoch) drops that epoch's job. One per shard for the shard's life,
+/// like the exporter: a migration would otherwise start a thread on every shard it touches.
+caf::actor spawn_expert_loader(caf::actor_system& sys, std::shared_ptr<const model_context> ctx,
+                               expert_shard_actor shard);
 
 /// What a shard asks its exporter for: a copy of `weights`, which are expert `key`.
 struct export_job {
@@ -62,4 +70,5 @@ caf::actor spawn_expert_exporter(caf::actor_system& sys, std::shared_ptr<const m
 
 }  // namespace brigade::actors
 
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(brigade::actors::load_job)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(brigade::actors::export_job)

@@ -2,7 +2,9 @@
 
 #include <caf/all.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -37,7 +39,8 @@ struct shard_state {
   std::vector<std::vector<int64_t>> tokens_per_expert;  // [layer][expert], this window
   gpu::activation in, out, gate_up, inter;
   expert_copy_counts copied;  // where this shard's new experts came from
-  caf::actor exporter;        // copies experts for peers on other nodes; started by the first
+  caf::actor loader;    // gathers the experts new epochs need; started by the first such epoch
+  caf::actor exporter;  // copies experts for peers on other nodes; started by the first request
   int64_t exported = 0;
   int64_t requests = 0;
   int64_t rows = 0;
@@ -154,14 +157,40 @@ result<expert_reply> compute(shard_state& st, const expert_request& req) {
   return reply;
 }
 
-void start_prepare(shard_pointer self, shard_plan plan) {
+// Starts one of the shard's background actors (loader, exporter) and stops it with the shard.
+caf::actor& started(shard_pointer self, caf::actor& helper,
+                    const std::function<caf::actor()>& spawn) {
+  if (!helper) {
+    helper = spawn();
+    self->attach_functor([h = helper](const caf::error&) {
+      caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
+    });
+  }
+  return helper;
+}
+
+// Prepares the epoch of `plan`: at once when the shard holds all its experts already, otherwise
+// by its loader in the background (then the reply waits in prepare_replies). Returns whether the
+// epoch is ready.
+bool start_prepare(shard_pointer self, shard_plan plan) {
   auto& st = self->state;
+  const auto held = held_weights(st);
   std::set<std::pair<int32_t, int32_t>> have;
-  for (const auto& [key, w] : held_weights(st))
+  for (const auto& [key, w] : held)
     have.insert(key);
+  const bool all_held = std::all_of(plan.slots.begin(), plan.slots.end(), [&](const auto& a) {
+    return have.count({a.layer, a.expert}) > 0;
+  });
+  if (all_held) {
+    st.epochs[plan.epoch] = assemble(plan, held, loaded_experts{});
+    return true;
+  }
   st.preparing[plan.epoch] = plan;
-  spawn_expert_loader(self->system(), st.ctx, std::move(plan), std::move(have),
-                      caf::actor_cast<expert_shard_actor>(self));
+  auto spawn = [&] {
+    return spawn_expert_loader(self->system(), st.ctx, caf::actor_cast<expert_shard_actor>(self));
+  };
+  caf::anon_send(started(self, st.loader, spawn), load_job{std::move(plan), std::move(have)});
+  return false;
 }
 
 void on_loaded(shard_pointer self, uint64_t epoch, const std::shared_ptr<loaded_experts>& loaded) {
@@ -201,14 +230,9 @@ caf::result<expert_weights> export_weights(shard_pointer self, int32_t layer, in
     ++st.exported;
     return w;
   }
-  if (!st.exporter) {
-    st.exporter = spawn_expert_exporter(self->system(), st.ctx);
-    self->attach_functor([exporter = st.exporter](const caf::error&) {
-      caf::anon_send_exit(exporter, caf::exit_reason::user_shutdown);
-    });
-  }
   auto rp = self->make_response_promise<expert_weights>();
-  self->request(st.exporter, caf::infinite, export_job{it->second, it->first})
+  auto spawn = [&] { return spawn_expert_exporter(self->system(), st.ctx); };
+  self->request(started(self, st.exporter, spawn), caf::infinite, export_job{it->second, it->first})
       .then(
           [self, rp](expert_weights& w) mutable {
             ++self->state.exported;
@@ -252,9 +276,10 @@ expert_shard_actor::behavior_type shard_behavior(shard_pointer self,
       [=](prepare_atom, shard_plan& plan) -> caf::result<bool> {
         auto& s = self->state;
         if (s.epochs.count(plan.epoch)) return true;
+        const uint64_t epoch = plan.epoch;
+        if (start_prepare(self, std::move(plan))) return true;
         auto rp = self->make_response_promise<bool>();
-        s.prepare_replies[plan.epoch] = rp;
-        start_prepare(self, std::move(plan));
+        s.prepare_replies[epoch] = rp;
         return rp;
       },
       [=](release_atom, uint64_t keep) {
@@ -265,6 +290,7 @@ expert_shard_actor::behavior_type shard_behavior(shard_pointer self,
         auto& s = self->state;
         s.epochs.erase(epoch);
         s.preparing.erase(epoch);
+        if (s.loader) caf::anon_send(s.loader, abort_atom_v, epoch);
         auto reply = s.prepare_replies.find(epoch);
         if (reply != s.prepare_replies.end()) {
           reply->second.deliver(caf::make_error(caf::sec::runtime_error, "aborted"));

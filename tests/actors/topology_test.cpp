@@ -244,8 +244,13 @@ TEST_CASE("an expert shard killed mid-migration: rollback, serving goes on, outp
   CHECK(rolled_back != adopted);
   const auto experts = nlohmann::json::parse(topo.value()->experts_json());
   CHECK(experts["epoch"].get<int>() == (adopted ? 1 : 0));
-  // Serving goes on after the rollback.
+  // Serving goes on after the rollback, and so does rebalancing: no shard's loader is held up by
+  // the epoch that was given up.
   auto after = submit_all(topo.value()->service(), 1, 5);
   REQUIRE(after[0]->wait());
   CHECK_FALSE(after[0]->failed());
+  const int before = experts["epoch"].get<int>();
+  REQUIRE(topo.value()->replan_randomly(8));
+  wait_for_migration(*topo.value());
+  CHECK(nlohmann::json::parse(topo.value()->experts_json())["epoch"].get<int>() > before);
 }
