@@ -60,7 +60,8 @@ double percentile(std::vector<double> v, double p) {
 
 struct step_time {
   double ms = 0;
-  bool during = false;  ///< Overlapped a migration.
+  bool during = false;   ///< Overlapped a migration.
+  bool control = false;  ///< Overlapped a control window (and no migration).
 };
 
 // Each step over the median of the 16 steps outside migrations nearest to it (8 before and 8
@@ -134,6 +135,26 @@ std::vector<std::pair<double, double>> windows_of(const std::string& events_json
       out.emplace_back(start, e["unix_ms"].get<double>());
       start = -1;
     }
+  }
+  return out;
+}
+
+// A control window for each migration window: as long, in the middle of the quiet time before
+// the next migration (none where that time is too short to keep clear of both). A step overlaps
+// a window with a chance that grows with its own length (a step as long as the window is twice as
+// likely to overlap it as a very short one), so the steps overlapping any window are longer than
+// the steps at large even when nothing happens in the window; the steps overlapping control
+// windows show how much.
+std::vector<std::pair<double, double>> control_windows(
+    const std::vector<std::pair<double, double>>& migrations, double run_end) {
+  std::vector<std::pair<double, double>> out;
+  for (size_t i = 0; i < migrations.size(); ++i) {
+    const double length = migrations[i].second - migrations[i].first;
+    const double quiet_from = migrations[i].second;
+    const double quiet_to = i + 1 < migrations.size() ? migrations[i + 1].first : run_end;
+    if (quiet_to - quiet_from < 3 * length) continue;
+    const double start = quiet_from + (quiet_to - quiet_from - length) / 2;
+    out.emplace_back(start, start + length);
   }
   return out;
 }
@@ -241,20 +262,29 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
   const auto arrivals = sinks[0]->arrivals();
   for (int b = 0; b < 32; ++b)
     t.value()->service().cancel(b + 1);
+  const auto controls = control_windows(windows, arrivals.empty() ? 0 : arrivals.back());
+  auto overlaps = [](const std::vector<std::pair<double, double>>& in, double begin, double end) {
+    for (const auto& [ws, we] : in) {
+      if (begin <= we && end >= ws) return true;
+    }
+    return false;
+  };
   std::vector<step_time> steps;
   for (size_t i = 9; i < arrivals.size(); ++i) {
     const double begin = arrivals[i - 1], end = arrivals[i];
-    bool overlaps = false;
-    for (const auto& [ws, we] : windows)
-      overlaps |= begin <= we && end >= ws;
-    steps.push_back({end - begin, overlaps});
+    const bool during = overlaps(windows, begin, end);
+    steps.push_back({end - begin, during, !during && overlaps(controls, begin, end)});
   }
-  std::vector<double> during, outside, during_local, outside_local;
+  std::vector<double> during, outside, during_local, outside_local, control_local;
   const std::vector<double> local = local_ratios(steps);
   for (size_t i = 0; i < steps.size(); ++i) {
     (steps[i].during ? during : outside).push_back(steps[i].ms);
     (steps[i].during ? during_local : outside_local).push_back(local[i]);
+    if (steps[i].control) control_local.push_back(local[i]);
   }
+  f.steps_control = static_cast<int>(control_local.size());
+  f.local_median_control = percentile(control_local, 0.5);
+  f.local_p99_control = percentile(control_local, 0.99);
   double total_s = 0;
   for (const auto& [ws, we] : windows)
     total_s += (we - ws) / 1000.0;

@@ -23,6 +23,11 @@ struct migration_stall_figures {
   double local_median_during = 0;  ///< Median step during migrations over its local median.
   double local_p99_during = 0;     ///< p99 of the same: the figure the goal is about.
   double local_p99_outside = 0;    ///< p99 of steps outside migrations: the noise floor.
+  // Steps overlapping control windows (as long as the migrations, between them, where nothing
+  // happens): what overlapping a window of that length alone selects.
+  int steps_control = 0;
+  double local_median_control = 0;
+  double local_p99_control = 0;
   /// p99 over median of fixed single-thread work as long as a median step, streaming memory as
   /// a step streams its KV cache, timed on this machine in the same run: the machine's own spread.
   double machine_p99_ratio = 0;
