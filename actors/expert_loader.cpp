@@ -50,6 +50,8 @@ struct loader_state {
   std::vector<copy_job> jobs;
   size_t next = 0;
   int in_flight = 0;
+  bool resting = false;  // waiting out the copy interval after a copy that moved bytes
+  std::chrono::milliseconds copy_interval{0};
   std::shared_ptr<loaded_experts> out;
   static inline const char* name = "expert_loader";
 };
@@ -82,6 +84,7 @@ void start_next(loader_pointer self) {
   st.jobs.clear();
   st.next = 0;
   st.in_flight = 0;
+  st.resting = false;
   st.out = std::make_shared<loaded_experts>();
   std::map<expert_key, caf::actor> sources;
   for (auto& s : job.plan.sources)
@@ -104,18 +107,19 @@ void finish_if_done(loader_pointer self) {
   start_next(self);
 }
 
-void on_copy(loader_pointer self, const copy_job& job, bool other_node, expert_weights& w) {
+// Returns whether bytes moved (anything but sharing weights within this process).
+bool on_copy(loader_pointer self, const copy_job& job, bool other_node, expert_weights& w) {
   auto& st = self->state;
   if (w.shared && !other_node) {  // one process, one device: share, do not copy
     st.out->weights[job.key] = std::move(w.shared);
     ++st.out->counts.same_node;
-    return;
+    return false;
   }
   auto imported = import_expert(*st.ctx->dev, st.ctx->config, w, job.key.first, job.key.second);
   if (!imported) {
     log::warn("expert_loader", imported.err().message + "; reading it from the checkpoint instead");
     read_checkpoint(st, job.key);
-    return;
+    return true;
   }
   st.out->weights[job.key] =
       std::make_shared<const model::ffn_weights>(std::move(imported.value()));
@@ -125,15 +129,27 @@ void on_copy(loader_pointer self, const copy_job& job, bool other_node, expert_w
   } else {
     ++st.out->counts.same_node;
   }
+  return true;
+}
+
+// After an expert that moved bytes, the next waits out the copy interval: a migration's copies
+// then spread over more steps, each step meeting less of them.
+void rest_after_copy(loader_pointer self) {
+  auto& st = self->state;
+  if (st.copy_interval.count() <= 0) return;
+  st.resting = true;
+  self->delayed_send(self, st.copy_interval, tick_atom_v, st.serial);
 }
 
 // Starts copies up to the in-flight bound; checkpoint reads run inline.
 void pump(loader_pointer self) {
   auto& st = self->state;
-  while (st.out->error.empty() && st.in_flight < max_copies_in_flight && st.next < st.jobs.size()) {
+  while (st.out->error.empty() && !st.resting && st.in_flight < max_copies_in_flight &&
+         st.next < st.jobs.size()) {
     const copy_job job = st.jobs[st.next++];
     if (!job.from) {
       read_checkpoint(st, job.key);
+      rest_after_copy(self);
       continue;
     }
     auto source = caf::actor_cast<expert_shard_actor>(job.from);
@@ -145,7 +161,7 @@ void pump(loader_pointer self) {
             [self, job, other_node, serial = st.serial](expert_weights& w) {
               if (self->state.serial != serial) return;
               --self->state.in_flight;
-              on_copy(self, job, other_node, w);
+              if (on_copy(self, job, other_node, w)) rest_after_copy(self);
               pump(self);
             },
             [self, job, serial = st.serial](caf::error& err) {
@@ -157,6 +173,7 @@ void pump(loader_pointer self) {
                                              " from a peer failed (" + to_string(err) +
                                              "); reading it from the checkpoint instead");
               read_checkpoint(s, job.key);
+              rest_after_copy(self);
               pump(self);
             });
   }
@@ -164,11 +181,18 @@ void pump(loader_pointer self) {
 }
 
 caf::behavior loader(loader_pointer self, std::shared_ptr<const model_context> ctx,
-                     expert_shard_actor shard) {
+                     expert_shard_actor shard, std::chrono::milliseconds copy_interval) {
   lower_this_threads_priority();
   self->state.ctx = std::move(ctx);
   self->state.shard = std::move(shard);
+  self->state.copy_interval = copy_interval;
   return {
+      [self](tick_atom, uint64_t serial) {  // the copy interval is over
+        auto& st = self->state;
+        if (!st.busy || st.serial != serial) return;
+        st.resting = false;
+        pump(self);
+      },
       [self](load_job& job) {
         self->state.queued.push_back(std::move(job));
         start_next(self);
@@ -225,8 +249,8 @@ std::shared_ptr<loaded_experts> load_from_checkpoint(const model_context& ctx,
 }
 
 caf::actor spawn_expert_loader(caf::actor_system& sys, std::shared_ptr<const model_context> ctx,
-                               expert_shard_actor shard) {
-  return sys.spawn<caf::detached>(loader, std::move(ctx), std::move(shard));
+                               expert_shard_actor shard, std::chrono::milliseconds copy_interval) {
+  return sys.spawn<caf::detached>(loader, std::move(ctx), std::move(shard), copy_interval);
 }
 
 caf::actor spawn_expert_exporter(caf::actor_system& sys, std::shared_ptr<const model_context> ctx) {

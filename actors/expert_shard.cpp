@@ -187,7 +187,8 @@ bool start_prepare(shard_pointer self, shard_plan plan) {
   }
   st.preparing[plan.epoch] = plan;
   auto spawn = [&] {
-    return spawn_expert_loader(self->system(), st.ctx, caf::actor_cast<expert_shard_actor>(self));
+    return spawn_expert_loader(self->system(), st.ctx, caf::actor_cast<expert_shard_actor>(self),
+                               std::chrono::milliseconds(st.config.copy_interval_ms));
   };
   caf::anon_send(started(self, st.loader, spawn), load_job{std::move(plan), std::move(have)});
   return false;

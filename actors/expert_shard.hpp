@@ -131,13 +131,14 @@ struct expert_shard_config {
   int32_t index = 0;
   shard_plan plan;  ///< The slots to load at spawn.
   int64_t sample_interval_steps = 1000;
-  load_sink_actor load_sink;  ///< Gets a load_sample every sample interval (may be null).
+  load_sink_actor load_sink;     ///< Gets a load_sample every sample interval (may be null).
+  int32_t copy_interval_ms = 0;  ///< Pause after each expert a migration copies in (bytes moved).
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, expert_shard_config& x) {
   return f(caf::meta::type_name("expert_shard_config"), x.name, x.index, x.plan,
-           x.sample_interval_steps, x.load_sink);
+           x.sample_interval_steps, x.load_sink, x.copy_interval_ms);
 }
 
 /// Spawns a shard that loads its slots' weights from the context's checkpoint.

@@ -28,6 +28,7 @@ expert_shard_config shard_config(supervisor_pointer self, const supervised_child
   // A shard always starts from the last complete layout; a migration in flight was rolled back.
   cfg.plan = plan_for_shard(st.balance->current(), c.index);
   cfg.sample_interval_steps = st.config.manifest.eplb.sample_interval_steps;
+  cfg.copy_interval_ms = st.config.manifest.eplb.copy_interval_ms;
   cfg.load_sink = caf::actor_cast<load_sink_actor>(self);
   return cfg;
 }

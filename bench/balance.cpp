@@ -7,7 +7,7 @@
 // counted. Balance is measured on each window's actual counts with the layout in force during
 // it, so prediction error from noise and drift is part of every figure.
 //
-// With --migrations N (default 20) it also times decode steps through N live migrations of a
+// With --migrations N (default 100) it also times decode steps through N live migrations of a
 // real topology (bench/migration_stall.cpp).
 #include <time.h>
 
@@ -24,6 +24,7 @@
 #include "bench/expert_load_generator.hpp"
 #include "bench/migration_stall.hpp"
 #include "bench/table.hpp"
+#include "deploy/manifest.hpp"
 #include "eplb/adoption.hpp"
 #include "eplb/balance_metrics.hpp"
 #include "eplb/deepseek_eplb.hpp"
@@ -45,6 +46,7 @@ struct balance_options {
   bool json = false;
   int migrations = 100;  // a migration overlaps only a step or two: many give a real p99
   bool migration_nodes = false;
+  int copy_interval_ms = deploy::eplb_policy{}.copy_interval_ms;
 };
 
 struct cluster_shape {
@@ -337,9 +339,10 @@ void print_goals(const std::vector<goal>& goals, const std::vector<std::vector<d
 void print_stall(const migration_stall_figures& s) {
   std::printf(
       "\nDecode steps (batch 32, 4 expert shards of 10 slots, 32 experts, %s) through %d live "
-      "migrations\n(%.3f s each on average): %d steps overlapped a migration, %d did not.\n",
+      "migrations\n(%.3f s each on average, %d ms copy interval): %d steps overlapped a "
+      "migration, %d did not.\n",
       s.two_nodes ? "on two node processes" : "in one process", s.migrations, s.mean_migration_s,
-      s.steps_during, s.steps_outside);
+      s.copy_interval_ms, s.steps_during, s.steps_outside);
   table t({"step time over", "", "during migrations", "control windows", "outside", "fixed loop"});
   t.add_row({"the median of the 16 nearest steps outside", "median",
              fixed(s.local_median_during, 3) + "x", fixed(s.local_median_control, 3) + "x", "1x",
@@ -391,6 +394,7 @@ void print_json(const std::vector<row>& rows, const std::vector<goal>& goals,
         {"mean_migration_s", stall->mean_migration_s},
         {"steps_during", stall->steps_during},
         {"steps_outside", stall->steps_outside},
+        {"copy_interval_ms", stall->copy_interval_ms},
         {"steps_control", stall->steps_control},
         {"local_median_control", stall->local_median_control},
         {"local_p99_control", stall->local_p99_control},
@@ -436,6 +440,10 @@ int balance(int argc, char** argv) {
   app.add_flag("--migration-nodes", o.migration_nodes,
                "time the migrations with the shards on two `brigade node` processes on loopback, "
                "so experts that change nodes are copied over the data plane");
+  app.add_option("--copy-interval-ms", o.copy_interval_ms,
+                 "a shard's pause after each expert copied in from another node (the manifest's "
+                 "eplb.copy_interval_ms; 0: back to back)")
+      ->check(CLI::Range(0, 60000));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -462,7 +470,7 @@ int balance(int argc, char** argv) {
     std::fprintf(stderr, "timing decode steps through %d live migrations ...\n", o.migrations);
     auto s =
         measure_migration_stall((std::filesystem::temp_directory_path() / "brigade-bench").string(),
-                                o.migrations, o.migration_nodes);
+                                o.migrations, o.migration_nodes, o.copy_interval_ms);
     if (!s) {
       std::fprintf(stderr, "brigade bench balance: migration: %s\n", s.err().message.c_str());
       return 1;

@@ -140,19 +140,19 @@ std::vector<std::pair<double, double>> windows_of(const std::string& events_json
 }
 
 // A control window for each migration window: as long, in the middle of the quiet time before
-// the next migration (none where that time is too short to keep clear of both). A step overlaps
-// a window with a chance that grows with its own length (a step as long as the window is twice as
-// likely to overlap it as a very short one), so the steps overlapping any window are longer than
-// the steps at large even when nothing happens in the window; the steps overlapping control
-// windows show how much.
+// the next migration, at least `guard` from both (none where that time is too short). A step
+// overlaps a window with a chance that grows with its own length (a step as long as the window is
+// twice as likely to overlap it as a very short one), so the steps overlapping any window are
+// longer than the steps at large even when nothing happens in the window; the steps overlapping
+// control windows show how much.
 std::vector<std::pair<double, double>> control_windows(
-    const std::vector<std::pair<double, double>>& migrations, double run_end) {
+    const std::vector<std::pair<double, double>>& migrations, double run_end, double guard) {
   std::vector<std::pair<double, double>> out;
   for (size_t i = 0; i < migrations.size(); ++i) {
     const double length = migrations[i].second - migrations[i].first;
     const double quiet_from = migrations[i].second;
     const double quiet_to = i + 1 < migrations.size() ? migrations[i + 1].first : run_end;
-    if (quiet_to - quiet_from < 3 * length) continue;
+    if (quiet_to - quiet_from < length + 2 * guard) continue;
     const double start = quiet_from + (quiet_to - quiet_from - length) / 2;
     out.emplace_back(start, start + length);
   }
@@ -183,7 +183,7 @@ result<std::pair<subprocess, std::string>> start_node(const std::string& name,
 }  // namespace
 
 result<migration_stall_figures> measure_migration_stall(const std::string& work_dir, int migrations,
-                                                        bool two_nodes) {
+                                                        bool two_nodes, int copy_interval_ms) {
   const std::string dir = work_dir + "/migration-model";
   model::model_spec spec;
   spec.layers = 4;
@@ -203,6 +203,7 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
   m.decode.max_running = 32;
   m.decode.kv_tokens = 32 * (16 + 4000 + 64);  // every sequence runs to the end
   m.eplb.enabled = false;
+  m.eplb.copy_interval_ms = copy_interval_ms;
   std::vector<subprocess> nodes;  // killed when this returns
   if (two_nodes) {
     const std::string secret = work_dir + "/join-secret";
@@ -243,9 +244,13 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
   }
   migration_stall_figures f;
   f.two_nodes = two_nodes;
+  f.copy_interval_ms = copy_interval_ms;
+  auto quiet = std::chrono::milliseconds(150);
   for (int i = 0; i < migrations; ++i) {
-    // Steady steps between migrations, so that "outside" has a baseline of its own.
-    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    // Steady steps between migrations, so that "outside" has a baseline of its own and there is
+    // room for a control window: 150 ms more than the last migration took.
+    std::this_thread::sleep_for(quiet);
+    const auto started = std::chrono::steady_clock::now();
     // Each migration moves a fifth of the slots, as the planner's adopted plans do (at most 25%).
     if (!t.value()->replan_randomly(static_cast<uint64_t>(i + 1), 0.2)) continue;
     // Not polled while it runs: building the layout's JSON costs the supervisor, and the steps
@@ -255,6 +260,10 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
       if (nlohmann::json::parse(t.value()->experts_json())["migration"].is_null()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
+    quiet = std::max(std::chrono::milliseconds(150),
+                     std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::steady_clock::now() - started) +
+                         std::chrono::milliseconds(150));
     ++f.migrations;
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -262,7 +271,13 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
   const auto arrivals = sinks[0]->arrivals();
   for (int b = 0; b < 32; ++b)
     t.value()->service().cancel(b + 1);
-  const auto controls = control_windows(windows, arrivals.empty() ? 0 : arrivals.back());
+  std::vector<double> gaps;
+  for (size_t i = 1; i < arrivals.size(); ++i)
+    gaps.push_back(arrivals[i] - arrivals[i - 1]);
+  // Two median steps from each migration: a step that overlaps a control window then does not
+  // overlap a migration too.
+  const auto controls =
+      control_windows(windows, arrivals.empty() ? 0 : arrivals.back(), 2 * percentile(gaps, 0.5));
   auto overlaps = [](const std::vector<std::pair<double, double>>& in, double begin, double end) {
     for (const auto& [ws, we] : in) {
       if (begin <= we && end >= ws) return true;

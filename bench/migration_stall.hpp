@@ -11,6 +11,7 @@ namespace brigade::bench {
 struct migration_stall_figures {
   bool two_nodes = false;  ///< Shards on two node processes: experts crossing over the data plane.
   int migrations = 0;
+  int copy_interval_ms = 0;  ///< The shards' pause after each expert copied in.
   int steps_during = 0;
   int steps_outside = 0;
   double median_ms = 0;       ///< Median step time outside migrations.
@@ -39,8 +40,9 @@ struct migration_stall_figures {
 /// `migrations` random re-plans, timing every step from the tokens' arrival; then times a fixed
 /// loop for the machine's own floor. With `two_nodes`
 /// the roles run on two `brigade node` processes on loopback (2 shards each), so experts that
-/// change nodes are copied over the data plane; otherwise everything runs in this process.
+/// change nodes are copied over the data plane; otherwise everything runs in this process. Each
+/// shard pauses `copy_interval_ms` after every expert it copies in (eplb.copy_interval_ms).
 result<migration_stall_figures> measure_migration_stall(const std::string& work_dir, int migrations,
-                                                        bool two_nodes = false);
+                                                        bool two_nodes, int copy_interval_ms);
 
 }  // namespace brigade::bench

@@ -368,6 +368,7 @@ result<manifest> parse_manifest(const std::string& yaml, const std::string& sour
     s.integer64("sample_interval_steps", m.eplb.sample_interval_steps, 1, int64_t{1} << 40);
     s.integer64("replan_interval_steps", m.eplb.replan_interval_steps, 1, int64_t{1} << 40);
     s.number("margin", m.eplb.margin, 0.0);
+    s.integer("copy_interval_ms", m.eplb.copy_interval_ms, 0, 60 * 1000);
   });
   top.text("join_secret_file", m.join_secret_file);
   top.child("transport", [&](section& s) {

@@ -52,6 +52,8 @@ TEST_CASE("manifest errors name the field and the problem", "[manifest]") {
   CHECK_THAT(parse_error("model: m\nserve: {listen: 'localhost'}"),
              Catch::Contains("serve.listen") && Catch::Contains("HOST:PORT"));
   CHECK_THAT(parse_error("model: m\nserve: {api_keys: key}"), Catch::Contains("'serve.api_keys'"));
+  CHECK_THAT(parse_error("model: m\neplb: {copy_interval_ms: -5}"),
+             Catch::Contains("eplb.copy_interval_ms"));
   CHECK_THAT(parse_error("model: m\nroles: [1, 2]"), Catch::Contains("'roles'"));
   CHECK_THAT(parse_error("- a\n- b"), Catch::Contains("mapping"));
   CHECK_THAT(parse_error("model: m\nrestart: {window_s: -1}"), Catch::Contains("restart.window_s"));
@@ -64,6 +66,7 @@ TEST_CASE("the example manifests are valid", "[manifest]") {
   CHECK(m->experts.count == 8);
   CHECK(m->kv_cache.pool_bytes == 64ull << 20);
   CHECK(m->eplb.replan_interval_steps == 10000);
+  CHECK(m->eplb.copy_interval_ms == 50);
   auto three =
       deploy::load_manifest(std::string(BRIGADE_SOURCE_DIR) + "/deploy/examples/three-nodes.yaml");
   INFO((three.ok() ? std::string() : three.err().message));
