@@ -1,6 +1,5 @@
 #include "actors/expert_loader.hpp"
 
-#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -24,13 +23,14 @@ namespace {
 constexpr int max_copies_in_flight = 1;
 constexpr std::chrono::seconds copy_timeout{120};
 
-// Serving steps come first: background copies run only when a core would otherwise idle
-// (SCHED_IDLE; where that is refused, the lowest nice level). Linux: per thread.
+// Serving steps come first: background copies run at the lowest nice level (Linux: per thread),
+// with a small share of a busy core. Not SCHED_IDLE: its share of a core that serving keeps busy
+// is five times smaller still, and under full load a migration crawled (0.2 s for what takes a few
+// ms, with two busy loops beside a one-process topology), while steps overlapping migrations were
+// no faster than at nice 19 (bench balance, two alternated pairs, one process and two nodes:
+// 1.04-1.07x their local median with SCHED_IDLE, 1.02-1.06x at nice 19).
 void lower_this_threads_priority() {
-  sched_param none{};
-  if (sched_setscheduler(0, SCHED_IDLE, &none) != 0) {
-    setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
-  }
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
 }
 
 struct copy_job {

@@ -48,7 +48,7 @@ struct load_job {
   std::set<expert_key> have;
 };
 
-/// Starts a shard's loader: a thread of its own, at the lowest CPU priority, that takes load_jobs
+/// Starts a shard's loader: a thread of its own, at the lowest nice level, that takes load_jobs
 /// one after another and sends `shard` (loaded_atom, plan.epoch, result) once every expert of a
 /// job arrived; (abort_atom, epoch) drops that epoch's job. After each expert that moved bytes
 /// (from another node or the checkpoint) it waits `copy_interval` before the next. One per shard
@@ -63,7 +63,7 @@ struct export_job {
   expert_key key;
 };
 
-/// Starts a shard's exporter: a thread of its own, at the lowest CPU priority, that answers each
+/// Starts a shard's exporter: a thread of its own, at the lowest nice level, that answers each
 /// export_job with the expert copied out of the backend (an expert_weights), one after another.
 /// One per shard for the shard's life rather than a thread per copy: a thread start for each
 /// expert a migration sends cost serving a sixth of the migration's whole cost (bench balance
