@@ -244,6 +244,7 @@ std::string rebalancer::to_json(const std::string& migration_json) const {
   j["sample_interval_steps"] = options_.sample_interval_steps;
   j["replan_interval_steps"] = options_.replan_interval_steps;
   j["margin"] = options_.margin;
+  j["copy_interval_ms"] = options_.copy_interval_ms;
   nlohmann::json layers = nlohmann::json::array();
   for (int layer : moe_layers_) {
     layers.push_back({{"layer", layer}, {"phy2log", current_.phy2log[static_cast<size_t>(layer)]}});

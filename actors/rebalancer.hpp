@@ -24,6 +24,7 @@ struct rebalance_options {
   int64_t replan_interval_steps = 10000;  ///< Steps between re-plans.
   double margin = 0.02;                   ///< Relative imbalance gain a plan must promise.
   size_t history_windows = 64;            ///< Windows kept for introspection.
+  int copy_interval_ms = 0;  ///< The shards' pause after each expert copied in (shown only).
 };
 
 /// Something introspection shows on /v1/events.

@@ -349,7 +349,8 @@ static supervisor_actor::behavior_type supervisor_behavior(supervisor_pointer se
   const auto& e = st.config.manifest.eplb;
   st.balance = std::make_unique<rebalancer>(
       st.ctx->config, st.config.layout,
-      rebalance_options{e.sample_interval_steps, e.replan_interval_steps, e.margin, 64});
+      rebalance_options{e.sample_interval_steps, e.replan_interval_steps, e.margin, 64,
+                        e.copy_interval_ms});
   st.shards.layout = st.config.layout;
   self->set_down_handler([self](caf::down_msg& dm) { on_child_down(self, dm); });
   for (const auto& [node, agent] : st.config.agents)

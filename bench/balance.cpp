@@ -337,12 +337,14 @@ void print_goals(const std::vector<goal>& goals, const std::vector<std::vector<d
 }
 
 void print_stall(const migration_stall_figures& s) {
+  // In one process new slots share the weights in memory: nothing is copied, nothing is paced.
+  const std::string copies = s.two_nodes ? std::to_string(s.copy_interval_ms) + " ms copy interval"
+                                         : "new slots share the weights, nothing is copied";
   std::printf(
       "\nDecode steps (batch 32, 4 expert shards of 10 slots, 32 experts, %s) through %d live "
-      "migrations\n(%.3f s each on average, %d ms copy interval): %d steps overlapped a "
-      "migration, %d did not.\n",
+      "migrations\n(%.3f s each on average, %s): %d steps overlapped a migration, %d did not.\n",
       s.two_nodes ? "on two node processes" : "in one process", s.migrations, s.mean_migration_s,
-      s.copy_interval_ms, s.steps_during, s.steps_outside);
+      copies.c_str(), s.steps_during, s.steps_outside);
   table t({"step time over", "", "during migrations", "control windows", "outside", "fixed loop"});
   t.add_row({"the median of the 16 nearest steps outside", "median",
              fixed(s.local_median_during, 3) + "x", fixed(s.local_median_control, 3) + "x", "1x",

@@ -198,6 +198,7 @@ TEST_CASE("outputs stay identical across 100 random re-plans during generation",
   const auto experts = nlohmann::json::parse(topo.value()->experts_json());
   CHECK(experts["rebalances"]["adopted"].get<int>() == 100);
   CHECK(experts["epoch"].get<int>() == 100);
+  CHECK(experts["copy_interval_ms"].get<int>() == m.eplb.copy_interval_ms);
   // Every new expert was copied from the shard that held it, none read from the checkpoint again.
   int64_t copied = 0, sent = 0;
   for (const auto& s : nlohmann::json::parse(topo.value()->statuses_json())) {
