@@ -13,9 +13,12 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -47,6 +50,7 @@ struct balance_options {
   int migrations = 100;  // a migration overlaps only a step or two: many give a real p99
   bool migration_nodes = false;
   int copy_interval_ms = deploy::eplb_policy{}.copy_interval_ms;
+  std::string steps_svg;  // where to draw the timed steps; empty: nowhere
 };
 
 struct cluster_shape {
@@ -361,6 +365,25 @@ void print_stall(const migration_stall_figures& s) {
       s.local_p99_outside > 0 ? s.local_p99_during / s.local_p99_outside : 0.0);
 }
 
+bool write_steps_svg(migration_stall_figures s, const std::string& path) {
+  s.plot.title = "Decode steps through " + std::to_string(s.migrations) + " live migrations, " +
+                 (s.two_nodes ? "shards on two node processes, copy interval " +
+                                    std::to_string(s.copy_interval_ms) + " ms"
+                              : std::string("one process"));
+  s.plot.lines = {{"goal 1.05x", 1.05},
+                  {"p99 during " + fixed(s.local_p99_during, 2) + "x", s.local_p99_during},
+                  {"p99 outside " + fixed(s.local_p99_outside, 2) + "x", s.local_p99_outside}};
+  std::ofstream out(path, std::ios::trunc);
+  out << step_time_svg(s.plot);
+  if (!out.flush()) {
+    std::fprintf(stderr, "brigade bench balance: writing --steps-svg %s failed: %s\n",
+                 path.c_str(), std::strerror(errno));
+    return false;
+  }
+  std::fprintf(stderr, "drew %zu steps into %s\n", s.plot.steps.size(), path.c_str());
+  return true;
+}
+
 void print_json(const std::vector<row>& rows, const std::vector<goal>& goals,
                 const std::vector<std::vector<double>>& fresh_ms, const balance_options& o,
                 const std::optional<migration_stall_figures>& stall) {
@@ -446,10 +469,23 @@ int balance(int argc, char** argv) {
                  "a shard's pause after each expert copied in from another node (the manifest's "
                  "eplb.copy_interval_ms; 0: back to back)")
       ->check(CLI::Range(0, 60000));
+  app.add_option("--steps-svg", o.steps_svg,
+                 "also draw every timed decode step, with the migration windows, into this SVG "
+                 "file");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  }
+  if (!o.steps_svg.empty() && o.migrations == 0) {
+    std::fprintf(stderr, "brigade bench balance: --steps-svg needs --migrations above 0\n");
+    return 2;
+  }
+  // Found out now rather than after minutes of timing.
+  if (!o.steps_svg.empty() && !std::ofstream(o.steps_svg, std::ios::app)) {
+    std::fprintf(stderr, "brigade bench balance: cannot write --steps-svg %s: %s\n",
+                 o.steps_svg.c_str(), std::strerror(errno));
+    return 1;
   }
   std::vector<row> rows;
   for (const cluster_shape& shape : shapes) {
@@ -478,6 +514,7 @@ int balance(int argc, char** argv) {
       return 1;
     }
     stall = s.value();
+    if (!o.steps_svg.empty() && !write_steps_svg(*stall, o.steps_svg)) return 1;
     goals.push_back(
         {"p99 step time during migration / local median", stall->local_p99_during, 1.05, true});
   }

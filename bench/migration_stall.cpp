@@ -60,6 +60,7 @@ double percentile(std::vector<double> v, double p) {
 
 struct step_time {
   double ms = 0;
+  double end_unix_ms = 0;
   bool during = false;   ///< Overlapped a migration.
   bool control = false;  ///< Overlapped a control window (and no migration).
 };
@@ -122,6 +123,23 @@ double fixed_loop_p99_ratio(double target_ms, int reps) {
   for (int i = 0; i < reps; ++i)
     ms.push_back(time_ms(chunks));
   return percentile(ms, 0.99) / percentile(ms, 0.5);
+}
+
+// The run as `--steps-svg` draws it, in seconds from the first timed step.
+step_plot plot_of(const std::vector<step_time>& steps, const std::vector<double>& local,
+                  const std::vector<std::pair<double, double>>& windows,
+                  const std::vector<std::pair<double, double>>& controls) {
+  step_plot p;
+  if (steps.empty()) return p;
+  const double origin = steps.front().end_unix_ms;
+  auto seconds = [origin](double unix_ms) { return (unix_ms - origin) / 1000.0; };
+  for (size_t i = 0; i < steps.size(); ++i)
+    p.steps.push_back({seconds(steps[i].end_unix_ms), local[i], steps[i].during});
+  for (const auto& [from, to] : windows)
+    p.migrations.emplace_back(seconds(from), seconds(to));
+  for (const auto& [from, to] : controls)
+    p.controls.emplace_back(seconds(from), seconds(to));
+  return p;
 }
 
 // Migration windows [start, end] in unix ms from the supervisor's events.
@@ -288,7 +306,7 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
   for (size_t i = 9; i < arrivals.size(); ++i) {
     const double begin = arrivals[i - 1], end = arrivals[i];
     const bool during = overlaps(windows, begin, end);
-    steps.push_back({end - begin, during, !during && overlaps(controls, begin, end)});
+    steps.push_back({end - begin, end, during, !during && overlaps(controls, begin, end)});
   }
   std::vector<double> during, outside, during_local, outside_local, control_local;
   const std::vector<double> local = local_ratios(steps);
@@ -312,6 +330,7 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
   f.local_p99_during = percentile(during_local, 0.99);
   f.local_p99_outside = percentile(outside_local, 0.99);
   f.mean_migration_s = windows.empty() ? 0 : total_s / static_cast<double>(windows.size());
+  f.plot = plot_of(steps, local, windows, controls);
   t.value().reset();  // the topology stops: the machine is quiet for the fixed loop
   nodes.clear();
   f.machine_p99_ratio = fixed_loop_p99_ratio(f.median_ms, 400);

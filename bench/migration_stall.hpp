@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "bench/step_plot.hpp"
 #include "common/result.hpp"
 
 namespace brigade::bench {
@@ -32,6 +33,9 @@ struct migration_stall_figures {
   /// p99 over median of fixed single-thread work as long as a median step, streaming memory as
   /// a step streams its KV cache, timed on this machine in the same run: the machine's own spread.
   double machine_p99_ratio = 0;
+  /// Every timed step, the migration and control windows, in seconds from the first step: what
+  /// `--steps-svg` draws.
+  step_plot plot;
   double p99_ratio() const { return p99_during_ms / median_ms; }
   double noise_ratio() const { return p99_outside_ms / median_ms; }
 };
