@@ -376,8 +376,8 @@ bool write_steps_svg(migration_stall_figures s, const std::string& path) {
   std::ofstream out(path, std::ios::trunc);
   out << step_time_svg(s.plot);
   if (!out.flush()) {
-    std::fprintf(stderr, "brigade bench balance: writing --steps-svg %s failed: %s\n",
-                 path.c_str(), std::strerror(errno));
+    std::fprintf(stderr, "brigade bench balance: writing --steps-svg %s failed: %s\n", path.c_str(),
+                 std::strerror(errno));
     return false;
   }
   std::fprintf(stderr, "drew %zu steps into %s\n", s.plot.steps.size(), path.c_str());

@@ -27,11 +27,20 @@ std::string xml_escaped(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -97,12 +106,12 @@ void add_axes(std::string& svg, const frame& f) {
          "\" y2=\"" + num(y0) + "\"/>\n";
   const double dt = tick_step(f.t_max, 10);
   for (double t = 0; t <= f.t_max + 1e-9; t += dt) {
-    svg += "<text x=\"" + num(f.x(t)) + "\" y=\"" + num(y0 + 16) +
-           "\" text-anchor=\"middle\">" + num(t) + "</text>\n";
+    svg += "<text x=\"" + num(f.x(t)) + "\" y=\"" + num(y0 + 16) + "\" text-anchor=\"middle\">" +
+           num(t) + "</text>\n";
   }
   for (double r = f.y_min; r <= f.y_max + 1e-9; r += 0.25) {
-    svg += "<text x=\"" + num(x0 - 6) + "\" y=\"" + num(f.y(r) + 4) +
-           "\" text-anchor=\"end\">" + ratio_label(r) + "</text>\n";
+    svg += "<text x=\"" + num(x0 - 6) + "\" y=\"" + num(f.y(r) + 4) + "\" text-anchor=\"end\">" +
+           ratio_label(r) + "</text>\n";
   }
   svg += "<text x=\"" + num((x0 + x1) / 2) + "\" y=\"" + num(height - 10) +
          "\" text-anchor=\"middle\">seconds</text>\n";
@@ -142,9 +151,10 @@ std::string step_time_svg(const step_plot& plot) {
                     num(height) + "\">\n";
   svg += style;
   svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  svg += "<text x=\"" + num(left) + "\" y=\"18\" font-weight=\"bold\">" +
-         xml_escaped(plot.title) + "</text>\n";
-  svg += "<text x=\"" + num(left) + "\" y=\"34\">red: steps overlapping a migration (shaded "
+  svg += "<text x=\"" + num(left) + "\" y=\"18\" font-weight=\"bold\">" + xml_escaped(plot.title) +
+         "</text>\n";
+  svg += "<text x=\"" + num(left) +
+         "\" y=\"34\">red: steps overlapping a migration (shaded "
          "orange); blue: the others; grey: control windows</text>\n";
   add_windows(svg, f, plot.migrations, "migration");
   add_windows(svg, f, plot.controls, "control");
