@@ -76,8 +76,8 @@ frame frame_of(const step_plot& p) {
     lo = std::min(lo, s.ratio);
     hi = std::max(hi, s.ratio);
   }
-  for (const auto& windows : {p.migrations, p.controls}) {
-    for (const auto& w : windows)
+  for (const auto* windows : {&p.migrations, &p.controls}) {
+    for (const auto& w : *windows)
       t = std::max(t, w.second);
   }
   for (const reference_line& l : p.lines)
