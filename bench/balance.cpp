@@ -284,7 +284,8 @@ struct goal {
   std::string name;
   double value;
   double target;
-  bool at_most;  ///< true: value <= target; false: value >= target.
+  bool at_most;             ///< true: value <= target; false: value >= target.
+  std::string caveat = {};  ///< Why a verdict may say little on this machine; empty: none.
   bool met() const { return at_most ? value <= target : value >= target; }
 };
 
@@ -337,6 +338,7 @@ void print_goals(const std::vector<goal>& goals, const std::vector<std::vector<d
   for (const goal& g : goals) {
     std::printf("  %-62s %8.4f %s %-6g %s\n", g.name.c_str(), g.value,
                 g.at_most ? "<=" : ">=", g.target, g.met() ? "met" : "MISSED");
+    if (!g.caveat.empty()) std::printf("    (%s)\n", g.caveat.c_str());
   }
 }
 
@@ -410,7 +412,8 @@ void print_json(const std::vector<row>& rows, const std::vector<goal>& goals,
                             {"value", g.value},
                             {"target", g.target},
                             {"at_most", g.at_most},
-                            {"met", g.met()}});
+                            {"met", g.met()},
+                            {"caveat", g.caveat}});
   }
   if (stall) {
     doc["migration"] = {
@@ -517,6 +520,13 @@ int balance(int argc, char** argv) {
     if (!o.steps_svg.empty() && !write_steps_svg(*stall, o.steps_svg)) return 1;
     goals.push_back(
         {"p99 step time during migration / local median", stall->local_p99_during, 1.05, true});
+    if (stall->machine_p99_ratio > goals.back().target && stall->local_p99_outside > 0) {
+      goals.back().caveat = "this machine alone spreads identical work " +
+                            fixed(stall->machine_p99_ratio, 3) +
+                            "x at p99, so it cannot show this goal met; p99 during over p99 "
+                            "outside: " +
+                            fixed(stall->local_p99_during / stall->local_p99_outside, 3) + "x";
+    }
   }
   if (o.json) {
     print_json(rows, goals, fresh_ms, o, stall);
