@@ -5,7 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/text.hpp"
+
 using namespace brigade::bench;
+using brigade::testing::count_of;
 
 namespace {
 
@@ -23,13 +26,6 @@ std::vector<drawn_step> circles_of(const std::string& svg) {
     out.push_back({(*it)[1].matched, std::stod((*it)[2]), std::stod((*it)[3])});
   }
   return out;
-}
-
-size_t count_of(const std::string& svg, const std::string& needle) {
-  size_t n = 0;
-  for (size_t at = svg.find(needle); at != std::string::npos; at = svg.find(needle, at + 1))
-    ++n;
-  return n;
 }
 
 step_plot sample_run() {

@@ -1,6 +1,4 @@
 // Runs the brigade binary the way a user does and checks its answers and its errors.
-#include <sys/wait.h>
-
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
@@ -8,27 +6,11 @@
 #include <string>
 
 #include "tests/eplb/random_loads.hpp"
+#include "tests/support/run_brigade.hpp"
 
 namespace {
 
-struct run_result {
-  int exit_code = -1;
-  std::string output;  ///< stdout and stderr together
-};
-
-run_result run_brigade(const std::string& args) {
-  const std::string command = std::string(BRIGADE_BINARY_DIR) + "/brigade " + args + " 2>&1";
-  run_result r;
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0)
-    r.output.append(buffer, n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using brigade::testing::run_brigade;
 
 std::string write_file(const std::string& name, const std::string& text) {
   const std::string path = std::string(BRIGADE_BINARY_DIR) + "/eplb_cli_test_" + name;
@@ -44,21 +26,21 @@ std::string load_json(int layers, int experts, uint64_t seed) {
 }
 
 void require_error(const std::string& args, const std::string& fragment) {
-  const run_result r = run_brigade("plan-experts " + args);
-  INFO("brigade plan-experts " << args << "\n" << r.output);
+  const auto r = run_brigade("plan-experts " + args);
+  INFO("brigade plan-experts " << args << "\n" << r.all());
   CHECK(r.exit_code != 0);
-  CHECK(r.output.find(fragment) != std::string::npos);
+  CHECK(r.all().find(fragment) != std::string::npos);
 }
 
 }  // namespace
 
 TEST_CASE("plan-experts prints a layout and its figures as JSON", "[eplb][cli]") {
   const std::string load = write_file("load.json", load_json(3, 16, 1));
-  const run_result r =
+  const auto r =
       run_brigade("plan-experts --load " + load + " --shards 4 --slots-per-shard 5 --json");
-  INFO(r.output);
+  INFO(r.all());
   REQUIRE(r.exit_code == 0);
-  const auto doc = nlohmann::json::parse(r.output);
+  const auto doc = nlohmann::json::parse(r.out);
   REQUIRE(doc["phy2log"].size() == 3);
   CHECK(doc["phy2log"][0].size() == 20);
   for (const char* key : {"balancedness", "max_over_mean", "moved_slots", "plan_ms"}) {
@@ -68,13 +50,12 @@ TEST_CASE("plan-experts prints a layout and its figures as JSON", "[eplb][cli]")
   CHECK(doc["balancedness"].get<double>() > 0.9);
 
   // Its output is a valid --current for the next plan; the same load moves nothing.
-  const std::string current = write_file("current.json", r.output);
-  const run_result again =
-      run_brigade("plan-experts --load " + load +
-                  " --shards 4 --slots-per-shard 5 --json --current " + current);
-  INFO(again.output);
+  const std::string current = write_file("current.json", r.out);
+  const auto again = run_brigade("plan-experts --load " + load +
+                                 " --shards 4 --slots-per-shard 5 --json --current " + current);
+  INFO(again.all());
   REQUIRE(again.exit_code == 0);
-  const auto next = nlohmann::json::parse(again.output);
+  const auto next = nlohmann::json::parse(again.out);
   CHECK(next["moved_slots"] == 0);
   CHECK(next["phy2log"] == doc["phy2log"]);
 }

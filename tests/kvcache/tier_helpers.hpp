@@ -8,14 +8,13 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "kvcache/block_payload.hpp"
 #include "kvcache/model_fingerprint.hpp"
 #include "support/temp_dir.hpp"
+#include "support/text.hpp"
 
 namespace brigade::kvcache::testing {
 
@@ -102,10 +101,7 @@ class stderr_capture {
   /// Restores stderr and returns what was written meanwhile.
   std::string text() {
     restore();
-    std::ifstream in(path_);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
+    return ::brigade::testing::read_text(path_);
   }
 
  private:

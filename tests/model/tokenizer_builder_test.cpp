@@ -1,24 +1,16 @@
 // The generated tokenizer: deterministic, exactly vocab_size ids, and usable.
 #include <catch2/catch.hpp>
-#include <fstream>
-#include <sstream>
 
 #include "model/chat_template.hpp"
 #include "model/tokenizer.hpp"
 #include "model/tokenizer_builder.hpp"
 #include "model/tokenizer_corpus.hpp"
 #include "tests/model/tokenizer_fixture.hpp"
+#include "tests/support/text.hpp"
 
 namespace {
 
 using namespace brigade::model;
-
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 tokenizer build(const tokenizer_spec& spec) {
   const std::string dir = testing::scratch_dir("builder");
@@ -41,9 +33,9 @@ TEST_CASE("the builder writes the same bytes every time", "[tokenizer_builder]")
   REQUIRE(write_byte_level_tokenizer(a, spec).ok());
   REQUIRE(write_byte_level_tokenizer(b, spec).ok());
   for (const char* name : {"/tokenizer.json", "/tokenizer_config.json"}) {
-    const std::string first = read(a + name);
+    const std::string first = brigade::testing::read_text(a + name);
     CHECK(first.size() > 100);
-    CHECK(first == read(b + name));
+    CHECK(first == brigade::testing::read_text(b + name));
   }
 }
 
