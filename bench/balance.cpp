@@ -375,11 +375,15 @@ bool write_steps_svg(migration_stall_figures s, const std::string& path) {
   s.plot.lines = {{"goal 1.05x", 1.05},
                   {"p99 during " + fixed(s.local_p99_during, 2) + "x", s.local_p99_during},
                   {"p99 outside " + fixed(s.local_p99_outside, 2) + "x", s.local_p99_outside}};
-  std::ofstream out(path, std::ios::trunc);
+  // Written aside and renamed over: a full disk leaves the file as it was, not half a plot.
+  const std::string partial = path + ".partial";
+  std::ofstream out(partial, std::ios::trunc);
   out << step_time_svg(s.plot);
-  if (!out.flush()) {
+  out.close();
+  if (!out || std::rename(partial.c_str(), path.c_str()) != 0) {
     std::fprintf(stderr, "brigade bench balance: writing --steps-svg %s failed: %s\n", path.c_str(),
                  std::strerror(errno));
+    std::remove(partial.c_str());
     return false;
   }
   std::fprintf(stderr, "drew %zu steps into %s\n", s.plot.steps.size(), path.c_str());
@@ -484,11 +488,15 @@ int balance(int argc, char** argv) {
     std::fprintf(stderr, "brigade bench balance: --steps-svg needs --migrations above 0\n");
     return 2;
   }
-  // Found out now rather than after minutes of timing.
-  if (!o.steps_svg.empty() && !std::ofstream(o.steps_svg, std::ios::app)) {
-    std::fprintf(stderr, "brigade bench balance: cannot write --steps-svg %s: %s\n",
-                 o.steps_svg.c_str(), std::strerror(errno));
-    return 1;
+  // Found out now rather than after minutes of timing, without touching the file itself.
+  if (!o.steps_svg.empty()) {
+    const std::string probe = o.steps_svg + ".partial";
+    if (!std::ofstream(probe)) {
+      std::fprintf(stderr, "brigade bench balance: cannot write --steps-svg %s: %s\n",
+                   o.steps_svg.c_str(), std::strerror(errno));
+      return 1;
+    }
+    std::remove(probe.c_str());
   }
   std::vector<row> rows;
   for (const cluster_shape& shape : shapes) {
