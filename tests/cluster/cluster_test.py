@@ -7,6 +7,7 @@
   over the data plane between nodes, and reads none from a checkpoint; outputs stay identical;
 - kill -9 of a node holding expert shards, and of the node holding the decode worker, mid-stream:
   every stream completes with the same text; the registry shows who died with the node and why;
+  over loopback the first kill also lands mid-migration, which rolls back to the layout before;
 - a node started with another join secret is refused and gets nothing spawned;
 - `brigade deploy --dry-run` prints the placement node by node;
 - with --netns, the nodes run in Linux network namespaces joined by veth pairs to a bridge.
@@ -31,6 +32,7 @@ from brigade_server import brigade_server  # noqa: E402
 
 PROMPTS = 24
 TOKENS = 12
+COPY_INTERVAL_MS = 200
 
 
 def prompt_ids(i):
@@ -82,7 +84,9 @@ def write_manifest(path, model, secret, nodes, roles, tls, devices):
                 f"transport: {{tls: '{tls}'{', net_devices: ' + devices if devices else ''}}}\n"
                 f"restart: {{max_restarts: 5, window_s: 60, backoff_ms: 20}}\n"
                 # The prefill pool keeps one cached block: the rest go to the node's KV store.
-                f"kv_cache: {{pool_bytes: 1, host_bytes: 64MiB}}\nnodes:\n")
+                f"kv_cache: {{pool_bytes: 1, host_bytes: 64MiB}}\n"
+                # Paced copies make a migration last long enough to kill a node in the middle.
+                f"eplb: {{copy_interval_ms: {COPY_INTERVAL_MS}}}\nnodes:\n")
         for n, r in zip(nodes, roles):
             f.write(f"  - {{name: {n.name}, address: '{n.address}', roles: {r}}}\n")
 
@@ -176,14 +180,32 @@ def check_migration(c, expected):
     return ok
 
 
-def check_node_kill(c, brigade, model, victim, expect_dead, sig=signal.SIGKILL):
-    """Kills (or stops) `victim` mid-stream; every stream must still equal generate's text."""
+def start_migration(c):
+    """Starts a random re-plan and waits until its migration is in flight; returns whether it is."""
+    if c.coord.post("/v1/admin/replan", {"seed": 23}).get("replan") != "started":
+        return False
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        if c.coord.get("/v1/experts")["migration"] is not None:
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def check_node_kill(c, brigade, model, victim, expect_dead, sig=signal.SIGKILL,
+                    mid_migration=False):
+    """Kills (or stops) `victim` mid-stream; every stream must still equal generate's text.
+    With mid_migration, the kill also lands while a migration copies experts between the nodes:
+    it must roll back to the layout before it."""
     tokens = 40
     expected = [generate(brigade, model, prompt_ids(i), tokens) for i in range(6)]
-    killed_at = []
+    killed_at, in_flight = [], []
+    before = c.coord.get("/v1/experts")
 
     def kill_once():
         if not killed_at:
+            if mid_migration:
+                in_flight.append(start_migration(c))
             killed_at.append(time.time())
             victim.kill(sig)
 
@@ -207,7 +229,20 @@ def check_node_kill(c, brigade, model, victim, expect_dead, sig=signal.SIGKILL):
     causes = {a: (actors[a]["death_cause"], actors[a]["node"], actors[a]["generation"])
               for a in expect_dead}
     how = "kill -9" if sig == signal.SIGKILL else "SIGSTOP (hung)"
-    print(f"  {how} {victim.name} mid-stream: "
+    migration = ""
+    if mid_migration:
+        deadline = time.time() + 30
+        while c.coord.get("/v1/experts")["migration"] is not None and time.time() < deadline:
+            time.sleep(0.05)
+        after = c.coord.get("/v1/experts")
+        rolled_back = (in_flight == [True] and after["epoch"] == before["epoch"]
+                       and after["rebalances"]["rolled_back"]
+                       == before["rebalances"]["rolled_back"] + 1)
+        ok = ok and rolled_back
+        migration = (f" and mid-migration: {'rolled back' if rolled_back else 'NOT rolled back'} "
+                     f"(in flight when killed: {in_flight}, epoch {before['epoch']} -> "
+                     f"{after['epoch']}, rebalances {after['rebalances']})")
+    print(f"  {how} {victim.name} mid-stream{migration}: "
           f"{'6 streams identical to generate' if ok else 'FAILED'}; noticed after "
           f"{noticed if noticed is None else round(noticed, 3)} s; registry {causes}")
     if not ok:
@@ -333,7 +368,8 @@ def main():
             ok = check_outputs(c, expected)
             ok = check_migration(c, expected) and ok
             ok = check_node_kv_store(c, brigade, model) and ok
-            ok = check_node_kill(c, brigade, model, c.nodes[2], ["expert_shard-3"]) and ok
+            ok = check_node_kill(c, brigade, model, c.nodes[2], ["expert_shard-3"],
+                                 mid_migration=True) and ok
             ok = check_node_kill(c, brigade, model, c.nodes[1], ["decode-0", "expert_shard-2"]) and ok
         finally:
             c.stop()
