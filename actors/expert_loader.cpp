@@ -224,6 +224,7 @@ caf::behavior exporter(caf::event_based_actor*, std::shared_ptr<const model_cont
 
 expert_copy_counts& expert_copy_counts::operator+=(const expert_copy_counts& o) {
   same_node += o.same_node;
+  same_node_indexed += o.same_node_indexed;
   other_nodes += o.other_nodes;
   other_nodes_bytes += o.other_nodes_bytes;
   from_checkpoint += o.from_checkpoint;

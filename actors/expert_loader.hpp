@@ -21,7 +21,10 @@ namespace brigade::actors {
 
 /// Where a shard's new experts came from, summed over its migrations.
 struct expert_copy_counts {
-  int64_t same_node = 0;    ///< Copied from a peer shard in this process.
+  int64_t same_node = 0;  ///< Shared from a peer shard in this process.
+  /// Of same_node: found in the process's share index, without asking the peer (which then
+  /// counts no expert sent).
+  int64_t same_node_indexed = 0;
   int64_t other_nodes = 0;  ///< Copied from a peer shard on another node.
   int64_t other_nodes_bytes = 0;
   int64_t from_checkpoint = 0;  ///< Read from this node's checkpoint.

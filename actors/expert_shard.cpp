@@ -10,6 +10,7 @@
 #include <set>
 
 #include "actors/expert_loader.hpp"
+#include "actors/expert_share_index.hpp"
 #include "common/log.hpp"
 #include "model/transformer.hpp"
 
@@ -169,20 +170,44 @@ caf::actor& started(shard_pointer self, caf::actor& helper,
   return helper;
 }
 
-// Prepares the epoch of `plan`: at once when the shard holds all its experts already, otherwise
-// by its loader in the background (then the reply waits in prepare_replies). Returns whether the
-// epoch is ready.
+// Stores an epoch's slots and tells the process's share index which weights the shard holds.
+void adopt_epoch(shard_state& st, uint64_t epoch, slot_map slots) {
+  if (st.ctx->shares) {
+    for (const auto& [key, held] : slots)
+      st.ctx->shares->publish(key.first, held.expert, held.weights);
+  }
+  st.epochs[epoch] = std::move(slots);
+}
+
+// The experts of `plan` the shard does not hold, all shared from peers in this process through
+// the share index; null when any of them is not to be found there.
+std::unique_ptr<loaded_experts> shared_in_process(const shard_state& st, const shard_plan& plan,
+                                                  const std::set<expert_key>& have) {
+  auto out = std::make_unique<loaded_experts>();
+  for (const auto& a : plan.slots) {
+    const expert_key key{a.layer, a.expert};
+    if (have.count(key) || out->weights.count(key)) continue;
+    auto w = st.ctx->shares ? st.ctx->shares->find(a.layer, a.expert) : nullptr;
+    if (!w) return nullptr;
+    out->weights[key] = std::move(w);
+    ++out->counts.same_node;
+    ++out->counts.same_node_indexed;
+  }
+  return out;
+}
+
+// Prepares the epoch of `plan`: at once when the shard holds its experts already or peers in this
+// process do (through the share index), otherwise by its loader in the background (then the
+// reply waits in prepare_replies). Returns whether the epoch is ready.
 bool start_prepare(shard_pointer self, shard_plan plan) {
   auto& st = self->state;
   const auto held = held_weights(st);
-  std::set<std::pair<int32_t, int32_t>> have;
+  std::set<expert_key> have;
   for (const auto& [key, w] : held)
     have.insert(key);
-  const bool all_held = std::all_of(plan.slots.begin(), plan.slots.end(), [&](const auto& a) {
-    return have.count({a.layer, a.expert}) > 0;
-  });
-  if (all_held) {
-    st.epochs[plan.epoch] = assemble(plan, held, loaded_experts{});
+  if (auto shared = shared_in_process(st, plan, have)) {
+    st.copied += shared->counts;
+    adopt_epoch(st, plan.epoch, assemble(plan, held, *shared));
     return true;
   }
   st.preparing[plan.epoch] = plan;
@@ -201,7 +226,7 @@ void on_loaded(shard_pointer self, uint64_t epoch, const std::shared_ptr<loaded_
   if (plan == st.preparing.end() || reply == st.prepare_replies.end()) return;  // aborted
   st.copied += loaded->counts;
   if (loaded->error.empty()) {
-    st.epochs[epoch] = assemble(plan->second, held_weights(st), *loaded);
+    adopt_epoch(st, epoch, assemble(plan->second, held_weights(st), *loaded));
     reply->second.deliver(true);
   } else {
     log::error(st.config.name,
@@ -258,7 +283,7 @@ expert_shard_actor::behavior_type shard_behavior(shard_pointer self,
     log::error(st.config.name, initial->error);
     self->quit(caf::make_error(caf::sec::runtime_error, initial->error));
   } else {
-    st.epochs[st.config.plan.epoch] = assemble(st.config.plan, {}, *initial);
+    adopt_epoch(st, st.config.plan.epoch, assemble(st.config.plan, {}, *initial));
   }
   return {
       [=](expert_request& req) -> caf::result<expert_reply> {
@@ -322,6 +347,7 @@ expert_shard_actor::behavior_type shard_behavior(shard_pointer self,
                                     {"experts_sent", s.exported},
                                     {"experts_received",
                                      {{"same_node", s.copied.same_node},
+                                      {"same_node_indexed", s.copied.same_node_indexed},
                                       {"other_nodes", s.copied.other_nodes},
                                       {"other_nodes_bytes", s.copied.other_nodes_bytes},
                                       {"from_checkpoint", s.copied.from_checkpoint}}}}

@@ -1,5 +1,6 @@
 #include "actors/model_context.hpp"
 
+#include "actors/expert_share_index.hpp"
 #include "common/thread_pool.hpp"
 
 namespace brigade::actors {
@@ -17,6 +18,7 @@ result<std::shared_ptr<const model_context>> model_context::load(
   ctx->dev = gpu::make_cpu_backend();
   static thread_pool caller_only(1);
   ctx->serial_dev = gpu::make_cpu_backend(&caller_only);
+  ctx->shares = std::make_shared<expert_share_index>();
   auto dense = model::dense_weights::load(*ctx->ckpt, ctx->config, *ctx->dev, progress);
   if (!dense) return dense.err();
   ctx->dense = std::move(dense.value());

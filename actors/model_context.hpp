@@ -14,6 +14,8 @@
 
 namespace brigade::actors {
 
+class expert_share_index;
+
 struct model_context {
   std::string dir;
   model::model_config config;
@@ -25,6 +27,8 @@ struct model_context {
   std::unique_ptr<gpu::backend> serial_dev;
   std::unique_ptr<model::dense_weights> dense;
   std::unique_ptr<model::transformer> forward;
+  /// The expert weights this process's shards hold, for shards to share (null without a device).
+  std::shared_ptr<expert_share_index> shares;
 
   /// Loads config and dense weights of DIR; `progress` gets (layers done, layers).
   static result<std::shared_ptr<const model_context>> load(const std::string& dir,
