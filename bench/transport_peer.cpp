@@ -9,6 +9,7 @@
 
 #include "bench/transport_bench.hpp"
 #include "bench/transport_wire.hpp"
+#include "common/hex.hpp"
 #include "transport/node_transport.hpp"
 
 namespace brigade::bench::transport_bench {
@@ -86,9 +87,13 @@ int run_peer(const std::string& tls, int cpu, std::uint32_t busy_poll_us) {
   std::string word;
   std::string hex;
   if (!(std::cin >> word >> hex) || word != "ADDR") return 1;
-  const std::vector<std::byte> driver_address = from_hex(hex);
+  const auto driver_address = from_hex(hex);
+  if (!driver_address) {
+    std::cout << "ERROR the driver's address is not hex: " << hex << std::endl;
+    return 1;
+  }
   status connected =
-      t.connect(driver_node, byte_view(driver_address.data(), driver_address.size()));
+      t.connect(driver_node, byte_view(driver_address->data(), driver_address->size()));
   if (!connected) {
     std::cout << "ERROR " << connected.err().describe() << std::endl;
     return 1;

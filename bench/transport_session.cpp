@@ -10,6 +10,7 @@
 #include "bench/transport_bench.hpp"
 #include "bench/transport_driver.hpp"
 #include "bench/transport_wire.hpp"
+#include "common/hex.hpp"
 #include "common/subprocess.hpp"
 #include "transport/node_transport.hpp"
 
@@ -103,8 +104,11 @@ result<std::unique_ptr<brigade_session>> brigade_session::open(const tls_case& t
     return error(errc::unavailable,
                  "bench transport: the peer did not start: " + (line ? *line : line.err().message));
   }
-  const std::vector<std::byte> address = from_hex(line->substr(5));
-  status connected = s->transport->connect(peer_node, byte_view(address.data(), address.size()));
+  const auto address = from_hex(line->substr(5));
+  if (!address) {
+    return error(errc::unavailable, "bench transport: the peer's address is not hex: " + *line);
+  }
+  status connected = s->transport->connect(peer_node, byte_view(address->data(), address->size()));
   if (!connected) return connected.err();
   s->peer->write_line("ADDR " + to_hex(s->transport->local_address()));
   line = read_peer_line(*s->peer);

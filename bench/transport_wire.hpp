@@ -1,12 +1,10 @@
-// What the transport benchmark's two processes agree on: channels, the bulk-round header, and
-// hex text for passing worker addresses over the pipes between them.
+// What the transport benchmark's two processes agree on: channels and the bulk-round header.
+// Worker addresses pass over the pipes between them as hex text (common/hex.hpp).
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
-#include <vector>
 
 #include "transport/ids.hpp"
 
@@ -41,24 +39,5 @@ struct bulk_round {
     return true;
   }
 };
-
-inline std::string to_hex(const std::vector<std::byte>& bytes) {
-  static const char digits[] = "0123456789abcdef";
-  std::string out;
-  for (std::byte b : bytes) {
-    out.push_back(digits[static_cast<unsigned>(b) >> 4]);
-    out.push_back(digits[static_cast<unsigned>(b) & 15]);
-  }
-  return out;
-}
-
-inline std::vector<std::byte> from_hex(const std::string& text) {
-  const auto value = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
-  std::vector<std::byte> out;
-  for (std::size_t i = 0; i + 1 < text.size(); i += 2) {
-    out.push_back(static_cast<std::byte>(value(text[i]) * 16 + value(text[i + 1])));
-  }
-  return out;
-}
 
 }  // namespace brigade::bench::transport_bench

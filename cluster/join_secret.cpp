@@ -8,20 +8,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/hex.hpp"
+
 namespace brigade::cluster {
-namespace {
-
-std::string hex(const unsigned char* bytes, size_t n) {
-  static const char digits[] = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < n; ++i) {
-    out.push_back(digits[bytes[i] >> 4]);
-    out.push_back(digits[bytes[i] & 15]);
-  }
-  return out;
-}
-
-}  // namespace
 
 result<std::string> read_join_secret(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -49,7 +38,7 @@ std::string random_nonce() {
     // RAND_bytes fails only without an entropy source; refuse to run with a guessable nonce.
     throw std::runtime_error("no random source for join nonces");
   }
-  return hex(bytes, sizeof bytes);
+  return to_hex(bytes, sizeof bytes);
 }
 
 std::string join_proof(const std::string& secret, const std::string& role, const std::string& first,
@@ -59,7 +48,7 @@ std::string join_proof(const std::string& secret, const std::string& role, const
   unsigned int len = 0;
   HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
        reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &len);
-  return hex(mac, len);
+  return to_hex(mac, len);
 }
 
 bool proofs_equal(const std::string& a, const std::string& b) {

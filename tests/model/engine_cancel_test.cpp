@@ -4,6 +4,7 @@
 
 #include "model/engine.hpp"
 #include "model/model_writer.hpp"
+#include "support/small_model_spec.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace brigade;
@@ -17,18 +18,7 @@ struct small_model {
   std::unique_ptr<loaded_model> model;
 
   small_model() {
-    model_spec spec;
-    spec.layers = 2;
-    spec.hidden = 64;
-    spec.heads = 4;
-    spec.kv_heads = 2;
-    spec.head_dim = 16;
-    spec.experts = 8;
-    spec.top_k = 2;
-    spec.moe_inter = 32;
-    spec.vocab = 512;
-    spec.seed = 5;
-    REQUIRE(write_random_model(spec, dir.path()).ok());
+    REQUIRE(write_random_model(testing::small_model_spec(5), dir.path()).ok());
     auto m = loaded_model::load(dir.path(), *dev, true);
     REQUIRE(m.ok());
     model = std::move(m.value());

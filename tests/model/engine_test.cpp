@@ -6,6 +6,7 @@
 
 #include "common/thread_pool.hpp"
 #include "model/model_writer.hpp"
+#include "support/small_model_spec.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace brigade;
@@ -19,19 +20,8 @@ struct fixture {
   std::unique_ptr<loaded_model> model;
 
   explicit fixture(const std::string& family = "qwen3_moe", thread_pool* pool = nullptr) {
-    model_spec spec;
-    spec.family = family;
-    spec.layers = 2;
-    spec.hidden = 64;
-    spec.heads = 4;
-    spec.kv_heads = 2;
-    spec.head_dim = 16;
-    spec.experts = 8;
-    spec.top_k = 2;
-    spec.moe_inter = 32;
-    spec.vocab = 512;
+    model_spec spec = testing::small_model_spec(11, family);
     spec.dtype = "bfloat16";
-    spec.seed = 11;
     REQUIRE(write_random_model(spec, dir.path()).ok());
     dev = gpu::make_cpu_backend(pool);
     auto m = loaded_model::load(dir.path(), *dev, true);

@@ -17,7 +17,7 @@
 #include <string>
 #include <thread>
 
-#include "tests/transport/hex.hpp"
+#include "common/hex.hpp"
 #include "tests/transport/test_support.hpp"
 #include "transport/node_transport.hpp"
 
@@ -65,8 +65,9 @@ std::string run_command(node_transport& t, const std::string& line) {
     peer_id id = 0;
     std::string hex;
     args >> id >> hex;
-    const std::vector<std::byte> address = from_hex(hex);
-    status s = t.connect(id, byte_view(address.data(), address.size()));
+    const auto address = from_hex(hex);
+    if (!address) return "ERR the address is not hex: " + hex;
+    status s = t.connect(id, byte_view(address->data(), address->size()));
     return s ? "OK" : "ERR " + s.err().describe();
   }
   if (word == "DISCONNECT") {

@@ -4,8 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/hex.hpp"
 #include "common/subprocess.hpp"
-#include "tests/transport/hex.hpp"
 #include "tests/transport/test_inbox.hpp"
 #include "transport/fault_points.hpp"
 
@@ -40,8 +40,9 @@ class two_processes {
     child = std::move(*spawned);
     const std::string line = read();
     REQUIRE(line.rfind("ADDR ", 0) == 0);
-    const std::vector<std::byte> address = from_hex(line.substr(5));
-    status connected = local->connect(child_node, byte_view(address.data(), address.size()));
+    const auto address = from_hex(line.substr(5));
+    REQUIRE(address.has_value());
+    status connected = local->connect(child_node, byte_view(address->data(), address->size()));
     INFO((connected ? std::string() : connected.err().describe()));
     REQUIRE(connected.ok());
     REQUIRE(command("CONNECT 1 " + to_hex(local->local_address())) == "OK");
