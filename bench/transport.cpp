@@ -32,6 +32,8 @@ struct paired {
   double ours_median() const { return median(ours); }
   double theirs_median() const { return median(theirs); }
   double ratio() const { return theirs_median() > 0 ? ours_median() / theirs_median() : 0; }
+  /// False with --brigade-only: there is nothing to compare with.
+  bool compared() const { return !theirs.empty(); }
   static double median(std::vector<double> v) {
     if (v.empty()) return 0;
     std::sort(v.begin(), v.end());
@@ -120,10 +122,12 @@ result<comparison> compare(const tls_case& tls, const iterations& n, bool perfte
   return c;
 }
 
+// Figures ucx_perftest did not measure (--brigade-only) are null, not 0.
 nlohmann::json paired_json(const paired& p) {
+  const nlohmann::json none;
   return {{"brigade", p.ours_median()},
-          {"ucx_perftest", p.theirs_median()},
-          {"ratio", p.ratio()},
+          {"ucx_perftest", p.compared() ? nlohmann::json(p.theirs_median()) : none},
+          {"ratio", p.compared() ? nlohmann::json(p.ratio()) : none},
           {"brigade_rounds", p.ours},
           {"ucx_perftest_rounds", p.theirs}};
 }
@@ -132,6 +136,12 @@ nlohmann::json comparison_json(const comparison& c) {
   const double lat = c.latency_median.ratio();
   const double bw1 = c.bandwidth_1mib.ratio();
   const double bw64 = c.bandwidth_64mib.ratio();
+  const nlohmann::json goals =
+      c.latency_median.compared()
+          ? nlohmann::json{{"latency_at_most_2x", lat <= latency_goal},
+                           {"bandwidth_1mib_at_least_0_8x", bw1 >= bandwidth_goal},
+                           {"bandwidth_64mib_at_least_0_8x", bw64 >= bandwidth_goal}}
+          : nlohmann::json();
   return {{"tls", c.tls.name},
           {"ucx_tls", c.tls.tls},
           {"ucx_net_devices", "lo"},
@@ -144,13 +154,14 @@ nlohmann::json comparison_json(const comparison& c) {
           {"brigade_cross_thread_latency_median_us", c.cross_thread_latency_us},
           {"brigade_no_busy_poll_latency_median_us", c.no_busy_poll_latency_us},
           {"brigade_lanes", c.lanes},
-          {"goals_met",
-           {{"latency_at_most_2x", lat <= latency_goal},
-            {"bandwidth_1mib_at_least_0_8x", bw1 >= bandwidth_goal},
-            {"bandwidth_64mib_at_least_0_8x", bw64 >= bandwidth_goal}}}};
+          {"goals_met", goals}};
 }
 
 void print_row(const char* what, const paired& p, const char* goal, bool met) {
+  if (!p.compared()) {  // --brigade-only: no ratio, so no verdict either
+    std::printf("  %-34s %12.2f %14s %9s  %s\n", what, p.ours_median(), "-", "-", *goal ? "-" : "");
+    return;
+  }
   std::printf("  %-34s %12.2f %14.2f %8.2fx  %s%s\n", what, p.ours_median(), p.theirs_median(),
               p.ratio(), goal, *goal ? (met ? "  met" : "  MISSED") : "");
 }
