@@ -1,6 +1,7 @@
 #include "bench/step_plot.hpp"
 
 #include <catch2/catch.hpp>
+#include <map>
 #include <regex>
 #include <string>
 #include <vector>
@@ -61,6 +62,33 @@ TEST_CASE("each window and reference line is drawn, the document is one closed s
   CHECK(count_of(svg, "goal 1.05x") == 1);
   CHECK(count_of(svg, "<svg ") == 1);
   CHECK(svg.rfind("</svg>\n") == svg.size() - 7);
+}
+
+TEST_CASE(
+    "labels of lines that nearly coincide are set a line of text apart, in the lines' order") {
+  step_plot p = sample_run();
+  p.lines = {{"p99 outside 1.30x", 1.30}, {"goal 1.05x", 1.05}, {"p99 during 1.31x", 1.31}};
+  const std::string svg = step_time_svg(p);
+  static const std::regex label(
+      R"re(<text class="reference" x="[-0-9.]+" y="([-0-9.]+)">([^<]*))re");
+  std::map<std::string, double> y;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), label); it != std::sregex_iterator();
+       ++it) {
+    y[(*it)[2]] = std::stod((*it)[1]);
+  }
+  REQUIRE(y.size() == 3);
+  CHECK(y["p99 during 1.31x"] + 14 <= y["p99 outside 1.30x"] + 1e-9);  // higher ratio above
+  CHECK(y["p99 outside 1.30x"] < y["goal 1.05x"]);
+  // A label far from the others stays beside its own line (lines are drawn in the given order).
+  static const std::regex line(R"re(<line class="reference" x1="[-0-9.]+" y1="([-0-9.]+)")re");
+  std::vector<double> line_y;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), line); it != std::sregex_iterator();
+       ++it) {
+    line_y.push_back(std::stod((*it)[1]));
+  }
+  REQUIRE(line_y.size() == 3);
+  CHECK(y["goal 1.05x"] == Approx(line_y[1] + 4));
+  CHECK(y["p99 during 1.31x"] == Approx(line_y[2] + 4));
 }
 
 TEST_CASE("later steps lie further right and slower steps higher, all inside the plot") {
