@@ -65,6 +65,14 @@ struct step_time {
   bool control = false;  ///< Overlapped a control window (and no migration).
 };
 
+// The median gap between the last `count` arrivals: the step time now.
+double recent_median_gap(const std::vector<double>& arrivals, size_t count) {
+  std::vector<double> gaps;
+  for (size_t i = arrivals.size() > count ? arrivals.size() - count : 1; i < arrivals.size(); ++i)
+    gaps.push_back(arrivals[i] - arrivals[i - 1]);
+  return percentile(gaps, 0.5);
+}
+
 // Each step over the median of the 16 steps outside migrations nearest to it (8 before and 8
 // after where there are, never itself): step times drift as contexts grow, and this takes the
 // drift out without hiding a step's own jump.
@@ -266,7 +274,7 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
   auto quiet = std::chrono::milliseconds(150);
   for (int i = 0; i < migrations; ++i) {
     // Steady steps between migrations, so that "outside" has a baseline of its own and there is
-    // room for a control window: 150 ms more than the last migration took.
+    // room for a control window: 150 ms more than the last migration took, and its guards.
     std::this_thread::sleep_for(quiet);
     const auto started = std::chrono::steady_clock::now();
     // Each migration moves a fifth of the slots, as the planner's adopted plans do (at most 25%).
@@ -278,10 +286,14 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
       if (nlohmann::json::parse(t.value()->experts_json())["migration"].is_null()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
+    // The quiet time also holds a control window as long as this migration with its guards of
+    // two median steps on each side (control_windows): with long steps it would not fit otherwise.
+    const auto guards = std::chrono::milliseconds(
+        static_cast<int64_t>(4 * recent_median_gap(sinks[0]->arrivals(), 64)));
     quiet = std::max(std::chrono::milliseconds(150),
                      std::chrono::duration_cast<std::chrono::milliseconds>(
                          std::chrono::steady_clock::now() - started) +
-                         std::chrono::milliseconds(150));
+                         std::chrono::milliseconds(150) + guards);
     ++f.migrations;
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
