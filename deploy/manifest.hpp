@@ -44,10 +44,11 @@ struct eplb_policy {
   double margin = 0.02;
   /// A shard's pause after each expert a migration copies into it from another node (or reads
   /// from the checkpoint): the copies spread over more steps and each step meets less of them.
-  /// 0 copies back to back. With 50 ms, steps that overlap a migration between two nodes were
-  /// 1.03x their neighbours in the median, against 1.11-1.12x back to back (bench balance
-  /// --migration-nodes); a migration of 100 copies per shard then takes about 5 s.
-  int copy_interval_ms = 50;
+  /// 0 copies back to back. Steps that overlap a migration between two nodes were 1.11-1.12x
+  /// their neighbours in the median back to back, about 1.05x at 50 ms and 1.025x at 100 ms
+  /// (bench balance --migration-nodes, alternated runs); a migration of 100 copies per shard
+  /// then takes about 10 s, which a re-plan every 10,000 steps leaves room for.
+  int copy_interval_ms = 100;
 };
 
 /// A machine (a `brigade node` agent) and the role instances it hosts.

@@ -66,7 +66,7 @@ TEST_CASE("the example manifests are valid", "[manifest]") {
   CHECK(m->experts.count == 8);
   CHECK(m->kv_cache.pool_bytes == 64ull << 20);
   CHECK(m->eplb.replan_interval_steps == 10000);
-  CHECK(m->eplb.copy_interval_ms == 50);
+  CHECK(m->eplb.copy_interval_ms == 100);
   auto three =
       deploy::load_manifest(std::string(BRIGADE_SOURCE_DIR) + "/deploy/examples/three-nodes.yaml");
   INFO((three.ok() ? std::string() : three.err().message));
