@@ -184,6 +184,20 @@ bool may_restart(const deploy::restart_policy& policy, supervised_child& c) {
 
 void on_node_down(supervisor_pointer self, const std::string& node, const caf::down_msg& dm);
 
+bool is_alive(const supervisor_state& st, const std::string& name) {
+  auto it = st.children.find(name);
+  return it != st.children.end() && it->second.alive;
+}
+
+// Fault injection: the named child goes down as if it crashed, and is restarted by the policy.
+bool kill_child(supervisor_pointer self, const std::string& name) {
+  auto& st = self->state;
+  if (!is_alive(st, name)) return false;
+  log::warn("supervisor", "fault injection: killing " + name);
+  self->send_exit(st.children.at(name).handle, caf::exit_reason::kill);
+  return true;
+}
+
 void on_child_down(supervisor_pointer self, const caf::down_msg& dm) {
   auto& st = self->state;
   for (const auto& [node, agent] : st.config.agents) {
@@ -366,14 +380,7 @@ static supervisor_actor::behavior_type supervisor_behavior(supervisor_pointer se
   });
   add_children(self);
   return {
-      [=](kill_atom, const std::string& name) {
-        auto& s = self->state;
-        auto it = s.children.find(name);
-        if (it == s.children.end() || !it->second.alive) return false;
-        log::warn("supervisor", "fault injection: killing " + name);
-        self->send_exit(it->second.handle, caf::exit_reason::kill);
-        return true;
-      },
+      [=](kill_atom, const std::string& name) { return kill_child(self, name); },
       [=](restart_atom, const std::string& name) {
         auto& s = self->state;
         auto it = s.children.find(name);
@@ -387,8 +394,17 @@ static supervisor_actor::behavior_type supervisor_behavior(supervisor_pointer se
       [=](switched_atom, const std::string& worker, uint64_t epoch) {
         on_switched(self, worker, epoch);
       },
-      [=](replan_atom, uint64_t seed, double move_fraction) {
-        return start_migration(self, self->state.balance->random_layout(seed, move_fraction));
+      [=](replan_atom, uint64_t seed, double move_fraction, const std::string& kill) {
+        auto& s = self->state;
+        if (!kill.empty() && !is_alive(s, kill)) {
+          return static_cast<int32_t>(replan_outcome::no_such_actor);
+        }
+        if (!may_start_migration(s)) return static_cast<int32_t>(replan_outcome::busy);
+        // The exit goes out before the prepare: a shard killed so never prepares, and the
+        // migration must roll back however the threads run.
+        if (!kill.empty()) kill_child(self, kill);
+        start_migration(self, s.balance->random_layout(seed, move_fraction));
+        return static_cast<int32_t>(replan_outcome::started);
       },
       [=](experts_atom) { return self->state.balance->to_json(migration_json(self->state)); },
       [=](events_atom, uint64_t since) { return events_since(self->state, since); },

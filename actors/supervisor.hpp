@@ -32,6 +32,13 @@
 
 namespace brigade::actors {
 
+/// What a re-plan request did (the reply to replan_atom).
+enum class replan_outcome : int32_t {
+  started,        ///< The migration runs; the actor named, if any, was killed as it started.
+  busy,           ///< A migration is already running, or the topology is stopping.
+  no_such_actor,  ///< The actor to kill is not alive; no migration was started.
+};
+
 using supervisor_actor = caf::typed_actor<
     /// Fault injection: kills the named role actor.
     caf::replies_to<kill_atom, std::string>::with<bool>, caf::reacts_to<restart_atom, std::string>,
@@ -39,8 +46,11 @@ using supervisor_actor = caf::typed_actor<
     caf::reacts_to<load_sample>,
     /// A worker now routes with the layout of this epoch.
     caf::reacts_to<switched_atom, std::string, uint64_t>,
-    /// Tests: migrates to a random valid layout built from the seed; false when one is running.
-    caf::replies_to<replan_atom, uint64_t, double>::with<bool>,
+    /// Tests and fault injection: migrates to a random valid layout built from the seed, moving
+    /// about `move_fraction` of the slots. A non-empty name is killed as the migration starts,
+    /// in the same turn, its exit sent before the prepares: a shard so killed dies
+    /// mid-migration every time, and the migration rolls back. Replies a replan_outcome.
+    caf::replies_to<replan_atom, uint64_t, double, std::string>::with<int32_t>,
     /// GET /v1/experts: layout, per-shard load per window, balancedness history, migration.
     caf::replies_to<experts_atom>::with<std::string>,
     /// GET /v1/events: the events after sequence number `since`, as a JSON array.

@@ -107,9 +107,13 @@ void add_weight_sources(shard_plan& plan, const expert_layout& current,
   }
 }
 
+bool may_start_migration(const supervisor_state& st) {
+  return !st.moving && !st.shutting_down;
+}
+
 bool start_migration(supervisor_pointer self, expert_layout target) {
   auto& st = self->state;
-  if (st.moving || st.shutting_down) return false;
+  if (!may_start_migration(st)) return false;
   st.moving = std::make_unique<migration>();
   st.moving->target = std::move(target);
   st.moving->started = supervisor_clock::now();

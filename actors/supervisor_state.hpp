@@ -69,6 +69,8 @@ void broadcast_shards(supervisor_pointer self);
 // Migrations (supervisor_migration.cpp).
 void on_load_sample(supervisor_pointer self, const load_sample& sample);
 void on_switched(supervisor_pointer self, const std::string& worker, uint64_t epoch);
+/// False while a migration runs or the topology stops: start_migration would refuse.
+bool may_start_migration(const supervisor_state& st);
 bool start_migration(supervisor_pointer self, expert_layout target);
 /// A failure during a migration returns everyone to the last complete layout.
 void roll_back(supervisor_pointer self, const std::string& why);

@@ -278,7 +278,7 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
     std::this_thread::sleep_for(quiet);
     const auto started = std::chrono::steady_clock::now();
     // Each migration moves a fifth of the slots, as the planner's adopted plans do (at most 25%).
-    if (!t.value()->replan_randomly(static_cast<uint64_t>(i + 1), 0.2)) continue;
+    if (!t.value()->replan_randomly(static_cast<uint64_t>(i + 1), 0.2).ok()) continue;
     // Not polled while it runs: building the layout's JSON costs the supervisor, and the steps
     // measured here share the cores with it. The windows come from the events' own timestamps.
     std::this_thread::sleep_for(std::chrono::milliseconds(two_nodes ? 250 : 100));

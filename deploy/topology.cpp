@@ -28,6 +28,39 @@ namespace {
 // How long the service edge waits for the router or registry to answer.
 constexpr std::chrono::seconds edge_timeout{10};
 
+// Asks the supervisor for a random re-plan, killing `kill` (when not empty) as it starts.
+status request_replan(caf::actor_system& sys, const supervisor_actor& supervisor, uint64_t seed,
+                      double move_fraction, const std::string& kill) {
+  caf::scoped_actor self{sys};
+  auto outcome = replan_outcome::busy;
+  self->request(supervisor, edge_timeout, replan_atom_v, seed, move_fraction, kill)
+      .receive([&](int32_t o) { outcome = static_cast<replan_outcome>(o); }, [&](caf::error&) {});
+  switch (outcome) {
+    case replan_outcome::started:
+      return ok_status();
+    case replan_outcome::no_such_actor:
+      return error(errc::not_found,
+                   "no live actor named '" + kill +
+                       "' to kill, so no migration was started (GET /v1/actors lists them)");
+    case replan_outcome::busy:
+      break;
+  }
+  return error(errc::unavailable,
+               "a migration is already in progress (or the topology is stopping); "
+               "wait for it to finish (GET /v1/experts shows it) and try again");
+}
+
+// Fault injection: asks the supervisor to kill the named role actor.
+status request_kill(caf::actor_system& sys, const supervisor_actor& supervisor,
+                    const std::string& name) {
+  caf::scoped_actor self{sys};
+  bool killed = false;
+  self->request(supervisor, edge_timeout, kill_atom_v, name)
+      .receive([&](bool k) { killed = k; }, [&](caf::error&) {});
+  if (!killed) return error(errc::not_found, "no live actor named '" + name + "'");
+  return ok_status();
+}
+
 std::unique_ptr<caf::actor_system_config> make_config(bool distributed) {
   auto cfg = std::make_unique<caf::actor_system_config>();
   configure_scheduler(*cfg);
@@ -105,25 +138,11 @@ class actor_service final : public serve::inference_service {
         .receive([&](std::string& j) { out = std::move(j); }, [&](caf::error&) {});
     return out;
   }
-  status replan_randomly(uint64_t seed) override {
-    caf::scoped_actor self{sys_};
-    bool started = false;
-    self->request(supervisor_, edge_timeout, replan_atom_v, seed, 1.0)
-        .receive([&](bool s) { started = s; }, [&](caf::error&) {});
-    if (!started) {
-      return error(errc::unavailable,
-                   "a migration is already in progress (or the topology is stopping); "
-                   "wait for it to finish (GET /v1/experts shows it) and try again");
-    }
-    return ok_status();
+  status replan_randomly(uint64_t seed, const std::string& kill) override {
+    return request_replan(sys_, supervisor_, seed, 1.0, kill);
   }
   status kill_actor(const std::string& name) override {
-    caf::scoped_actor self{sys_};
-    bool killed = false;
-    self->request(supervisor_, edge_timeout, kill_atom_v, name)
-        .receive([&](bool k) { killed = k; }, [&](caf::error&) {});
-    if (!killed) return error(errc::not_found, "no live actor named '" + name + "'");
-    return ok_status();
+    return request_kill(sys_, supervisor_, name);
   }
   void stop() { ready_ = false; }
 
@@ -289,20 +308,11 @@ const model::model_config& topology::config() const {
 }
 
 status topology::kill(const std::string& actor_name) {
-  caf::scoped_actor self{*impl_->sys};
-  bool killed = false;
-  self->request(impl_->supervisor, edge_timeout, kill_atom_v, actor_name)
-      .receive([&](bool k) { killed = k; }, [&](caf::error&) {});
-  if (!killed) return error(errc::not_found, "no live actor named '" + actor_name + "'");
-  return ok_status();
+  return request_kill(*impl_->sys, impl_->supervisor, actor_name);
 }
 
-bool topology::replan_randomly(uint64_t seed, double move_fraction) {
-  caf::scoped_actor self{*impl_->sys};
-  bool started = false;
-  self->request(impl_->supervisor, edge_timeout, replan_atom_v, seed, move_fraction)
-      .receive([&](bool s) { started = s; }, [&](caf::error&) {});
-  return started;
+status topology::replan_randomly(uint64_t seed, double move_fraction, const std::string& kill) {
+  return request_replan(*impl_->sys, impl_->supervisor, seed, move_fraction, kill);
 }
 
 std::string topology::experts_json() const {

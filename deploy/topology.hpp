@@ -36,9 +36,12 @@ class topology {
   std::string statuses_json() const;
   const model::model_config& config() const;
 
-  /// Tests: migrates the experts to a random valid layout built from `seed` (every slot
-  /// reshuffled, or about `move_fraction` of them moved). False while a migration is running.
-  bool replan_randomly(uint64_t seed, double move_fraction = 1.0);
+  /// Tests and fault injection: migrates the experts to a random valid layout built from `seed`
+  /// (every slot reshuffled, or about `move_fraction` of them moved). A non-empty `kill` names
+  /// an actor killed as the migration starts, before it can prepare: an expert shard so killed
+  /// dies mid-migration every time, and the migration rolls back. An error while a migration runs,
+  /// or when `kill` names no live actor (then nothing starts).
+  status replan_randomly(uint64_t seed, double move_fraction = 1.0, const std::string& kill = "");
   /// GET /v1/experts: current layout, per-shard load per sample window, balancedness history
   /// and the migration in flight, as JSON.
   std::string experts_json() const;

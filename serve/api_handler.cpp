@@ -169,15 +169,27 @@ http_reply api_handler::admin_replan(std::string_view body) {
     e.param = "seed";
     return error_reply(e);
   }
-  status started = service_.replan_randomly(j["seed"].get<uint64_t>());
+  if (j.contains("kill") && !j["kill"].is_string()) {
+    e.message =
+        "\"kill\" must name a live actor to kill as the migration starts, e.g. "
+        "\"expert_shard-2\"";
+    e.param = "kill";
+    return error_reply(e);
+  }
+  const std::string kill = j.value("kill", std::string());
+  status started = service_.replan_randomly(j["seed"].get<uint64_t>(), kill);
   if (!started) {
-    e.http_status = started.err().code == errc::unsupported ? 400 : 409;
+    const errc code = started.err().code;
+    e.http_status = code == errc::unsupported ? 400 : code == errc::not_found ? 404 : 409;
     e.message = started.err().message;
+    if (code == errc::not_found) e.param = "kill";
     return error_reply(e);
   }
   http_reply r;
   r.status = 202;
-  r.body = nlohmann::json{{"replan", "started"}, {"seed", j["seed"]}}.dump();
+  nlohmann::json answer{{"replan", "started"}, {"seed", j["seed"]}};
+  if (!kill.empty()) answer["killed"] = kill;
+  r.body = answer.dump();
   return r;
 }
 

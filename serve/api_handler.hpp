@@ -10,6 +10,8 @@
 //   GET  /v1/experts              expert layout and balance    (API key)
 //   GET  /v1/events               expert-balancing events, SSE (API key)
 //   POST /v1/admin/kill           fault injection: {"actor": "decode-0"}  (API key)
+//   POST /v1/admin/replan         a random migration: {"seed": 5}, and with "kill":
+//                                 "expert_shard-2" that actor dies as it starts  (API key)
 //   POST /v1/completions          OpenAI completions           (API key)
 //   POST /v1/chat/completions     OpenAI chat completions      (API key)
 #pragma once

@@ -117,9 +117,12 @@ class inference_service {
     return "[]";
   }
   /// Fault injection: starts a migration to a random layout of the experts (the same for the
-  /// same seed and current layout); an error when one cannot start (one already runs).
-  virtual status replan_randomly(uint64_t seed) {
+  /// same seed and current layout) and, when `kill` names an actor, kills it as the migration
+  /// starts; an error when the migration cannot start (one already runs) or `kill` names no
+  /// live actor (not_found; nothing starts then).
+  virtual status replan_randomly(uint64_t seed, const std::string& kill) {
     (void)seed;
+    (void)kill;
     return error(errc::unsupported, "this service has no expert layout to re-plan");
   }
   /// Fault injection: kills the named actor, which the supervisor then restarts.

@@ -111,32 +111,54 @@ def check_kill(brigade, model, workdir):
     return ok
 
 
+def refused_param(srv, path, body):
+    """The status and the param named by the error a POST is refused with (None, None if taken)."""
+    try:
+        srv.post(path, body)
+        return None, None
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())["error"]["param"]
+
+
+def wait_for_migration(srv, timeout_s=30):
+    deadline = time.time() + timeout_s
+    while srv.get("/v1/experts")["migration"] is not None and time.time() < deadline:
+        time.sleep(0.05)
+
+
 def check_replan(brigade, model, workdir, expected):
     """POST /v1/admin/replan: a body without a seed is a 400 naming it; a seed starts a migration
-    whose new experts come from the shards that hold them; outputs stay those of generate."""
+    whose new experts come from the shards that hold them; with "kill" the named shard dies as
+    the migration starts, which rolls back; outputs stay those of generate throughout."""
     manifest = os.path.join(workdir, "replan.yaml")
     write_manifest(manifest, model, 4, 1, slots_per_shard=3)
     srv = brigade_server(brigade, manifest, os.path.join(workdir, "replan.log"))
     try:
-        try:
-            srv.post("/v1/admin/replan", {"seed": "x"})
-            refused = ""
-        except urllib.error.HTTPError as e:
-            refused = json.loads(e.read())["error"]["param"] if e.code == 400 else ""
+        refused = [refused_param(srv, "/v1/admin/replan", {"seed": "x"}),
+                   refused_param(srv, "/v1/admin/replan", {"seed": 6, "kill": 3}),
+                   refused_param(srv, "/v1/admin/replan", {"seed": 6, "kill": "nobody"})]
         started = srv.post("/v1/admin/replan", {"seed": 5})
-        deadline = time.time() + 30
-        while srv.get("/v1/experts")["migration"] is not None and time.time() < deadline:
-            time.sleep(0.05)
+        wait_for_migration(srv)
         epoch = srv.get("/v1/experts")["epoch"]
         copied = sum(s["detail"]["experts_received"]["same_node"] for s in srv.get("/v1/status")
                      if s["role"] == "expert_shard")
         answers = [completion(srv, prompt_ids(i)) for i in range(4)]
+        killed = srv.post("/v1/admin/replan", {"seed": 6, "kill": "expert_shard-1"})
+        wait_for_migration(srv)
+        after_kill = srv.get("/v1/experts")
+        answers += [completion(srv, prompt_ids(i)) for i in range(4)]
     finally:
         srv.stop()
-    same = all(a["choices"][0]["text"] == expected[i]["text"] for i, a in enumerate(answers))
-    ok = refused == "seed" and started["replan"] == "started" and epoch == 1 and copied > 0 and same
-    print(f"admin replan: bad body refused naming {refused!r}; seed 5 adopted as epoch {epoch}, "
-          f"{copied} experts copied from peer shards; "
+    same = all(a["choices"][0]["text"] == expected[i % 4]["text"] for i, a in enumerate(answers))
+    refused_ok = refused == [(400, "seed"), (400, "kill"), (404, "kill")]
+    rolled_back = (killed.get("killed") == "expert_shard-1" and after_kill["epoch"] == epoch
+                   and after_kill["rebalances"]["rolled_back"] == 1)
+    ok = (refused_ok and started["replan"] == "started" and epoch == 1 and copied > 0
+          and rolled_back and same)
+    print(f"admin replan: bad bodies refused {refused}; seed 5 adopted as epoch {epoch}, "
+          f"{copied} experts copied from peer shards; seed 6 killing expert_shard-1 "
+          f"{'rolled back' if rolled_back else 'NOT rolled back'} "
+          f"(epoch {after_kill['epoch']}, {after_kill['rebalances']['rolled_back']} rolled back); "
           f"{'outputs identical to generate' if same else 'outputs DIFFER'}")
     return ok
 
