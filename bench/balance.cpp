@@ -364,7 +364,7 @@ void print_stall(const migration_stall_figures& s) {
       "  The migrations' own share (p99 during over p99 outside, local): %.3fx.\n"
       "  The fixed loop streams memory as a step does, the same work each time, in the same run:\n"
       "  the machine's own spread.\n",
-      s.local_p99_outside > 0 ? s.local_p99_during / s.local_p99_outside : 0.0);
+      s.local_p99_share());
 }
 
 bool write_steps_svg(migration_stall_figures s, const std::string& path) {
@@ -437,6 +437,7 @@ void print_json(const std::vector<row>& rows, const std::vector<goal>& goals,
         {"p99_outside_over_median", stall->noise_ratio()},
         {"p99_during_over_p99_outside",
          stall->p99_outside_ms > 0 ? stall->p99_during_ms / stall->p99_outside_ms : 0.0},
+        {"local_p99_during_over_local_p99_outside", stall->local_p99_share()},
         {"local_median_during", stall->local_median_during},
         {"local_p99_during", stall->local_p99_during},
         {"local_p99_outside", stall->local_p99_outside},
@@ -533,7 +534,7 @@ int balance(int argc, char** argv) {
                             fixed(stall->machine_p99_ratio, 3) +
                             "x at p99, so it cannot show this goal met; p99 during over p99 "
                             "outside: " +
-                            fixed(stall->local_p99_during / stall->local_p99_outside, 3) + "x";
+                            fixed(stall->local_p99_share(), 3) + "x";
     }
   }
   if (o.json) {

@@ -38,6 +38,11 @@ struct migration_stall_figures {
   step_plot plot;
   double p99_ratio() const { return p99_during_ms / median_ms; }
   double noise_ratio() const { return p99_outside_ms / median_ms; }
+  /// The migrations' own share of the p99: p99 during over p99 outside, each step over its local
+  /// median; 0 without steps outside.
+  double local_p99_share() const {
+    return local_p99_outside > 0 ? local_p99_during / local_p99_outside : 0;
+  }
 };
 
 /// Generates a model in `work_dir`, decodes 32 sequences through a 4-shard topology and runs

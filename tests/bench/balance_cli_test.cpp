@@ -36,6 +36,8 @@ TEST_CASE("bench balance times live migrations and draws every step it timed", "
   const auto& goal = doc.at("goals").back();
   CHECK(goal.at("goal") == "p99 step time during migration / local median");
   CHECK(goal.at("value").get<double>() == m.at("local_p99_during").get<double>());
+  CHECK(m.at("local_p99_during_over_local_p99_outside").get<double>() ==
+        Approx(m.at("local_p99_during").get<double>() / m.at("local_p99_outside").get<double>()));
   // The plot holds exactly the steps the figures count, marked alike.
   const std::string drawn = read_text(svg);
   CHECK(count_of(drawn, "<circle class=\"step") == static_cast<size_t>(during + outside));
