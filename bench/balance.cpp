@@ -451,6 +451,7 @@ void print_json(const std::vector<row>& rows, const std::vector<goal>& goals,
 int balance(int argc, char** argv) {
   CLI::App app{"Expert-placement planner beside DeepSeek's EPLB heuristic on synthetic loads.",
                "brigade bench balance"};
+  app.option_defaults()->always_capture_default();
   balance_options o;
   app.add_option("--layers", o.layers, "MoE layers")->check(CLI::PositiveNumber);
   app.add_option("--windows", o.windows, "sample windows of 1000 steps to simulate")

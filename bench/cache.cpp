@@ -492,6 +492,7 @@ int cache(int argc, char** argv) {
   cache_bench_options o;
   CLI::App app{"prefix KV cache: prefill throughput with and without it, TTFT per tier",
                "brigade bench cache"};
+  app.option_defaults()->always_capture_default();
   app.add_flag("--json", o.json, "print one JSON object with every figure");
   app.add_option("--prefix-tokens", o.prefix_tokens, "shared prefix length")->capture_default_str();
   app.add_option("--unique-tokens", o.unique_tokens, "tokens of each prompt's own")

@@ -82,6 +82,7 @@ int cuda_matmul(int argc, char** argv) {
   double budget_s = 0.3;
   CLI::App app{"CUDA matmul GFLOP/s on expert FFN shapes beside the CPU backend",
                "brigade bench cuda-matmul"};
+  app.option_defaults()->always_capture_default();
   app.add_flag("--json", json_out, "print one JSON object");
   app.add_option("--device", device, "CUDA device ordinal")->capture_default_str();
   app.add_option("--budget-s", budget_s, "seconds per measurement")->capture_default_str();

@@ -215,6 +215,7 @@ int engine(int argc, char** argv) {
   bool as_json = false, quick = false;
   std::string work_dir = (std::filesystem::temp_directory_path() / "brigade-bench").string();
   CLI::App app{"Engine throughput and kernel speed beside OpenBLAS", "brigade bench engine"};
+  app.option_defaults()->always_capture_default();
   app.add_flag("--json", as_json, "print one JSON object");
   app.add_flag("--quick", quick, "fewer steps (for smoke tests)");
   bool kernel_only = false;

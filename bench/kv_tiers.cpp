@@ -55,6 +55,7 @@ int kv_tiers(int argc, char** argv) {
   bool json = false;
   CLI::App app{"Time to fetch one KV block from host memory, SSD and the tiered store.",
                "brigade bench kvtiers"};
+  app.option_defaults()->always_capture_default();
   app.add_option("--layers", o.shape.layers, "model layers")->check(CLI::Range(1, 1024));
   app.add_option("--block-tokens", o.shape.block_tokens, "tokens per KV block")
       ->check(CLI::Range(1, 4096));

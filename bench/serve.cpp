@@ -293,6 +293,7 @@ int serve(int argc, char** argv) {
   bool no_direct = false, no_actors = false;
   CLI::App app{"HTTP serving throughput and latency at several concurrencies",
                "brigade bench serve"};
+  app.option_defaults()->always_capture_default();
   app.add_flag("--json", o.json, "print one JSON object with every figure");
   app.add_option("--levels", o.levels, "concurrency levels")->delimiter(',')->capture_default_str();
   app.add_option("--min-requests", o.min_requests, "requests per level at least (4 x concurrency)")

@@ -112,6 +112,7 @@ void print(const std::vector<row>& rows, bool json) {
 
 int tokenizer(int argc, char** argv) {
   CLI::App app{"Tokenizer encode/decode throughput on one core"};
+  app.option_defaults()->always_capture_default();
   bool json = false;
   std::string extra_dir;
   double megabytes = 2.0;

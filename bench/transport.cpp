@@ -221,6 +221,7 @@ int transport(int argc, char** argv) {
   CLI::App app{
       "brigade's UCX transport beside ucx_perftest: 8 B latency and message rate, "
       "1 MiB and 64 MiB bandwidth, over shared memory and TCP"};
+  app.option_defaults()->always_capture_default();
   bool json = false;
   bool quick = false;
   bool brigade_only = false;

@@ -19,6 +19,7 @@ int deploy(int argc, char** argv) {
   bool dry_run = false;
   CLI::App app{"Deploy a manifest's topology (or print its placement with --dry-run)",
                "brigade deploy"};
+  app.option_defaults()->always_capture_default();
   app.add_option("manifest", path, "cluster manifest (YAML)")->required();
   app.add_flag("--dry-run", dry_run, "print the placement, node by node, and exit");
   CLI11_PARSE(app, argc, argv);

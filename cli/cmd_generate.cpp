@@ -46,6 +46,7 @@ int generate(int argc, char** argv) {
   model::request_options request;
   bool json_out = false, ignore_eos = false;
   CLI::App app{"Generate offline with the single-process engine", "brigade generate"};
+  app.option_defaults()->always_capture_default();
   app.add_option("--model", model_dir, "checkpoint directory")->required();
   auto* text_opt = app.add_option("--prompt", prompt, "prompt text");
   auto* ids_opt = app.add_option("--prompt-ids", prompt_ids, "prompt as comma-separated token ids");

@@ -12,6 +12,7 @@ int make_model(int argc, char** argv) {
   std::string out;
   CLI::App app{"Write a small random checkpoint (config.json, model.safetensors, tokenizer.json)",
                "brigade make-model"};
+  app.option_defaults()->always_capture_default();
   app.add_option("--family", spec.family,
                  "model_type: qwen3_moe, mixtral, olmoe, qwen2_moe, qwen3, qwen2 or llama")
       ->capture_default_str();
@@ -27,11 +28,12 @@ int make_model(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--inter", spec.dense_inter, "intermediate size of dense MLP layers")
       ->capture_default_str();
-  app.add_option("--shared-inter", spec.shared_inter,
-                 "qwen2_moe shared expert size (default 2 x --moe-inter)");
+  app.add_option("--shared-inter", spec.shared_inter, "qwen2_moe shared expert size")
+      ->default_str("2 x --moe-inter");
   app.add_option("--mlp-only-layers", spec.mlp_only_layers,
                  "qwen MoE layers that get a dense MLP instead of experts")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->default_str("none");
   app.add_option("--vocab", spec.vocab, "vocabulary size (tokenizer ids included)")
       ->capture_default_str();
   app.add_option("--max-positions", spec.max_positions, "max_position_embeddings")

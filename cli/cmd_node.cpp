@@ -29,6 +29,7 @@ int node(int argc, char** argv) {
   std::string listen, secret_file, name;
   CLI::App app{"Run a node agent: coordinators that prove the join secret deploy actors here",
                "brigade node"};
+  app.option_defaults()->always_capture_default();
   app.add_option("--listen", listen, "HOST:PORT for coordinators to connect to")->required();
   app.add_option("--join-secret-file", secret_file, "file holding the cluster's join secret")
       ->required();

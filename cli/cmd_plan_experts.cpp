@@ -79,15 +79,18 @@ void print_summary(const eplb::layout& planned, const eplb::balance_report& b, i
 int plan_experts(int argc, char** argv) {
   CLI::App app{"Plan a layout of logical experts onto physical expert slots.",
                "brigade plan-experts"};
+  app.option_defaults()->always_capture_default();
   std::string load_path;
   std::string current_path;
   eplb::planner_options options;
   bool json = false;
   app.add_option("--load", load_path, "JSON file {\"load\": [[tokens per expert] per layer]}")
       ->required();
-  app.add_option("--shards", options.shards, "expert shards")->required();
+  // Required options have no default to show.
+  app.add_option("--shards", options.shards, "expert shards")->required()->default_str("");
   app.add_option("--slots-per-shard", options.slots_per_shard, "physical expert slots per shard")
-      ->required();
+      ->required()
+      ->default_str("");
   app.add_option("--nodes", options.nodes,
                  "nodes the shards are spread over; replicas of an expert are spread over them");
   app.add_option("--current", current_path,

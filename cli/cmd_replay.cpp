@@ -115,6 +115,7 @@ int replay(int argc, char** argv) {
   CLI::App app{
       "Replay a Mooncake-format request trace through brigade's prefix cache, eviction "
       "and placement code, without model compute."};
+  app.option_defaults()->always_capture_default();
   replay_args args;
   add_options(app, args);
   CLI11_PARSE(app, argc, argv);

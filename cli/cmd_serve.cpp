@@ -65,7 +65,9 @@ void add_options(CLI::App& app, serve_options& o) {
                  "HOST:PORT to listen on, port 0 picks a free one (default 127.0.0.1:8000)");
   app.add_flag("--engine", o.engine,
                "serve with the single-process engine instead of the actor topology");
-  app.add_option("--api-key", o.api_keys, "accept this Bearer key on /v1/ (repeatable)");
+  app.add_option("--api-key", o.api_keys,
+                 "accept this Bearer key on /v1/ (repeatable; without one, /v1/ is open)")
+      ->default_str("");
   app.add_option("--served-model-name", o.service.model_name,
                  "the name clients send as \"model\" (default: the directory's name)");
   app.add_option("--max-queued", o.service.max_queued, "requests waiting to run before 429")
@@ -170,6 +172,7 @@ int serve(int argc, char** argv) {
   o.service.engine.kv_tokens = 65536;
   CLI::App app{"Serve the OpenAI API (/v1/completions, /v1/chat/completions) over HTTP",
                "brigade serve"};
+  app.option_defaults()->always_capture_default();
   add_options(app, o);
   CLI11_PARSE(app, argc, argv);
   auto manifest = manifest_for(o);
