@@ -342,6 +342,17 @@ void print_goals(const std::vector<goal>& goals, const std::vector<std::vector<d
   }
 }
 
+// "0.981x-1.094x", or "no interval" where the run had too few migrations to bound the ratio.
+std::string interval_text(const ratio_interval& i) {
+  if (i.high <= 0) return "no interval";
+  return fixed(i.low, 3) + "x-" + fixed(i.high, 3) + "x";
+}
+
+nlohmann::json interval_json(const ratio_interval& i) {
+  if (i.high <= 0) return nullptr;
+  return nlohmann::json::array({i.low, i.high});
+}
+
 void print_stall(const migration_stall_figures& s) {
   // In one process new slots share the weights in memory: nothing is copied, nothing is paced.
   const std::string copies = s.two_nodes ? std::to_string(s.copy_interval_ms) + " ms copy interval"
@@ -361,10 +372,20 @@ void print_stall(const migration_stall_figures& s) {
              fixed(s.p99_ratio(), 3) + "x", "", fixed(s.noise_ratio(), 3) + "x", ""});
   std::printf("%s", t.render().c_str());
   std::printf(
-      "  The migrations' own share (p99 during over p99 outside, local): %.3fx.\n"
       "  The fixed loop streams memory as a step does, the same work each time, in the same run:\n"
-      "  the machine's own spread.\n",
-      s.local_p99_share());
+      "  the machine's own spread.\n"
+      "  The migrations' own share, local ratios during over the others, with 95%% intervals from "
+      "a\n"
+      "  bootstrap over %d migration cycles:\n",
+      s.local_p99_share_interval.groups);
+  table share({"during migrations over", "median", "95% interval", "p99", "95% interval"});
+  share.add_row({"steps outside", fixed(s.local_median_share(), 3) + "x",
+                 interval_text(s.local_median_share_interval), fixed(s.local_p99_share(), 3) + "x",
+                 interval_text(s.local_p99_share_interval)});
+  share.add_row({"steps in control windows", fixed(s.median_over_control(), 3) + "x",
+                 interval_text(s.median_over_control_interval),
+                 fixed(s.p99_over_control(), 3) + "x", interval_text(s.p99_over_control_interval)});
+  std::printf("%s", share.render().c_str());
 }
 
 bool write_steps_svg(migration_stall_figures s, const std::string& path) {
@@ -438,6 +459,15 @@ void print_json(const std::vector<row>& rows, const std::vector<goal>& goals,
         {"p99_during_over_p99_outside",
          stall->p99_outside_ms > 0 ? stall->p99_during_ms / stall->p99_outside_ms : 0.0},
         {"local_p99_during_over_local_p99_outside", stall->local_p99_share()},
+        {"local_p99_share_interval_95", interval_json(stall->local_p99_share_interval)},
+        {"local_median_during_over_local_median_outside", stall->local_median_share()},
+        {"local_median_share_interval_95", interval_json(stall->local_median_share_interval)},
+        {"local_median_during_over_control", stall->median_over_control()},
+        {"local_median_over_control_interval_95",
+         interval_json(stall->median_over_control_interval)},
+        {"local_p99_during_over_control", stall->p99_over_control()},
+        {"local_p99_over_control_interval_95", interval_json(stall->p99_over_control_interval)},
+        {"bootstrap_cycles", stall->local_p99_share_interval.groups},
         {"local_median_during", stall->local_median_during},
         {"local_p99_during", stall->local_p99_during},
         {"local_p99_outside", stall->local_p99_outside},
@@ -535,7 +565,8 @@ int balance(int argc, char** argv) {
                             fixed(stall->machine_p99_ratio, 3) +
                             "x at p99, so it cannot show this goal met; p99 during over p99 "
                             "outside: " +
-                            fixed(stall->local_p99_share(), 3) + "x";
+                            fixed(stall->local_p99_share(), 3) + "x, 95% interval " +
+                            interval_text(stall->local_p99_share_interval);
     }
   }
   if (o.json) {

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <random>
 
+#include "bench/sample_statistics.hpp"
 #include "kvcache/ssd_tier.hpp"
 #include "kvcache/tiered_store.hpp"
 
@@ -25,12 +26,6 @@ using kvcache::payload_ptr;
 
 double us_since(steady::time_point t0) {
   return std::chrono::duration<double, std::micro>(steady::now() - t0).count();
-}
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
 }
 
 std::string file_system_of(const std::string& dir) {
@@ -205,10 +200,10 @@ status time_store_ssd_hits(const kvcache::model_fingerprint& model,
 }  // namespace
 
 double path_timing::median_us() const {
-  return percentile(us, 0.5);
+  return quantile(us, 0.5);
 }
 double path_timing::p90_us() const {
-  return percentile(us, 0.9);
+  return quantile(us, 0.9);
 }
 
 result<tier_timing> measure_tier_timing(const tier_timing_options& options) {

@@ -169,14 +169,6 @@ double load_result::output_tokens_per_s() const {
   return wall_s > 0 ? tokens / wall_s : 0.0;
 }
 
-double percentile(std::vector<double> values, double p) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  const double rank = std::ceil(p / 100.0 * static_cast<double>(values.size()));
-  const size_t index = static_cast<size_t>(std::max(1.0, rank)) - 1;
-  return values[std::min(index, values.size() - 1)];
-}
-
 load_result run_http_load(const http_load_options& options) {
   return closed_loop(options.concurrency, options.requests, http_request_fn{options});
 }

@@ -29,9 +29,6 @@ struct load_result {
   double output_tokens_per_s() const;
 };
 
-/// Percentile `p` in [0, 100] of `values` (nearest rank); 0 when empty.
-double percentile(std::vector<double> values, double p);
-
 struct http_load_options {
   std::string host = "127.0.0.1";
   uint16_t port = 0;

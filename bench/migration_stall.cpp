@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "bench/sample_statistics.hpp"
 #include "common/subprocess.hpp"
 #include "deploy/topology.hpp"
 #include "model/model_writer.hpp"
@@ -51,13 +52,6 @@ class timing_sink final : public serve::generation_sink {
   std::vector<double> arrivals_;
 };
 
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
-}
-
 struct step_time {
   double ms = 0;
   double end_unix_ms = 0;
@@ -70,7 +64,7 @@ double recent_median_gap(const std::vector<double>& arrivals, size_t count) {
   std::vector<double> gaps;
   for (size_t i = arrivals.size() > count ? arrivals.size() - count : 1; i < arrivals.size(); ++i)
     gaps.push_back(arrivals[i] - arrivals[i - 1]);
-  return percentile(gaps, 0.5);
+  return quantile(gaps, 0.5);
 }
 
 // Each step over the median of the 16 steps outside migrations nearest to it (8 before and 8
@@ -98,7 +92,7 @@ std::vector<double> local_ratios(const std::vector<step_time>& steps) {
     for (size_t k = lo; k < hi; ++k) {
       if (outside[k] != i) near.push_back(steps[outside[k]].ms);
     }
-    out.push_back(near.empty() ? 1.0 : steps[i].ms / percentile(near, 0.5));
+    out.push_back(near.empty() ? 1.0 : steps[i].ms / quantile(near, 0.5));
   }
   return out;
 }
@@ -130,7 +124,35 @@ double fixed_loop_p99_ratio(double target_ms, int reps) {
   std::vector<double> ms;
   for (int i = 0; i < reps; ++i)
     ms.push_back(time_ms(chunks));
-  return percentile(ms, 0.99) / percentile(ms, 0.5);
+  return quantile(ms, 0.99) / quantile(ms, 0.5);
+}
+
+// The steps as the bootstrap draws them: a cycle per migration, from its start to the next one's
+// (the steps before the first migration make a cycle of their own), each split into the steps
+// that overlapped a migration and those to compare them with, as local ratios: every other step,
+// or with `controls_only` the steps that overlapped the cycle's control window.
+std::vector<sample_group> cycles_of(const std::vector<step_time>& steps,
+                                    const std::vector<double>& local,
+                                    const std::vector<std::pair<double, double>>& windows,
+                                    bool controls_only) {
+  std::vector<double> starts;
+  for (const auto& w : windows)
+    starts.push_back(w.first);
+  std::vector<sample_group> cycles(starts.size() + 1);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    // A step that ends after a migration started belongs to that migration's cycle.
+    const auto cycle = static_cast<size_t>(
+        std::upper_bound(starts.begin(), starts.end(), steps[i].end_unix_ms) - starts.begin());
+    if (steps[i].during) {
+      cycles[cycle].a.push_back(local[i]);
+    } else if (!controls_only || steps[i].control) {
+      cycles[cycle].b.push_back(local[i]);
+    }
+  }
+  cycles.erase(std::remove_if(cycles.begin(), cycles.end(),
+                              [](const sample_group& g) { return g.a.empty() && g.b.empty(); }),
+               cycles.end());
+  return cycles;
 }
 
 // The run as `--steps-svg` draws it, in seconds from the first timed step.
@@ -206,10 +228,9 @@ result<std::pair<subprocess, std::string>> start_node(const std::string& name,
   return std::make_pair(std::move(child.value()), address);
 }
 
-}  // namespace
-
-result<migration_stall_figures> measure_migration_stall(const std::string& work_dir, int migrations,
-                                                        bool two_nodes, int copy_interval_ms) {
+// The model and manifest the bench decodes with: 4 shards of 10 slots for 32 experts, so that 8
+// replicas move around, and room for every sequence to run to its end.
+result<deploy::manifest> stall_manifest(const std::string& work_dir, int copy_interval_ms) {
   const std::string dir = work_dir + "/migration-model";
   model::model_spec spec;
   spec.layers = 4;
@@ -225,52 +246,64 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
   }
   deploy::manifest m = deploy::default_manifest(dir);
   m.experts.count = 4;
-  m.experts.slots_per_shard = 10;  // 40 slots for 32 experts: 8 replicas to move around
+  m.experts.slots_per_shard = 10;
   m.decode.max_running = 32;
-  m.decode.kv_tokens = 32 * (16 + 4000 + 64);  // every sequence runs to the end
+  m.decode.kv_tokens = 32 * (16 + 4000 + 64);
   m.eplb.enabled = false;
   m.eplb.copy_interval_ms = copy_interval_ms;
-  std::vector<subprocess> nodes;  // killed when this returns
-  if (two_nodes) {
-    const std::string secret = work_dir + "/join-secret";
-    if (FILE* f = std::fopen(secret.c_str(), "w")) {
-      std::fprintf(f, "brigade-bench-%d\n", static_cast<int>(::getpid()));
-      std::fclose(f);
-    }
-    m.join_secret_file = secret;
-    m.transport.tls = "tcp";
-    m.transport.net_devices = "lo";
-    for (int n = 1; n <= 2; ++n) {
-      auto node = start_node("n" + std::to_string(n), secret);
-      if (!node) return node.err();
-      deploy::node_spec on;
-      on.name = "n" + std::to_string(n);
-      on.address = node.value().second;
-      on.expert_shards = 2;
-      on.prefill = n == 1 ? 1 : 0;
-      on.decode = n == 1 ? 1 : 0;
-      m.nodes.push_back(on);
-      nodes.push_back(std::move(node.value().first));
-    }
+  return m;
+}
+
+// Starts two `brigade node` processes on loopback and places the roles on them in `m`: 2 shards
+// each, prefill and decode on the first. The nodes are killed when the returned handles go.
+result<std::vector<subprocess>> add_two_nodes(deploy::manifest& m, const std::string& work_dir) {
+  const std::string secret = work_dir + "/join-secret";
+  if (FILE* f = std::fopen(secret.c_str(), "w")) {
+    std::fprintf(f, "brigade-bench-%d\n", static_cast<int>(::getpid()));
+    std::fclose(f);
   }
-  auto t = deploy::topology::start(m);
-  if (!t) return t.err();
+  m.join_secret_file = secret;
+  m.transport.tls = "tcp";
+  m.transport.net_devices = "lo";
+  std::vector<subprocess> nodes;
+  for (int n = 1; n <= 2; ++n) {
+    auto node = start_node("n" + std::to_string(n), secret);
+    if (!node) return node.err();
+    deploy::node_spec on;
+    on.name = "n" + std::to_string(n);
+    on.address = node.value().second;
+    on.expert_shards = 2;
+    on.prefill = n == 1 ? 1 : 0;
+    on.decode = n == 1 ? 1 : 0;
+    m.nodes.push_back(on);
+    nodes.push_back(std::move(node.value().first));
+  }
+  return nodes;
+}
+
+constexpr int sequences = 32;
+
+// Submits the batch and waits until every sequence decodes; the first sink times the steps.
+result<std::vector<std::shared_ptr<timing_sink>>> start_decoding(deploy::topology& t) {
   std::vector<std::shared_ptr<timing_sink>> sinks;
-  for (int b = 0; b < 32; ++b) {
+  for (int b = 0; b < sequences; ++b) {
     serve::generation_request r;
     r.id = b + 1;
     for (int i = 0; i < 16; ++i)
       r.prompt.push_back((b * 131 + i * 17) % 2000 + 10);
     r.max_tokens = 4000;
     sinks.push_back(std::make_shared<timing_sink>());
-    if (status s = t.value()->service().submit(r, sinks.back()); !s) return s.err();
+    if (status s = t.service().submit(r, sinks.back()); !s) return s.err();
   }
   for (auto& s : sinks) {
     if (!s->wait_for(8)) return error(errc::unavailable, "decode did not start within 120 s");
   }
-  migration_stall_figures f;
-  f.two_nodes = two_nodes;
-  f.copy_interval_ms = copy_interval_ms;
+  return sinks;
+}
+
+// Runs `migrations` random re-plans with steady steps between them; returns how many started.
+int run_migrations(deploy::topology& t, timing_sink& sink, int migrations, bool two_nodes) {
+  int started_count = 0;
   auto quiet = std::chrono::milliseconds(150);
   for (int i = 0; i < migrations; ++i) {
     // Steady steps between migrations, so that "outside" has a baseline of its own and there is
@@ -278,36 +311,32 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
     std::this_thread::sleep_for(quiet);
     const auto started = std::chrono::steady_clock::now();
     // Each migration moves a fifth of the slots, as the planner's adopted plans do (at most 25%).
-    if (!t.value()->replan_randomly(static_cast<uint64_t>(i + 1), 0.2).ok()) continue;
+    if (!t.replan_randomly(static_cast<uint64_t>(i + 1), 0.2).ok()) continue;
     // Not polled while it runs: building the layout's JSON costs the supervisor, and the steps
     // measured here share the cores with it. The windows come from the events' own timestamps.
     std::this_thread::sleep_for(std::chrono::milliseconds(two_nodes ? 250 : 100));
     for (int tries = 0; tries < 1200; ++tries) {
-      if (nlohmann::json::parse(t.value()->experts_json())["migration"].is_null()) break;
+      if (nlohmann::json::parse(t.experts_json())["migration"].is_null()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
     // The quiet time also holds a control window as long as this migration with its guards of
     // two median steps on each side (control_windows): with long steps it would not fit otherwise.
-    const auto guards = std::chrono::milliseconds(
-        static_cast<int64_t>(4 * recent_median_gap(sinks[0]->arrivals(), 64)));
+    const auto guards =
+        std::chrono::milliseconds(static_cast<int64_t>(4 * recent_median_gap(sink.arrivals(), 64)));
     quiet = std::max(std::chrono::milliseconds(150),
                      std::chrono::duration_cast<std::chrono::milliseconds>(
                          std::chrono::steady_clock::now() - started) +
                          std::chrono::milliseconds(150) + guards);
-    ++f.migrations;
+    ++started_count;
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const auto windows = windows_of(t.value()->events_json(0));
-  const auto arrivals = sinks[0]->arrivals();
-  for (int b = 0; b < 32; ++b)
-    t.value()->service().cancel(b + 1);
-  std::vector<double> gaps;
-  for (size_t i = 1; i < arrivals.size(); ++i)
-    gaps.push_back(arrivals[i] - arrivals[i - 1]);
-  // Two median steps from each migration: a step that overlaps a control window then does not
-  // overlap a migration too.
-  const auto controls =
-      control_windows(windows, arrivals.empty() ? 0 : arrivals.back(), 2 * percentile(gaps, 0.5));
+  return started_count;
+}
+
+// Every step from the token arrivals, marked by the windows it overlaps. The first steps go:
+// the batch is still filling.
+std::vector<step_time> steps_of(const std::vector<double>& arrivals,
+                                const std::vector<std::pair<double, double>>& windows,
+                                const std::vector<std::pair<double, double>>& controls) {
   auto overlaps = [](const std::vector<std::pair<double, double>>& in, double begin, double end) {
     for (const auto& [ws, we] : in) {
       if (begin <= we && end >= ws) return true;
@@ -320,6 +349,13 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
     const bool during = overlaps(windows, begin, end);
     steps.push_back({end - begin, end, during, !during && overlaps(controls, begin, end)});
   }
+  return steps;
+}
+
+// The figures of the timed steps: percentiles of raw and local step times, inside and outside
+// the windows, and the bootstrap intervals of the migrations' share.
+void add_step_figures(migration_stall_figures& f, const std::vector<step_time>& steps,
+                      const std::vector<std::pair<double, double>>& windows) {
   std::vector<double> during, outside, during_local, outside_local, control_local;
   const std::vector<double> local = local_ratios(steps);
   for (size_t i = 0; i < steps.size(); ++i) {
@@ -327,22 +363,65 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
     (steps[i].during ? during_local : outside_local).push_back(local[i]);
     if (steps[i].control) control_local.push_back(local[i]);
   }
+  f.steps_during = static_cast<int>(during.size());
+  f.steps_outside = static_cast<int>(outside.size());
   f.steps_control = static_cast<int>(control_local.size());
-  f.local_median_control = percentile(control_local, 0.5);
-  f.local_p99_control = percentile(control_local, 0.99);
+  f.median_ms = quantile(outside, 0.5);
+  f.p99_during_ms = quantile(during, 0.99);
+  f.p99_outside_ms = quantile(outside, 0.99);
+  f.local_median_during = quantile(during_local, 0.5);
+  f.local_p99_during = quantile(during_local, 0.99);
+  f.local_median_outside = quantile(outside_local, 0.5);
+  f.local_p99_outside = quantile(outside_local, 0.99);
+  f.local_median_control = quantile(control_local, 0.5);
+  f.local_p99_control = quantile(control_local, 0.99);
+  const std::vector<sample_group> cycles = cycles_of(steps, local, windows, false);
+  f.local_median_share_interval = bootstrap_quantile_ratio(cycles, 0.5);
+  f.local_p99_share_interval = bootstrap_quantile_ratio(cycles, 0.99);
+  const std::vector<sample_group> paired = cycles_of(steps, local, windows, true);
+  f.median_over_control_interval = bootstrap_quantile_ratio(paired, 0.5);
+  f.p99_over_control_interval = bootstrap_quantile_ratio(paired, 0.99);
+}
+
+}  // namespace
+
+result<migration_stall_figures> measure_migration_stall(const std::string& work_dir, int migrations,
+                                                        bool two_nodes, int copy_interval_ms) {
+  auto m = stall_manifest(work_dir, copy_interval_ms);
+  if (!m) return m.err();
+  std::vector<subprocess> nodes;  // killed when this returns
+  if (two_nodes) {
+    auto started = add_two_nodes(m.value(), work_dir);
+    if (!started) return started.err();
+    nodes = std::move(started.value());
+  }
+  auto t = deploy::topology::start(m.value());
+  if (!t) return t.err();
+  auto sinks = start_decoding(*t.value());
+  if (!sinks) return sinks.err();
+  migration_stall_figures f;
+  f.two_nodes = two_nodes;
+  f.copy_interval_ms = copy_interval_ms;
+  f.migrations = run_migrations(*t.value(), *sinks.value()[0], migrations, two_nodes);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto windows = windows_of(t.value()->events_json(0));
+  const auto arrivals = sinks.value()[0]->arrivals();
+  for (int b = 0; b < sequences; ++b)
+    t.value()->service().cancel(b + 1);
+  std::vector<double> gaps;
+  for (size_t i = 1; i < arrivals.size(); ++i)
+    gaps.push_back(arrivals[i] - arrivals[i - 1]);
+  // Two median steps from each migration: a step that overlaps a control window then does not
+  // overlap a migration too.
+  const auto controls =
+      control_windows(windows, arrivals.empty() ? 0 : arrivals.back(), 2 * quantile(gaps, 0.5));
+  const std::vector<step_time> steps = steps_of(arrivals, windows, controls);
+  add_step_figures(f, steps, windows);
   double total_s = 0;
   for (const auto& [ws, we] : windows)
     total_s += (we - ws) / 1000.0;
-  f.steps_during = static_cast<int>(during.size());
-  f.steps_outside = static_cast<int>(outside.size());
-  f.median_ms = percentile(outside, 0.5);
-  f.p99_during_ms = percentile(during, 0.99);
-  f.p99_outside_ms = percentile(outside, 0.99);
-  f.local_median_during = percentile(during_local, 0.5);
-  f.local_p99_during = percentile(during_local, 0.99);
-  f.local_p99_outside = percentile(outside_local, 0.99);
   f.mean_migration_s = windows.empty() ? 0 : total_s / static_cast<double>(windows.size());
-  f.plot = plot_of(steps, local, windows, controls);
+  f.plot = plot_of(steps, local_ratios(steps), windows, controls);
   t.value().reset();  // the topology stops: the machine is quiet for the fixed loop
   nodes.clear();
   f.machine_p99_ratio = fixed_loop_p99_ratio(f.median_ms, 400);

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "bench/sample_statistics.hpp"
 #include "bench/step_plot.hpp"
 #include "common/result.hpp"
 
@@ -22,9 +23,20 @@ struct migration_stall_figures {
   // Every sequence's context grows by a token a step, so step times drift (about 2x over a run)
   // and a run-wide median mixes early and late steps. These divide each step by the median of
   // the 16 steps outside migrations nearest to it (8 before, 8 after, never itself).
-  double local_median_during = 0;  ///< Median step during migrations over its local median.
-  double local_p99_during = 0;     ///< p99 of the same: the figure the goal is about.
-  double local_p99_outside = 0;    ///< p99 of steps outside migrations: the noise floor.
+  double local_median_during = 0;   ///< Median step during migrations over its local median.
+  double local_median_outside = 0;  ///< The same outside migrations: about 1 by construction.
+  double local_p99_during = 0;      ///< p99 of the same: the figure the goal is about.
+  double local_p99_outside = 0;     ///< p99 of steps outside migrations: the noise floor.
+  // 95% intervals for the migrations' own share, local median (and p99) during over outside,
+  // from a bootstrap that draws whole migration cycles: how far the run can tell the migrations'
+  // cost from the machine's noise.
+  ratio_interval local_median_share_interval;
+  ratio_interval local_p99_share_interval;
+  // The same against the steps in control windows, which overlap a window as long as the
+  // migration and so are chosen as the steps during are: this takes out that the longer a step,
+  // the likelier it overlaps a window at all.
+  ratio_interval median_over_control_interval;
+  ratio_interval p99_over_control_interval;
   // Steps overlapping control windows (as long as the migrations, between them, where nothing
   // happens): what overlapping a window of that length alone selects.
   int steps_control = 0;
@@ -42,6 +54,16 @@ struct migration_stall_figures {
   /// median; 0 without steps outside.
   double local_p99_share() const {
     return local_p99_outside > 0 ? local_p99_during / local_p99_outside : 0;
+  }
+  double median_over_control() const {
+    return local_median_control > 0 ? local_median_during / local_median_control : 0;
+  }
+  double p99_over_control() const {
+    return local_p99_control > 0 ? local_p99_during / local_p99_control : 0;
+  }
+  /// The same in the median: what migrations cost a typical step.
+  double local_median_share() const {
+    return local_median_outside > 0 ? local_median_during / local_median_outside : 0;
   }
 };
 

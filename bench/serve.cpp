@@ -17,6 +17,7 @@
 
 #include "bench/actor_overhead.hpp"
 #include "bench/load_generator.hpp"
+#include "bench/sample_statistics.hpp"
 #include "bench/table.hpp"
 #include "deploy/manifest.hpp"
 #include "deploy/topology.hpp"
@@ -72,10 +73,10 @@ nlohmann::json figures(const load_result& r) {
   }
   return {{"requests_per_s", r.requests_per_s()},
           {"output_tokens_per_s", r.output_tokens_per_s()},
-          {"ttft_ms_p50", percentile(ttft, 50)},
-          {"ttft_ms_p99", percentile(ttft, 99)},
-          {"tpot_ms_p50", percentile(tpot, 50)},
-          {"tpot_ms_p99", percentile(tpot, 99)},
+          {"ttft_ms_p50", quantile(ttft, 0.5)},
+          {"ttft_ms_p99", quantile(ttft, 0.99)},
+          {"tpot_ms_p50", quantile(tpot, 0.5)},
+          {"tpot_ms_p99", quantile(tpot, 0.99)},
           {"completed", r.samples.size()},
           {"errors", r.errors},
           {"wall_s", r.wall_s}};

@@ -7,6 +7,7 @@
 #include <optional>
 #include <thread>
 
+#include "bench/sample_statistics.hpp"
 #include "bench/transport_bench.hpp"
 #include "bench/transport_driver.hpp"
 #include "bench/transport_wire.hpp"
@@ -39,13 +40,6 @@ result<std::string> read_peer_line(subprocess& peer) {
     if (!line || line->empty() || (*line)[0] != '[') return line;
     std::fprintf(stderr, "peer: %s\n", line->c_str());
   }
-}
-
-double percentile(std::vector<double> samples, double rank) {
-  const auto at = static_cast<std::size_t>(rank * static_cast<double>(samples.size() - 1));
-  std::nth_element(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(at),
-                   samples.end());
-  return samples[at];
 }
 
 /// Messages in flight at once for a payload size: enough to keep the link busy (measured: 1 MiB
@@ -122,7 +116,7 @@ result<std::unique_ptr<brigade_session>> brigade_session::open(const tls_case& t
 result<latency_figures> brigade_session::latency(int warmup, int count) {
   result<std::vector<double>> round_trips = state_->driver->ping_pong(warmup, count);
   if (!round_trips) return round_trips.err();
-  return latency_figures{percentile(*round_trips, 0.5) / 2, percentile(*round_trips, 0.99) / 2};
+  return latency_figures{quantile(*round_trips, 0.5) / 2, quantile(*round_trips, 0.99) / 2};
 }
 
 result<double> brigade_session::cross_thread_latency_median_us(int count) {

@@ -38,6 +38,22 @@ TEST_CASE("bench balance times live migrations and draws every step it timed", "
   CHECK(goal.at("value").get<double>() == m.at("local_p99_during").get<double>());
   CHECK(m.at("local_p99_during_over_local_p99_outside").get<double>() ==
         Approx(m.at("local_p99_during").get<double>() / m.at("local_p99_outside").get<double>()));
+  CHECK(m.at("local_median_during_over_control").get<double>() ==
+        Approx(m.at("local_median_during").get<double>() /
+               m.at("local_median_control").get<double>()));
+  // A cycle per migration, and one before the first where steps were timed before it.
+  const int cycles = m.at("bootstrap_cycles").get<int>();
+  CHECK((cycles == 3 || cycles == 4));
+  for (const char* key : {"local_p99_share_interval_95", "local_median_share_interval_95",
+                          "local_median_over_control_interval_95",
+                          "local_p99_over_control_interval_95"}) {
+    INFO(key);
+    const auto& interval = m.at(key);
+    if (interval.is_null()) continue;  // three migrations may not bound it
+    REQUIRE(interval.size() == 2);
+    CHECK(interval[0].get<double>() > 0);
+    CHECK(interval[0].get<double>() <= interval[1].get<double>());
+  }
   // The plot holds exactly the steps the figures count, marked alike.
   const std::string drawn = read_text(svg);
   CHECK(count_of(drawn, "<circle class=\"step") == static_cast<size_t>(during + outside));
