@@ -44,9 +44,9 @@ TEST_CASE("bench balance times live migrations and draws every step it timed", "
   // A cycle per migration, and one before the first where steps were timed before it.
   const int cycles = m.at("bootstrap_cycles").get<int>();
   CHECK((cycles == 3 || cycles == 4));
-  for (const char* key : {"local_p99_share_interval_95", "local_median_share_interval_95",
-                          "local_median_over_control_interval_95",
-                          "local_p99_over_control_interval_95"}) {
+  for (const char* key :
+       {"local_p99_share_interval_95", "local_median_share_interval_95",
+        "local_median_over_control_interval_95", "local_p99_over_control_interval_95"}) {
     INFO(key);
     const auto& interval = m.at(key);
     if (interval.is_null()) continue;  // three migrations may not bound it
