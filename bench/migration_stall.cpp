@@ -352,12 +352,13 @@ std::vector<step_time> steps_of(const std::vector<double>& arrivals,
   return steps;
 }
 
-// The figures of the timed steps: percentiles of raw and local step times, inside and outside
-// the windows, and the bootstrap intervals of the migrations' share.
+// The figures of the timed steps, given each one's local ratio (local_ratios): percentiles of raw
+// and local step times, inside and outside the windows, and the bootstrap intervals of the
+// migrations' share.
 void add_step_figures(migration_stall_figures& f, const std::vector<step_time>& steps,
+                      const std::vector<double>& local,
                       const std::vector<std::pair<double, double>>& windows) {
   std::vector<double> during, outside, during_local, outside_local, control_local;
-  const std::vector<double> local = local_ratios(steps);
   for (size_t i = 0; i < steps.size(); ++i) {
     (steps[i].during ? during : outside).push_back(steps[i].ms);
     (steps[i].during ? during_local : outside_local).push_back(local[i]);
@@ -416,12 +417,13 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
   const auto controls =
       control_windows(windows, arrivals.empty() ? 0 : arrivals.back(), 2 * quantile(gaps, 0.5));
   const std::vector<step_time> steps = steps_of(arrivals, windows, controls);
-  add_step_figures(f, steps, windows);
+  const std::vector<double> local = local_ratios(steps);
+  add_step_figures(f, steps, local, windows);
   double total_s = 0;
   for (const auto& [ws, we] : windows)
     total_s += (we - ws) / 1000.0;
   f.mean_migration_s = windows.empty() ? 0 : total_s / static_cast<double>(windows.size());
-  f.plot = plot_of(steps, local_ratios(steps), windows, controls);
+  f.plot = plot_of(steps, local, windows, controls);
   t.value().reset();  // the topology stops: the machine is quiet for the fixed loop
   nodes.clear();
   f.machine_p99_ratio = fixed_loop_p99_ratio(f.median_ms, 400);
