@@ -50,7 +50,8 @@ struct balance_options {
   int migrations = 100;  // a migration overlaps only a step or two: many give a real p99
   bool migration_nodes = false;
   int copy_interval_ms = deploy::eplb_policy{}.copy_interval_ms;
-  std::string steps_svg;  // where to draw the timed steps; empty: nowhere
+  double move_fraction = 0.2;  // as the planner's adopted plans do (at most 25%)
+  std::string steps_svg;       // where to draw the timed steps; empty: nowhere
 };
 
 struct cluster_shape {
@@ -359,9 +360,10 @@ void print_stall(const migration_stall_figures& s) {
                                          : "new slots share the weights, nothing is copied";
   std::printf(
       "\nDecode steps (batch 32, 4 expert shards of 10 slots, 32 experts, %s) through %d live "
-      "migrations\n(%.3f s each on average, %s): %d steps overlapped a migration, %d did not.\n",
-      s.two_nodes ? "on two node processes" : "in one process", s.migrations, s.mean_migration_s,
-      copies.c_str(), s.steps_during, s.steps_outside);
+      "migrations\nmoving %.0f%% of each layer's slots, %.3f s each on average (%s):\n%d steps "
+      "overlapped a migration, %d did not.\n",
+      s.two_nodes ? "on two node processes" : "in one process", s.migrations, 100 * s.move_fraction,
+      s.mean_migration_s, copies.c_str(), s.steps_during, s.steps_outside);
   table t({"step time over", "", "during migrations", "control windows", "outside", "fixed loop"});
   t.add_row({"the median of the 16 nearest steps outside", "median",
              fixed(s.local_median_during, 3) + "x", fixed(s.local_median_control, 3) + "x", "1x",
@@ -448,6 +450,7 @@ void print_json(const std::vector<row>& rows, const std::vector<goal>& goals,
         {"steps_during", stall->steps_during},
         {"steps_outside", stall->steps_outside},
         {"copy_interval_ms", stall->copy_interval_ms},
+        {"move_fraction", stall->move_fraction},
         {"steps_control", stall->steps_control},
         {"local_median_control", stall->local_median_control},
         {"local_p99_control", stall->local_p99_control},
@@ -508,6 +511,10 @@ int balance(int argc, char** argv) {
                  "a shard's pause after each expert copied in from another node (the manifest's "
                  "eplb.copy_interval_ms; 0: back to back)")
       ->check(CLI::Range(0, 60000));
+  app.add_option("--move-fraction", o.move_fraction,
+                 "the share of each layer's slots a timed migration moves; 0 moves none and times "
+                 "the switch protocol alone")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--steps-svg", o.steps_svg,
                  "also draw every timed decode step, with the migration windows, into this SVG "
                  "file");
@@ -549,9 +556,13 @@ int balance(int argc, char** argv) {
   std::optional<migration_stall_figures> stall;
   if (o.migrations > 0) {
     std::fprintf(stderr, "timing decode steps through %d live migrations ...\n", o.migrations);
-    auto s =
-        measure_migration_stall((std::filesystem::temp_directory_path() / "brigade-bench").string(),
-                                o.migrations, o.migration_nodes, o.copy_interval_ms);
+    migration_stall_options so;
+    so.work_dir = (std::filesystem::temp_directory_path() / "brigade-bench").string();
+    so.migrations = o.migrations;
+    so.two_nodes = o.migration_nodes;
+    so.copy_interval_ms = o.copy_interval_ms;
+    so.move_fraction = o.move_fraction;
+    auto s = measure_migration_stall(so);
     if (!s) {
       std::fprintf(stderr, "brigade bench balance: migration: %s\n", s.err().message.c_str());
       return 1;

@@ -301,20 +301,19 @@ result<std::vector<std::shared_ptr<timing_sink>>> start_decoding(deploy::topolog
   return sinks;
 }
 
-// Runs `migrations` random re-plans with steady steps between them; returns how many started.
-int run_migrations(deploy::topology& t, timing_sink& sink, int migrations, bool two_nodes) {
+// Runs the random re-plans with steady steps between them; returns how many started.
+int run_migrations(deploy::topology& t, timing_sink& sink, const migration_stall_options& o) {
   int started_count = 0;
   auto quiet = std::chrono::milliseconds(150);
-  for (int i = 0; i < migrations; ++i) {
+  for (int i = 0; i < o.migrations; ++i) {
     // Steady steps between migrations, so that "outside" has a baseline of its own and there is
     // room for a control window: 150 ms more than the last migration took, and its guards.
     std::this_thread::sleep_for(quiet);
     const auto started = std::chrono::steady_clock::now();
-    // Each migration moves a fifth of the slots, as the planner's adopted plans do (at most 25%).
-    if (!t.replan_randomly(static_cast<uint64_t>(i + 1), 0.2).ok()) continue;
+    if (!t.replan_randomly(static_cast<uint64_t>(i + 1), o.move_fraction).ok()) continue;
     // Not polled while it runs: building the layout's JSON costs the supervisor, and the steps
     // measured here share the cores with it. The windows come from the events' own timestamps.
-    std::this_thread::sleep_for(std::chrono::milliseconds(two_nodes ? 250 : 100));
+    std::this_thread::sleep_for(std::chrono::milliseconds(o.two_nodes ? 250 : 100));
     for (int tries = 0; tries < 1200; ++tries) {
       if (nlohmann::json::parse(t.experts_json())["migration"].is_null()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
@@ -386,13 +385,12 @@ void add_step_figures(migration_stall_figures& f, const std::vector<step_time>& 
 
 }  // namespace
 
-result<migration_stall_figures> measure_migration_stall(const std::string& work_dir, int migrations,
-                                                        bool two_nodes, int copy_interval_ms) {
-  auto m = stall_manifest(work_dir, copy_interval_ms);
+result<migration_stall_figures> measure_migration_stall(const migration_stall_options& o) {
+  auto m = stall_manifest(o.work_dir, o.copy_interval_ms);
   if (!m) return m.err();
   std::vector<subprocess> nodes;  // killed when this returns
-  if (two_nodes) {
-    auto started = add_two_nodes(m.value(), work_dir);
+  if (o.two_nodes) {
+    auto started = add_two_nodes(m.value(), o.work_dir);
     if (!started) return started.err();
     nodes = std::move(started.value());
   }
@@ -401,9 +399,10 @@ result<migration_stall_figures> measure_migration_stall(const std::string& work_
   auto sinks = start_decoding(*t.value());
   if (!sinks) return sinks.err();
   migration_stall_figures f;
-  f.two_nodes = two_nodes;
-  f.copy_interval_ms = copy_interval_ms;
-  f.migrations = run_migrations(*t.value(), *sinks.value()[0], migrations, two_nodes);
+  f.two_nodes = o.two_nodes;
+  f.copy_interval_ms = o.copy_interval_ms;
+  f.move_fraction = o.move_fraction;
+  f.migrations = run_migrations(*t.value(), *sinks.value()[0], o);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const auto windows = windows_of(t.value()->events_json(0));
   const auto arrivals = sinks.value()[0]->arrivals();

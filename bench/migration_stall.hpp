@@ -14,6 +14,7 @@ struct migration_stall_figures {
   bool two_nodes = false;  ///< Shards on two node processes: experts crossing over the data plane.
   int migrations = 0;
   int copy_interval_ms = 0;  ///< The shards' pause after each expert copied in.
+  double move_fraction = 0;  ///< The share of each layer's slots a migration moved.
   int steps_during = 0;
   int steps_outside = 0;
   double median_ms = 0;       ///< Median step time outside migrations.
@@ -67,13 +68,21 @@ struct migration_stall_figures {
   }
 };
 
-/// Generates a model in `work_dir`, decodes 32 sequences through a 4-shard topology and runs
-/// `migrations` random re-plans, timing every step from the tokens' arrival; then times a fixed
-/// loop for the machine's own floor. With `two_nodes`
-/// the roles run on two `brigade node` processes on loopback (2 shards each), so experts that
-/// change nodes are copied over the data plane; otherwise everything runs in this process. Each
-/// shard pauses `copy_interval_ms` after every expert it copies in (eplb.copy_interval_ms).
-result<migration_stall_figures> measure_migration_stall(const std::string& work_dir, int migrations,
-                                                        bool two_nodes, int copy_interval_ms);
+struct migration_stall_options {
+  std::string work_dir;  ///< Where the generated model (kept between runs) and scratch files go.
+  int migrations = 100;
+  /// Shards on two `brigade node` processes on loopback (2 each), so that experts that change
+  /// nodes are copied over the data plane; otherwise everything runs in this process.
+  bool two_nodes = false;
+  int copy_interval_ms = 100;  ///< Each shard's pause after every expert it copies in.
+  /// The share of each layer's slots a migration moves (random swaps between shards). 0 moves
+  /// none: the switch protocol alone, under a new epoch.
+  double move_fraction = 0.2;
+};
+
+/// Generates a model, decodes 32 sequences through a 4-shard topology and runs the migrations,
+/// random re-plans, timing every step from the tokens' arrival; then times a fixed loop for the
+/// machine's own floor.
+result<migration_stall_figures> measure_migration_stall(const migration_stall_options& options);
 
 }  // namespace brigade::bench

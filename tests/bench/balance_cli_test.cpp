@@ -27,6 +27,7 @@ TEST_CASE("bench balance times live migrations and draws every step it timed", "
   const auto doc = nlohmann::json::parse(r.out);
   const auto& m = doc.at("migration");
   CHECK(m.at("migrations").get<int>() == 3);
+  CHECK(m.at("move_fraction").get<double>() == 0.2);
   const int during = m.at("steps_during").get<int>();
   const int outside = m.at("steps_outside").get<int>();
   CHECK(during > 0);
@@ -66,6 +67,9 @@ TEST_CASE("bench balance refuses a step plot it cannot draw, before timing anyth
   const auto without = run_bench("--migrations 0 --steps-svg /tmp/never.svg");
   CHECK(without.exit_code == 2);
   CHECK(without.err.find("--steps-svg needs --migrations above 0") != std::string::npos);
+  const auto too_many = run_bench("--move-fraction 1.5");
+  CHECK(too_many.exit_code != 0);  // a usage error, with CLI11's exit code
+  CHECK(too_many.err.find("--move-fraction") != std::string::npos);
   const std::string bad = "/nonexistent-brigade-dir/steps.svg";
   const auto unwritable = run_bench("--windows 20 --layers 2 --steps-svg " + bad);
   CHECK(unwritable.exit_code == 1);
