@@ -27,7 +27,6 @@
 #include "bench/expert_load_generator.hpp"
 #include "bench/migration_stall.hpp"
 #include "bench/table.hpp"
-#include "deploy/manifest.hpp"
 #include "eplb/adoption.hpp"
 #include "eplb/balance_metrics.hpp"
 #include "eplb/deepseek_eplb.hpp"
@@ -49,9 +48,10 @@ struct balance_options {
   bool json = false;
   int migrations = 100;  // a migration overlaps only a step or two: many give a real p99
   bool migration_nodes = false;
-  int copy_interval_ms = deploy::eplb_policy{}.copy_interval_ms;
-  double move_fraction = 0.2;  // as the planner's adopted plans do (at most 25%)
-  std::string steps_svg;       // where to draw the timed steps; empty: nowhere
+  int copy_interval_ms = migration_stall_options{}.copy_interval_ms;
+  // A fifth of the slots, as the planner's adopted plans move (at most 25%).
+  double move_fraction = migration_stall_options{}.move_fraction;
+  std::string steps_svg;  // where to draw the timed steps; empty: nowhere
 };
 
 struct cluster_shape {

@@ -7,6 +7,7 @@
 #include "bench/sample_statistics.hpp"
 #include "bench/step_plot.hpp"
 #include "common/result.hpp"
+#include "deploy/manifest.hpp"
 
 namespace brigade::bench {
 
@@ -25,8 +26,8 @@ struct migration_stall_figures {
   // and a run-wide median mixes early and late steps. These divide each step by the median of
   // the 16 steps outside migrations nearest to it (8 before, 8 after, never itself).
   double local_median_during = 0;   ///< Median step during migrations over its local median.
-  double local_median_outside = 0;  ///< The same outside migrations: about 1 by construction.
   double local_p99_during = 0;      ///< p99 of the same: the figure the goal is about.
+  double local_median_outside = 0;  ///< Median step outside migrations: about 1 by construction.
   double local_p99_outside = 0;     ///< p99 of steps outside migrations: the noise floor.
   // 95% intervals for the migrations' own share, local median (and p99) during over outside,
   // from a bootstrap that draws whole migration cycles: how far the run can tell the migrations'
@@ -74,7 +75,8 @@ struct migration_stall_options {
   /// Shards on two `brigade node` processes on loopback (2 each), so that experts that change
   /// nodes are copied over the data plane; otherwise everything runs in this process.
   bool two_nodes = false;
-  int copy_interval_ms = 100;  ///< Each shard's pause after every expert it copies in.
+  /// Each shard's pause after every expert it copies in.
+  int copy_interval_ms = deploy::eplb_policy{}.copy_interval_ms;
   /// The share of each layer's slots a migration moves (random swaps between shards). 0 moves
   /// none: the switch protocol alone, under a new epoch.
   double move_fraction = 0.2;
