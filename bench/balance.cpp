@@ -446,6 +446,7 @@ void print_json(const std::vector<row>& rows, const std::vector<goal>& goals,
     doc["migration"] = {
         {"two_nodes", stall->two_nodes},
         {"migrations", stall->migrations},
+        {"migrations_asked", stall->migrations_asked},
         {"mean_migration_s", stall->mean_migration_s},
         {"steps_during", stall->steps_during},
         {"steps_outside", stall->steps_outside},
@@ -568,6 +569,13 @@ int balance(int argc, char** argv) {
       return 1;
     }
     stall = s.value();
+    if (stall->migrations < stall->migrations_asked) {
+      std::fprintf(stderr,
+                   "brigade bench balance: the sequences ran out of tokens after %d of the %d "
+                   "migrations asked; the figures cover those %d (ask for fewer, or rerun and "
+                   "compare)\n",
+                   stall->migrations, stall->migrations_asked, stall->migrations);
+    }
     if (!o.steps_svg.empty() && !write_steps_svg(*stall, o.steps_svg)) return 1;
     goals.push_back(
         {"p99 step time during migration / local median", stall->local_p99_during, 1.05, true});

@@ -173,10 +173,10 @@ step_plot plot_of(const std::vector<step_time>& steps, const std::vector<double>
 }
 
 // Migration windows [start, end] in unix ms from the supervisor's events.
-std::vector<std::pair<double, double>> windows_of(const std::string& events_json) {
+std::vector<std::pair<double, double>> windows_of(const nlohmann::json& events) {
   std::vector<std::pair<double, double>> out;
   double start = -1;
-  for (const auto& e : nlohmann::json::parse(events_json)) {
+  for (const auto& e : events) {
     const std::string kind = e["kind"];
     if (kind == "migration_started") start = e["unix_ms"].get<double>();
     if ((kind == "migration_finished" || kind == "migration_rolled_back") && start >= 0) {
@@ -186,6 +186,25 @@ std::vector<std::pair<double, double>> windows_of(const std::string& events_json
   }
   return out;
 }
+
+// The supervisor keeps only its latest events (256), so the bench reads them as they come: a run
+// of any length keeps every migration window.
+class event_reader {
+ public:
+  explicit event_reader(const deploy::topology& t) : t_(t) {}
+  void read_new() {
+    for (auto& e : nlohmann::json::parse(t_.events_json(seen_))) {
+      seen_ = std::max(seen_, e["seq"].get<uint64_t>());
+      events_.push_back(std::move(e));
+    }
+  }
+  const nlohmann::json& events() const { return events_; }
+
+ private:
+  const deploy::topology& t_;
+  uint64_t seen_ = 0;
+  nlohmann::json events_ = nlohmann::json::array();
+};
 
 // A control window for each migration window: as long, in the middle of the quiet time before
 // the next migration, at least `guard` from both (none where that time is too short). A step
@@ -228,6 +247,9 @@ result<std::pair<subprocess, std::string>> start_node(const std::string& name,
   return std::make_pair(std::move(child.value()), address);
 }
 
+constexpr int sequences = 32;
+constexpr int tokens_per_sequence = 4000;
+
 // The model and manifest the bench decodes with: 4 shards of 10 slots for 32 experts, so that 8
 // replicas move around, and room for every sequence to run to its end.
 result<deploy::manifest> stall_manifest(const std::string& work_dir, int copy_interval_ms) {
@@ -248,7 +270,7 @@ result<deploy::manifest> stall_manifest(const std::string& work_dir, int copy_in
   m.experts.count = 4;
   m.experts.slots_per_shard = 10;
   m.decode.max_running = 32;
-  m.decode.kv_tokens = 32 * (16 + 4000 + 64);
+  m.decode.kv_tokens = sequences * (16 + tokens_per_sequence + 64);
   m.eplb.enabled = false;
   m.eplb.copy_interval_ms = copy_interval_ms;
   return m;
@@ -281,8 +303,6 @@ result<std::vector<subprocess>> add_two_nodes(deploy::manifest& m, const std::st
   return nodes;
 }
 
-constexpr int sequences = 32;
-
 // Submits the batch and waits until every sequence decodes; the first sink times the steps.
 result<std::vector<std::shared_ptr<timing_sink>>> start_decoding(deploy::topology& t) {
   std::vector<std::shared_ptr<timing_sink>> sinks;
@@ -291,7 +311,7 @@ result<std::vector<std::shared_ptr<timing_sink>>> start_decoding(deploy::topolog
     r.id = b + 1;
     for (int i = 0; i < 16; ++i)
       r.prompt.push_back((b * 131 + i * 17) % 2000 + 10);
-    r.max_tokens = 4000;
+    r.max_tokens = tokens_per_sequence;
     sinks.push_back(std::make_shared<timing_sink>());
     if (status s = t.service().submit(r, sinks.back()); !s) return s.err();
   }
@@ -301,11 +321,23 @@ result<std::vector<std::shared_ptr<timing_sink>>> start_decoding(deploy::topolog
   return sinks;
 }
 
-// Runs the random re-plans with steady steps between them; returns how many started.
-int run_migrations(deploy::topology& t, timing_sink& sink, const migration_stall_options& o) {
-  int started_count = 0;
+struct migration_run {
+  int started = 0;
+  std::vector<std::pair<double, double>> windows;  ///< From the supervisor's events.
+};
+
+// Runs the random re-plans with steady steps between them. Stops early when the sequences would
+// end before another cycle and the steps after it: a migration with no steps to time would count
+// without being measured.
+migration_run run_migrations(deploy::topology& t, timing_sink& sink,
+                             const migration_stall_options& o) {
+  migration_run run;
+  event_reader events(t);
   auto quiet = std::chrono::milliseconds(150);
+  size_t cycle_steps = 0;  // steps the last cycle took
   for (int i = 0; i < o.migrations; ++i) {
+    const size_t at = sink.arrivals().size();
+    if (at + 2 * cycle_steps + 32 > static_cast<size_t>(tokens_per_sequence)) break;
     // Steady steps between migrations, so that "outside" has a baseline of its own and there is
     // room for a control window: 150 ms more than the last migration took, and its guards.
     std::this_thread::sleep_for(quiet);
@@ -318,6 +350,7 @@ int run_migrations(deploy::topology& t, timing_sink& sink, const migration_stall
       if (nlohmann::json::parse(t.experts_json())["migration"].is_null()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
+    events.read_new();
     // The quiet time also holds a control window as long as this migration with its guards of
     // two median steps on each side (control_windows): with long steps it would not fit otherwise.
     const auto guards =
@@ -326,9 +359,13 @@ int run_migrations(deploy::topology& t, timing_sink& sink, const migration_stall
                      std::chrono::duration_cast<std::chrono::milliseconds>(
                          std::chrono::steady_clock::now() - started) +
                          std::chrono::milliseconds(150) + guards);
-    ++started_count;
+    ++run.started;
+    cycle_steps = sink.arrivals().size() - at;
   }
-  return started_count;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  events.read_new();
+  run.windows = windows_of(events.events());
+  return run;
 }
 
 // Every step from the token arrivals, marked by the windows it overlaps. The first steps go:
@@ -402,9 +439,10 @@ result<migration_stall_figures> measure_migration_stall(const migration_stall_op
   f.two_nodes = o.two_nodes;
   f.copy_interval_ms = o.copy_interval_ms;
   f.move_fraction = o.move_fraction;
-  f.migrations = run_migrations(*t.value(), *sinks.value()[0], o);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const auto windows = windows_of(t.value()->events_json(0));
+  f.migrations_asked = o.migrations;
+  const migration_run run = run_migrations(*t.value(), *sinks.value()[0], o);
+  f.migrations = run.started;
+  const auto& windows = run.windows;
   const auto arrivals = sinks.value()[0]->arrivals();
   for (int b = 0; b < sequences; ++b)
     t.value()->service().cancel(b + 1);

@@ -13,7 +13,8 @@ namespace brigade::bench {
 
 struct migration_stall_figures {
   bool two_nodes = false;  ///< Shards on two node processes: experts crossing over the data plane.
-  int migrations = 0;
+  int migrations = 0;      ///< Timed: fewer than asked when the sequences ran out of tokens.
+  int migrations_asked = 0;
   int copy_interval_ms = 0;  ///< The shards' pause after each expert copied in.
   double move_fraction = 0;  ///< The share of each layer's slots a migration moved.
   int steps_during = 0;

@@ -62,6 +62,20 @@ TEST_CASE("bench balance times live migrations and draws every step it timed", "
   CHECK(count_of(drawn, "<rect class=\"migration\"") == 3);
 }
 
+TEST_CASE("bench balance keeps every migration window past the supervisor's last 256 events",
+          "[bench][cli]") {
+  // Two events a migration: a bench that read the events once, at the end, lost the windows of
+  // all but the last 128 migrations and counted their steps as outside.
+  const std::string svg = std::string(BRIGADE_BINARY_DIR) + "/bench_cli_test_many.svg";
+  const auto r = run_bench("--windows 20 --layers 2 --migrations 130 --json --steps-svg " + svg);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto m = nlohmann::json::parse(r.out).at("migration");
+  REQUIRE(m.at("migrations").get<int>() == 130);
+  CHECK(count_of(read_text(svg), "<rect class=\"migration\"") == 130);
+  CHECK(m.at("bootstrap_cycles").get<int>() >= 130);
+}
+
 TEST_CASE("bench balance refuses a step plot it cannot draw, before timing anything",
           "[bench][cli]") {
   const auto without = run_bench("--migrations 0 --steps-svg /tmp/never.svg");
