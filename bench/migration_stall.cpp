@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -35,8 +36,10 @@ class timing_sink final : public serve::generation_sink {
       arrivals_.push_back(unix_ms(clock_type::now()));
     cv_.notify_all();
   }
-  void on_finished(serve::finish_reason, const serve::generation_usage&) override {}
-  void on_error(const error&) override {}
+  void on_finished(serve::finish_reason, const serve::generation_usage&) override { ended_ = true; }
+  void on_error(const error&) override { ended_ = true; }
+  /// The sequence has finished or failed: no more steps to time.
+  bool ended() const { return ended_; }
   bool wait_for(size_t n) {
     std::unique_lock<std::mutex> lock(m_);
     return cv_.wait_for(lock, std::chrono::seconds(120), [&] { return arrivals_.size() >= n; });
@@ -50,6 +53,7 @@ class timing_sink final : public serve::generation_sink {
   std::mutex m_;
   std::condition_variable cv_;
   std::vector<double> arrivals_;
+  std::atomic<bool> ended_{false};
 };
 
 struct step_time {
@@ -248,7 +252,7 @@ result<std::pair<subprocess, std::string>> start_node(const std::string& name,
 }
 
 constexpr int sequences = 32;
-constexpr int tokens_per_sequence = 4000;
+constexpr int tokens_per_sequence = 8000;
 
 // The model and manifest the bench decodes with: 4 shards of 10 slots for 32 experts, so that 8
 // replicas move around, and room for every sequence to run to its end.
@@ -262,10 +266,10 @@ result<deploy::manifest> stall_manifest(const std::string& work_dir, int copy_in
   spec.moe_inter = 256;
   spec.max_positions = 8192;
   spec.seed = 11;
-  if (!std::filesystem::exists(dir + "/model.safetensors")) {
-    std::filesystem::create_directories(work_dir);
-    if (status s = model::write_random_model(spec, dir); !s) return s.err();
-  }
+  // Written every run (a fraction of a second): a model kept from an older build of the bench
+  // could have another shape, and cut the sequences short.
+  std::filesystem::create_directories(work_dir);
+  if (status st = model::write_random_model(spec, dir); !st) return st.err();
   deploy::manifest m = deploy::default_manifest(dir);
   m.experts.count = 4;
   m.experts.slots_per_shard = 10;
@@ -337,7 +341,9 @@ migration_run run_migrations(deploy::topology& t, timing_sink& sink,
   size_t cycle_steps = 0;  // steps the last cycle took
   for (int i = 0; i < o.migrations; ++i) {
     const size_t at = sink.arrivals().size();
-    if (at + 2 * cycle_steps + 32 > static_cast<size_t>(tokens_per_sequence)) break;
+    if (sink.ended() || at + 2 * cycle_steps + 32 > static_cast<size_t>(tokens_per_sequence)) {
+      break;
+    }
     // Steady steps between migrations, so that "outside" has a baseline of its own and there is
     // room for a control window: 150 ms more than the last migration took, and its guards.
     std::this_thread::sleep_for(quiet);
