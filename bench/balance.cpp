@@ -503,7 +503,8 @@ int balance(int argc, char** argv) {
   app.add_option("--seed", o.seed, "load generator seed");
   app.add_flag("--json", o.json, "print one JSON object with every figure");
   app.add_option("--migrations", o.migrations,
-                 "live migrations to time decode steps through (0 skips that part)")
+                 "live migrations to time decode steps through (0 skips that part; fewer when the "
+                 "timed sequences end first, and then it says so)")
       ->check(CLI::Range(0, 1000));
   app.add_flag("--migration-nodes", o.migration_nodes,
                "time the migrations with the shards on two `brigade node` processes on loopback, "
