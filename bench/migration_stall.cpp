@@ -268,7 +268,6 @@ result<deploy::manifest> stall_manifest(const std::string& work_dir, int copy_in
   spec.seed = 11;
   // Written every run (a fraction of a second): a model kept from an older build of the bench
   // could have another shape, and cut the sequences short.
-  std::filesystem::create_directories(work_dir);
   if (status st = model::write_random_model(spec, dir); !st) return st.err();
   deploy::manifest m = deploy::default_manifest(dir);
   m.experts.count = 4;
@@ -428,12 +427,33 @@ void add_step_figures(migration_stall_figures& f, const std::vector<step_time>& 
 
 }  // namespace
 
+// A directory of this run's own under the work directory, removed when the run ends: runs at the
+// same time (ctest -j) never read a model or a join secret another one is writing.
+class run_directory {
+ public:
+  explicit run_directory(const std::string& work_dir)
+      : path_(work_dir + "/run-" + std::to_string(::getpid())) {
+    std::filesystem::create_directories(path_);
+  }
+  ~run_directory() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  run_directory(const run_directory&) = delete;
+  run_directory& operator=(const run_directory&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 result<migration_stall_figures> measure_migration_stall(const migration_stall_options& o) {
-  auto m = stall_manifest(o.work_dir, o.copy_interval_ms);
+  const run_directory dir(o.work_dir);  // outlives the nodes and the topology declared below
+  auto m = stall_manifest(dir.path(), o.copy_interval_ms);
   if (!m) return m.err();
   std::vector<subprocess> nodes;  // killed when this returns
   if (o.two_nodes) {
-    auto started = add_two_nodes(m.value(), o.work_dir);
+    auto started = add_two_nodes(m.value(), dir.path());
     if (!started) return started.err();
     nodes = std::move(started.value());
   }

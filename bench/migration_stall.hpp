@@ -71,7 +71,8 @@ struct migration_stall_figures {
 };
 
 struct migration_stall_options {
-  std::string work_dir;  ///< Where the generated model (kept between runs) and scratch files go.
+  /// Where each run writes its model and scratch files, in a directory of its own that it removes.
+  std::string work_dir;
   int migrations = 100;
   /// Shards on two `brigade node` processes on loopback (2 each), so that experts that change
   /// nodes are copied over the data plane; otherwise everything runs in this process.
