@@ -138,6 +138,9 @@ namespace {
 void swap_slots(expert_layout& out, int layer, double fraction, std::mt19937_64& rng) {
   auto& map = out.phy2log[static_cast<size_t>(layer)];
   const int slots = static_cast<int>(map.size());
+  // Any fraction above zero moves at least one pair; zero moves none (a new epoch alone, which
+  // times the switch protocol by itself).
+  if (fraction <= 0) return;
   const int swaps = std::max(1, static_cast<int>(fraction * slots / 2));
   for (int done = 0, attempts = 0; done < swaps && attempts < 100 * swaps; ++attempts) {
     const int a = static_cast<int>(rng() % static_cast<uint64_t>(slots));

@@ -51,7 +51,7 @@ class rebalancer {
   std::optional<expert_layout> plan_if_due();
   /// A proposal built from `seed` instead of loads (tests and fault injection). With
   /// move_fraction >= 1 every layer is reshuffled; below, random swaps between shards move about
-  /// that fraction of each layer's slots, the size of a planner's adopted plan.
+  /// that fraction of each layer's slots, the size of a planner's adopted plan; 0 moves none.
   expert_layout random_layout(uint64_t seed, double move_fraction = 1.0) const;
 
   /// The layout every worker now uses.
