@@ -388,6 +388,14 @@ void print_stall(const migration_stall_figures& s) {
                  interval_text(s.median_over_control_interval),
                  fixed(s.p99_over_control(), 3) + "x", interval_text(s.p99_over_control_interval)});
   std::printf("%s", share.render().c_str());
+  std::printf("  Where in a migration the steps fall, each over its local median:\n");
+  table phases({"steps", "", "count", "median", "p90"});
+  for (const phase_figure& p : s.phases) {
+    if (p.steps == 0) continue;
+    phases.add_row(
+        {p.what, p.name, std::to_string(p.steps), fixed(p.median, 3) + "x", fixed(p.p90, 3) + "x"});
+  }
+  std::printf("%s", phases.render().c_str());
 }
 
 bool write_steps_svg(migration_stall_figures s, const std::string& path) {
@@ -476,6 +484,10 @@ void print_json(const std::vector<row>& rows, const std::vector<goal>& goals,
         {"local_p99_during", stall->local_p99_during},
         {"local_p99_outside", stall->local_p99_outside},
         {"fixed_loop_p99_over_median", stall->machine_p99_ratio}};
+    for (const phase_figure& p : stall->phases) {
+      doc["migration"]["phases"][p.name] = {
+          {"steps", p.steps}, {"local_median", p.median}, {"local_p90", p.p90}};
+    }
   }
   std::printf("%s\n", doc.dump().c_str());
 }

@@ -423,6 +423,10 @@ void add_step_figures(migration_stall_figures& f, const std::vector<step_time>& 
   const std::vector<sample_group> paired = cycles_of(steps, local, windows, true);
   f.median_over_control_interval = bootstrap_quantile_ratio(paired, 0.5);
   f.p99_over_control_interval = bootstrap_quantile_ratio(paired, 0.99);
+  std::vector<timed_step> timed;
+  for (size_t i = 0; i < steps.size(); ++i)
+    timed.push_back({steps[i].end_unix_ms - steps[i].ms, steps[i].end_unix_ms, local[i]});
+  f.phases = migration_phases(timed, windows);
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
+#include "bench/migration_phases.hpp"
 #include "bench/sample_statistics.hpp"
 #include "bench/step_plot.hpp"
 #include "common/result.hpp"
@@ -48,6 +50,8 @@ struct migration_stall_figures {
   /// p99 over median of fixed single-thread work as long as a median step, streaming memory as
   /// a step streams its KV cache, timed on this machine in the same run: the machine's own spread.
   double machine_p99_ratio = 0;
+  /// The local ratios by where in a migration each step fell (migration_phases).
+  std::vector<phase_figure> phases;
   /// Every timed step, the migration and control windows, in seconds from the first step: what
   /// `--steps-svg` draws.
   step_plot plot;

@@ -55,6 +55,17 @@ TEST_CASE("bench balance times live migrations and draws every step it timed", "
     CHECK(interval[0].get<double>() > 0);
     CHECK(interval[0].get<double>() <= interval[1].get<double>());
   }
+  // Every timed step falls in exactly one phase: those of a migration are the steps during it.
+  const auto& phases = m.at("phases");
+  int in_phases = 0;
+  for (const auto& [name, p] : phases.items())
+    in_phases += p.at("steps").get<int>();
+  CHECK(in_phases == during + outside);
+  CHECK(phases.at("start").at("steps").get<int>() + phases.at("within").at("steps").get<int>() +
+            phases.at("switch").at("steps").get<int>() +
+            phases.at("whole").at("steps").get<int>() ==
+        during);
+  CHECK(phases.at("after").at("steps").get<int>() == 3);
   // The plot holds exactly the steps the figures count, marked alike.
   const std::string drawn = read_text(svg);
   CHECK(count_of(drawn, "<circle class=\"step") == static_cast<size_t>(during + outside));
