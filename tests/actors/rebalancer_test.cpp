@@ -6,21 +6,35 @@
 
 using namespace brigade;
 
-TEST_CASE("random re-plans are valid and move about the asked fraction", "[eplb]") {
+namespace {
+
+// 4 layers of 32 experts on 4 shards of 10 slots.
+model::model_config config() {
   model::model_config c;
   c.num_layers = 4;
   c.num_experts = 32;
   c.hidden_size = 64;
   c.expert_intermediate = 32;
-  auto initial = actors::expert_layout::initial(c, 4, 10);
+  return c;
+}
+
+actors::expert_layout initial_layout() {
+  auto initial = actors::expert_layout::initial(config(), 4, 10);
   REQUIRE(initial.ok());
-  actors::rebalancer r(c, initial.value(), {});
+  return initial.value();
+}
+
+}  // namespace
+
+TEST_CASE("random re-plans are valid and move about the asked fraction", "[eplb]") {
+  const auto initial = initial_layout();
+  actors::rebalancer r(config(), initial, {});
   const int slots = 4 * 4 * 10;
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     INFO("seed " << seed);
     const auto small = r.random_layout(seed, 0.2);
     REQUIRE(small.check().ok());
-    CHECK(small.epoch == initial.value().epoch + 1);
+    CHECK(small.epoch == initial.epoch + 1);
     const int moved = r.moved_slots(small);
     CHECK(moved > 0);
     CHECK(moved <= slots / 4);
@@ -31,18 +45,12 @@ TEST_CASE("random re-plans are valid and move about the asked fraction", "[eplb]
 }
 
 TEST_CASE("a random re-plan moving no slots changes only the epoch", "[eplb]") {
-  model::model_config c;
-  c.num_layers = 4;
-  c.num_experts = 32;
-  c.hidden_size = 64;
-  c.expert_intermediate = 32;
-  auto initial = actors::expert_layout::initial(c, 4, 10);
-  REQUIRE(initial.ok());
-  actors::rebalancer r(c, initial.value(), {});
+  const auto initial = initial_layout();
+  actors::rebalancer r(config(), initial, {});
   const auto none = r.random_layout(7, 0.0);
-  CHECK(none.epoch == initial.value().epoch + 1);
+  CHECK(none.epoch == initial.epoch + 1);
   CHECK(r.moved_slots(none) == 0);
-  CHECK(none.phy2log == initial.value().phy2log);
+  CHECK(none.phy2log == initial.phy2log);
   // The smallest fraction above zero still moves something: one swap per layer.
   CHECK(r.moved_slots(r.random_layout(7, 0.001)) > 0);
 }
