@@ -90,13 +90,14 @@ status recording_service::submit(generation_request request,
   return s;
 }
 
+// Forwarded before it is recorded: a test that waits for the cancel and then lets the engine go
+// on (open_gate) must find it queued in the service already. Recorded first, a cancel whose thread
+// was preempted before forwarding it let the engine finish the request instead.
 void recording_service::cancel(int64_t request_id) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    cancelled_.insert(request_id);
-    changed_.notify_all();
-  }
   inner_.cancel(request_id);
+  std::lock_guard<std::mutex> lock(mutex_);
+  cancelled_.insert(request_id);
+  changed_.notify_all();
 }
 
 void recording_service::record(int64_t id, const outcome& o, bool ended) {
