@@ -49,6 +49,7 @@ struct balance_options {
   int migrations = 100;  // a migration overlaps only a step or two: many give a real p99
   bool migration_nodes = false;
   int copy_interval_ms = migration_stall_options{}.copy_interval_ms;
+  std::string migration_tls = migration_stall_options{}.transport_tls;
   // A fifth of the slots, as the planner's adopted plans move (at most 25%).
   double move_fraction = migration_stall_options{}.move_fraction;
   std::string steps_svg;  // where to draw the timed steps; empty: nowhere
@@ -356,7 +357,8 @@ nlohmann::json interval_json(const ratio_interval& i) {
 
 void print_stall(const migration_stall_figures& s) {
   // In one process new slots share the weights in memory: nothing is copied, nothing is paced.
-  const std::string copies = s.two_nodes ? std::to_string(s.copy_interval_ms) + " ms copy interval"
+  const std::string copies = s.two_nodes ? std::to_string(s.copy_interval_ms) +
+                                               " ms copy interval, data plane " + s.transport_tls
                                          : "new slots share the weights, nothing is copied";
   std::printf(
       "\nDecode steps (batch 32, 4 expert shards of 10 slots, 32 experts, %s) through %d live "
@@ -459,6 +461,7 @@ void print_json(const std::vector<row>& rows, const std::vector<goal>& goals,
         {"steps_during", stall->steps_during},
         {"steps_outside", stall->steps_outside},
         {"copy_interval_ms", stall->copy_interval_ms},
+        {"transport_tls", stall->two_nodes ? nlohmann::json(stall->transport_tls) : nullptr},
         {"move_fraction", stall->move_fraction},
         {"steps_control", stall->steps_control},
         {"local_median_control", stall->local_median_control},
@@ -518,9 +521,14 @@ int balance(int argc, char** argv) {
                  "live migrations to time decode steps through (0 skips that part; fewer when the "
                  "timed sequences end first, and then it says so)")
       ->check(CLI::Range(0, 1000));
-  app.add_flag("--migration-nodes", o.migration_nodes,
-               "time the migrations with the shards on two `brigade node` processes on loopback, "
-               "so experts that change nodes are copied over the data plane");
+  auto* nodes_flag =
+      app.add_flag("--migration-nodes", o.migration_nodes,
+                   "time the migrations with the shards on two `brigade node` processes on "
+                   "loopback, so experts that change nodes are copied over the data plane");
+  app.add_option("--migration-tls", o.migration_tls,
+                 "the data plane's UCX_TLS between those nodes: tcp, or shared memory "
+                 "(posix,sysv,cma,self)")
+      ->needs(nodes_flag);
   app.add_option("--copy-interval-ms", o.copy_interval_ms,
                  "a shard's pause after each expert copied in from another node (the manifest's "
                  "eplb.copy_interval_ms; 0: back to back)")
@@ -575,6 +583,7 @@ int balance(int argc, char** argv) {
     so.migrations = o.migrations;
     so.two_nodes = o.migration_nodes;
     so.copy_interval_ms = o.copy_interval_ms;
+    so.transport_tls = o.migration_tls;
     so.move_fraction = o.move_fraction;
     auto s = measure_migration_stall(so);
     if (!s) {

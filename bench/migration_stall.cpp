@@ -281,14 +281,15 @@ result<deploy::manifest> stall_manifest(const std::string& work_dir, int copy_in
 
 // Starts two `brigade node` processes on loopback and places the roles on them in `m`: 2 shards
 // each, prefill and decode on the first. The nodes are killed when the returned handles go.
-result<std::vector<subprocess>> add_two_nodes(deploy::manifest& m, const std::string& work_dir) {
+result<std::vector<subprocess>> add_two_nodes(deploy::manifest& m, const std::string& work_dir,
+                                              const std::string& tls) {
   const std::string secret = work_dir + "/join-secret";
   if (FILE* f = std::fopen(secret.c_str(), "w")) {
     std::fprintf(f, "brigade-bench-%d\n", static_cast<int>(::getpid()));
     std::fclose(f);
   }
   m.join_secret_file = secret;
-  m.transport.tls = "tcp";
+  m.transport.tls = tls;
   m.transport.net_devices = "lo";
   std::vector<subprocess> nodes;
   for (int n = 1; n <= 2; ++n) {
@@ -457,7 +458,7 @@ result<migration_stall_figures> measure_migration_stall(const migration_stall_op
   if (!m) return m.err();
   std::vector<subprocess> nodes;  // killed when this returns
   if (o.two_nodes) {
-    auto started = add_two_nodes(m.value(), dir.path());
+    auto started = add_two_nodes(m.value(), dir.path(), o.transport_tls);
     if (!started) return started.err();
     nodes = std::move(started.value());
   }
@@ -468,6 +469,7 @@ result<migration_stall_figures> measure_migration_stall(const migration_stall_op
   migration_stall_figures f;
   f.two_nodes = o.two_nodes;
   f.copy_interval_ms = o.copy_interval_ms;
+  if (o.two_nodes) f.transport_tls = o.transport_tls;
   f.move_fraction = o.move_fraction;
   f.migrations_asked = o.migrations;
   const migration_run run = run_migrations(*t.value(), *sinks.value()[0], o);

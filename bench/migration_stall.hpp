@@ -17,8 +17,9 @@ struct migration_stall_figures {
   bool two_nodes = false;  ///< Shards on two node processes: experts crossing over the data plane.
   int migrations = 0;      ///< Timed: fewer than asked when the sequences ran out of tokens.
   int migrations_asked = 0;
-  int copy_interval_ms = 0;  ///< The shards' pause after each expert copied in.
-  double move_fraction = 0;  ///< The share of each layer's slots a migration moved.
+  int copy_interval_ms = 0;   ///< The shards' pause after each expert copied in.
+  std::string transport_tls;  ///< The data plane's UCX_TLS between the nodes (two nodes only).
+  double move_fraction = 0;   ///< The share of each layer's slots a migration moved.
   int steps_during = 0;
   int steps_outside = 0;
   double median_ms = 0;       ///< Median step time outside migrations.
@@ -83,6 +84,9 @@ struct migration_stall_options {
   bool two_nodes = false;
   /// Each shard's pause after every expert it copies in.
   int copy_interval_ms = deploy::eplb_policy{}.copy_interval_ms;
+  /// The data plane's UCX_TLS between the two nodes: "tcp" (as between machines without RDMA),
+  /// or shared memory ("posix,sysv,cma,self"), which moves the bytes with a fraction of the CPU.
+  std::string transport_tls = "tcp";
   /// The share of each layer's slots a migration moves (random swaps between shards). 0 moves
   /// none: the switch protocol alone, under a new epoch.
   double move_fraction = 0.2;

@@ -87,6 +87,24 @@ TEST_CASE("bench balance keeps every migration window past the supervisor's last
   CHECK(m.at("bootstrap_cycles").get<int>() >= 130);
 }
 
+TEST_CASE("bench balance times migrations across two node processes on the transport asked for",
+          "[bench][cli]") {
+  const auto r = run_bench(
+      "--windows 20 --layers 2 --migrations 3 --migration-nodes --migration-tls "
+      "posix,sysv,cma,self --json");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto m = nlohmann::json::parse(r.out).at("migration");
+  CHECK(m.at("two_nodes").get<bool>());
+  CHECK(m.at("transport_tls") == "posix,sysv,cma,self");
+  CHECK(m.at("migrations").get<int>() == 3);
+  CHECK(m.at("steps_during").get<int>() > 0);
+  // In one process there is no data plane to name.
+  const auto one = run_bench("--windows 20 --layers 2 --migrations 1 --json");
+  REQUIRE(one.exit_code == 0);
+  CHECK(nlohmann::json::parse(one.out).at("migration").at("transport_tls").is_null());
+}
+
 TEST_CASE("bench balance refuses a step plot it cannot draw, before timing anything",
           "[bench][cli]") {
   const auto without = run_bench("--migrations 0 --steps-svg /tmp/never.svg");
@@ -95,6 +113,9 @@ TEST_CASE("bench balance refuses a step plot it cannot draw, before timing anyth
   const auto too_many = run_bench("--move-fraction 1.5");
   CHECK(too_many.exit_code != 0);  // a usage error, with CLI11's exit code
   CHECK(too_many.err.find("--move-fraction") != std::string::npos);
+  const auto tls_alone = run_bench("--migration-tls posix,sysv,cma,self");
+  CHECK(tls_alone.exit_code != 0);  // the data plane's transport needs the nodes
+  CHECK(tls_alone.err.find("--migration-tls requires --migration-nodes") != std::string::npos);
   const std::string bad = "/nonexistent-brigade-dir/steps.svg";
   const auto unwritable = run_bench("--windows 20 --layers 2 --steps-svg " + bad);
   CHECK(unwritable.exit_code == 1);
