@@ -54,9 +54,9 @@ struct load_job {
 /// Starts a shard's loader: a thread of its own, at the lowest nice level, that takes load_jobs
 /// one after another and sends `shard` (loaded_atom, plan.epoch, result) once every expert of a
 /// job arrived; (abort_atom, epoch) drops that epoch's job. After each expert that moved bytes
-/// (from another node or the checkpoint) it waits `copy_interval` before the next. One per shard
-/// for the shard's life, like the exporter: a migration would otherwise start a thread on every
-/// shard it touches.
+/// (from another node or the checkpoint) it waits `copy_interval` before the next, and a job that
+/// moves bytes waits it before its first one too. One per shard for the shard's life, like the
+/// exporter: a migration would otherwise start a thread on every shard it touches.
 caf::actor spawn_expert_loader(caf::actor_system& sys, std::shared_ptr<const model_context> ctx,
                                expert_shard_actor shard, std::chrono::milliseconds copy_interval);
 
