@@ -207,8 +207,8 @@ TEST_CASE("a client that hangs up mid-stream cancels its request", "[serve]") {
   server.recorder->open_gate();
   REQUIRE(server.recorder->wait_until_all_ended());
   const auto outcome = server.recorder->outcome_of(cancelled);
-  INFO("request " << cancelled << ": " << outcome.tokens << " tokens, finished "
-                  << outcome.finished << ", errored " << outcome.errored);
+  INFO("request " << cancelled << ": " << outcome.tokens << " tokens, finished " << outcome.finished
+                  << ", errored " << outcome.errored);
   REQUIRE(outcome.errored);
   REQUIRE(outcome.error_code == errc::cancelled);
   REQUIRE(outcome.tokens < 200);
