@@ -70,7 +70,16 @@ void read_checkpoint(loader_state& st, const expert_key& key) {
 }
 
 void pump(loader_pointer self);
-void rest_after_copy(loader_pointer self);
+
+// After an expert that moved bytes (and before the first of a job that moves bytes), the loader
+// waits out the copy interval: a migration's copies then spread over more steps, each step
+// meeting less of them.
+void rest_after_copy(loader_pointer self) {
+  auto& st = self->state;
+  if (st.copy_interval.count() <= 0) return;
+  st.resting = true;
+  self->delayed_send(self, st.copy_interval, tick_atom_v, st.serial);
+}
 
 // Turns the next queued job's plan into copy jobs: an expert per entry, from its source or, with
 // none, from the checkpoint.
@@ -141,15 +150,6 @@ bool on_copy(loader_pointer self, const copy_job& job, bool other_node, expert_w
     ++st.out->counts.same_node;
   }
   return true;
-}
-
-// After an expert that moved bytes, the next waits out the copy interval: a migration's copies
-// then spread over more steps, each step meeting less of them.
-void rest_after_copy(loader_pointer self) {
-  auto& st = self->state;
-  if (st.copy_interval.count() <= 0) return;
-  st.resting = true;
-  self->delayed_send(self, st.copy_interval, tick_atom_v, st.serial);
 }
 
 // Starts copies up to the in-flight bound; checkpoint reads run inline.
