@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "model/speculation.hpp"
 #include "model/transformer.hpp"
 
 namespace brigade::model {
@@ -101,19 +102,34 @@ void engine::admit_waiting() {
   }
 }
 
+// Drafts a decoding sequence may feed: within the step's budget, the tokens it may still
+// generate (a verify step yields up to one more than it drafts) and the model's context.
+int engine::draft_limit(const sequence& s, int budget) const {
+  const int generated = static_cast<int>(s.generated.size());
+  const int left = s.options.max_tokens - generated - 1;
+  const int positions = model_.config.max_positions - 1 - s.computed;
+  return std::max(0, std::min({options_.speculation.max_draft, budget - 1, left, positions}));
+}
+
 void engine::build_batch(std::vector<sequence*>& in_batch, std::vector<int>& fed) {
   batch_.clear();
   in_batch.clear();
   fed.clear();
+  drafts_.clear();
   int budget = options_.max_step_tokens;
-  // Decoding sequences first: one token each keeps inter-token latency flat.
+  // Decoding sequences first: one token each (and its drafts) keeps inter-token latency flat.
   for (auto& s : active_) {
     if (s->computed < s->prompt_tokens || budget == 0) continue;
-    batch_.add_sequence(&s->tokens[static_cast<size_t>(s->computed)], 1, s->computed,
-                        s->blocks.data(), static_cast<int>(s->blocks.size()), 1);
+    drafts_.push_back(draft_tokens(s->tokens, draft_limit(*s, budget), options_.speculation));
+    // The last accepted token and the drafts go in together, each with its logits row.
+    std::vector<int32_t>& fed_tokens = drafts_.back();
+    fed_tokens.insert(fed_tokens.begin(), s->tokens[static_cast<size_t>(s->computed)]);
+    const int count = static_cast<int>(fed_tokens.size());
+    batch_.add_sequence(fed_tokens.data(), count, s->computed, s->blocks.data(),
+                        static_cast<int>(s->blocks.size()), count);
     in_batch.push_back(s.get());
-    fed.push_back(1);
-    --budget;
+    fed.push_back(1);  // drafts count as computed only once accepted
+    budget -= count;
   }
   // Then prefill chunks in arrival order with what is left of the budget.
   for (auto& s : active_) {
@@ -134,23 +150,36 @@ void engine::finish_step(const std::vector<sequence*>& in_batch, std::vector<tok
     sequence& s = *in_batch[i];
     const int seq = static_cast<int>(i);
     if (batch_.logits_count(seq) == 0) continue;
-    const float* row =
+    const float* rows =
         logits_.data() + static_cast<size_t>(batch_.logits_begin(seq)) * static_cast<size_t>(vocab);
-    const int32_t token =
-        sample(row, vocab, s.options.sampling, static_cast<uint64_t>(s.generated.size()));
-    s.tokens.push_back(token);
-    s.generated.push_back(token);
-    if (s.options.keep_logits) s.logits.insert(s.logits.end(), row, row + vocab);
-    const auto& stops = s.options.stop_ids;
-    if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
-      s.finished = finish_reason::stop;
-    } else if (static_cast<int>(s.generated.size()) >= s.options.max_tokens) {
-      s.finished = finish_reason::length;
-    } else if (static_cast<int>(s.tokens.size()) >= model_.config.max_positions) {
-      s.finished = finish_reason::context;
-    }
-    events.push_back({s.id, token, s.finished});
+    // Decoding sequences come first in the batch, each with its fed tokens in drafts_: the last
+    // accepted token, then the drafts. A prefill's last chunk drafts nothing.
+    std::vector<int32_t> drafts;
+    if (i < drafts_.size()) drafts.assign(drafts_[i].begin() + 1, drafts_[i].end());
+    const std::vector<int32_t> produced = verify_drafts(
+        rows, vocab, s.options.sampling, static_cast<uint64_t>(s.generated.size()), drafts);
+    speculation_.add(static_cast<int>(drafts.size()), static_cast<int>(produced.size()));
+    // Accepted drafts already have their keys and values in the cache.
+    s.computed += static_cast<int>(produced.size()) - 1;
+    for (size_t t = 0; t < produced.size() && s.finished == finish_reason::none; ++t)
+      append_token(s, produced[t], rows + t * static_cast<size_t>(vocab), events);
   }
+}
+
+void engine::append_token(sequence& s, int32_t token, const float* row,
+                          std::vector<token_event>& events) {
+  s.tokens.push_back(token);
+  s.generated.push_back(token);
+  if (s.options.keep_logits) s.logits.insert(s.logits.end(), row, row + model_.config.vocab_size);
+  const auto& stops = s.options.stop_ids;
+  if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
+    s.finished = finish_reason::stop;
+  } else if (static_cast<int>(s.generated.size()) >= s.options.max_tokens) {
+    s.finished = finish_reason::length;
+  } else if (static_cast<int>(s.tokens.size()) >= model_.config.max_positions) {
+    s.finished = finish_reason::context;
+  }
+  events.push_back({s.id, token, s.finished});
 }
 
 bool engine::step(std::vector<token_event>& events) {

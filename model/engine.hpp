@@ -25,6 +25,7 @@
 #include "kvcache/block_pool.hpp"
 #include "model/loaded_model.hpp"
 #include "model/sampler.hpp"
+#include "model/speculation.hpp"
 #include "model/step_batch.hpp"
 #include "model/workspace.hpp"
 
@@ -35,6 +36,9 @@ struct engine_options {
   int kv_tokens = 32768;      ///< KV capacity in tokens (rounded up to whole blocks).
   int max_step_tokens = 256;  ///< Token budget of one step (decode tokens + prefill chunks).
   int max_running = 32;       ///< Sequences decoding at once.
+  /// Prompt-lookup drafts verified in the decode steps; off unless max_draft > 0. The output is
+  /// the same either way (model/speculation.hpp).
+  speculation_options speculation;
 };
 
 struct request_options {
@@ -83,13 +87,16 @@ class engine {
   int running() const;
   int waiting() const { return static_cast<int>(waiting_.size()); }
   int free_kv_blocks() const { return pool_.free_blocks(); }
+  const speculation_stats& speculation() const { return speculation_; }
 
  private:
   struct sequence;
   void admit_waiting();
   void build_batch(std::vector<sequence*>& in_batch, std::vector<int>& fed);
   void finish_step(const std::vector<sequence*>& in_batch, std::vector<token_event>& events);
+  void append_token(sequence& s, int32_t token, const float* row, std::vector<token_event>& events);
   int blocks_for(int tokens) const;
+  int draft_limit(const sequence& s, int budget) const;
 
   const loaded_model& model_;
   gpu::backend& dev_;
@@ -99,6 +106,8 @@ class engine {
   workspace ws_;
   step_batch batch_;
   std::vector<float> logits_;
+  std::vector<std::vector<int32_t>> drafts_;  // per sequence of the step in flight
+  speculation_stats speculation_;
   int64_t next_id_ = 1;
   std::deque<std::unique_ptr<sequence>> waiting_;
   std::vector<std::unique_ptr<sequence>> active_;

@@ -43,7 +43,8 @@ struct run_result {
 };
 
 std::vector<run_result> run(fixture& f, const std::vector<std::vector<int32_t>>& prompts,
-                            engine_options options, request_options request = {}) {
+                            engine_options options, request_options request = {},
+                            speculation_stats* speculation = nullptr) {
   engine eng(*f.model, *f.dev, options);
   request.keep_logits = true;
   std::vector<int64_t> ids;
@@ -56,6 +57,7 @@ std::vector<run_result> run(fixture& f, const std::vector<std::vector<int32_t>>&
   std::vector<run_result> out;
   for (int64_t id : ids)
     out.push_back({eng.output(id), eng.kept_logits(id)});
+  if (speculation) *speculation = eng.speculation();
   return out;
 }
 
@@ -163,4 +165,80 @@ TEST_CASE("bad submissions are refused with a reason", "[engine]") {
   CHECK_THAT(out_of_vocab.err().message, Catch::Contains("9999"));
   req.max_tokens = 0;
   CHECK_FALSE(eng.submit({1}, req).ok());
+}
+
+namespace {
+
+// Prompts whose generations prompt lookup can draft: a phrase said again and again, and the same
+// with noise between the repeats.
+std::vector<std::vector<int32_t>> repetitive_prompts() {
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 4; ++i) {
+    const auto phrase = prompt(6 + i, 20 + i);
+    std::vector<int32_t> p;
+    for (int r = 0; r < 4; ++r) {
+      p.insert(p.end(), phrase.begin(), phrase.end());
+      if (i % 2 == 1) p.push_back(400 + r);
+    }
+    prompts.push_back(p);
+  }
+  prompts.push_back(prompt(9, 30));
+  return prompts;
+}
+
+}  // namespace
+
+TEST_CASE("speculative decoding gives plain decoding's tokens and logits",
+          "[engine][speculation]") {
+  fixture f;
+  const auto prompts = repetitive_prompts();
+  request_options greedy;
+  greedy.max_tokens = 40;
+  request_options sampled = greedy;
+  sampled.sampling.temperature = 0.3f;
+  sampled.sampling.top_k = 8;
+  sampled.sampling.seed = 5;
+  for (const request_options& req : {greedy, sampled}) {
+    const auto plain = run(f, prompts, {}, req);
+    for (int max_draft : {1, 4}) {
+      for (int step_tokens : {256, 9}) {
+        engine_options spec;
+        spec.speculation.max_draft = max_draft;
+        spec.max_step_tokens = step_tokens;
+        speculation_stats stats;
+        const auto drafted = run(f, prompts, spec, req, &stats);
+        INFO("temperature " << req.sampling.temperature << ", max_draft " << max_draft
+                            << ", step budget " << step_tokens);
+        // The comparison proves something only if drafts were both kept and thrown away.
+        REQUIRE(stats.accepted_tokens > 0);
+        REQUIRE(stats.drafted_tokens > stats.accepted_tokens);
+        for (size_t i = 0; i < prompts.size(); ++i) {
+          INFO("prompt " << i);
+          CHECK(drafted[i].tokens == plain[i].tokens);
+          CHECK(same_bits(drafted[i].logits, plain[i].logits));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a stop token among accepted drafts ends generation there", "[engine][speculation]") {
+  fixture f;
+  const auto prompts = repetitive_prompts();
+  request_options req;
+  req.max_tokens = 40;
+  const auto plain = run(f, prompts, {}, req);
+  engine_options spec;
+  spec.speculation.max_draft = 4;
+  // Each prompt in turn stops at its tenth token: the run must end exactly where plain decoding's
+  // output first holds that token, drafts or not.
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    request_options stopping = req;
+    stopping.stop_ids = {plain[i].tokens[9]};
+    const auto expected = run(f, {prompts[i]}, {}, stopping);
+    const auto drafted = run(f, {prompts[i]}, spec, stopping);
+    INFO("prompt " << i);
+    CHECK(drafted[0].tokens == expected[0].tokens);
+    CHECK(drafted[0].tokens.size() <= 10);
+  }
 }

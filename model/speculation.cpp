@@ -1,0 +1,80 @@
+#include "model/speculation.hpp"
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+namespace brigade::model {
+namespace {
+
+// The continuation most earlier occurrences of the context's last `n` tokens agree on, and the
+// share that agrees; ties go to the most recent occurrence's continuation.
+struct vote {
+  int32_t token = -1;
+  double trust = 0.0;
+};
+
+vote lookup(const std::vector<int32_t>& context, int n, int lookback) {
+  const int size = static_cast<int>(context.size());
+  if (size <= n) return {};
+  const int32_t* suffix = context.data() + size - n;
+  std::map<int32_t, int> counts;
+  int occurrences = 0;
+  int32_t best = -1;
+  int best_count = 0;
+  const int oldest = std::max(0, size - n - lookback);
+  // Occurrences start at s and are followed by context[s + n]; scan from the most recent.
+  for (int s = size - n - 1; s >= oldest; --s) {
+    if (!std::equal(suffix, suffix + n, context.data() + s)) continue;
+    const int32_t next = context[static_cast<size_t>(s + n)];
+    const int count = ++counts[next];
+    ++occurrences;
+    if (count > best_count) {
+      best_count = count;
+      best = next;
+    }
+  }
+  if (occurrences == 0) return {};
+  return {best, static_cast<double>(best_count) / occurrences};
+}
+
+}  // namespace
+
+std::string check(const speculation_options& o) {
+  if (o.max_draft < 0 || o.max_draft > 64) return "max_draft must be between 0 and 64";
+  if (o.min_ngram < 1) return "min_ngram must be at least 1";
+  if (o.max_ngram < o.min_ngram) return "max_ngram must be at least min_ngram";
+  if (!(o.min_trust > 0.0 && o.min_trust <= 1.0)) return "min_trust must be in (0, 1]";
+  if (o.lookback_tokens < 1) return "lookback_tokens must be at least 1";
+  return {};
+}
+
+std::vector<int32_t> draft_tokens(const std::vector<int32_t>& context, int limit,
+                                  const speculation_options& options) {
+  std::vector<int32_t> drafts;
+  if (limit <= 0) return drafts;
+  std::vector<int32_t> extended = context;
+  while (static_cast<int>(drafts.size()) < limit) {
+    vote v;
+    for (int n = options.max_ngram; n >= options.min_ngram && v.token < 0; --n)
+      v = lookup(extended, n, options.lookback_tokens);
+    if (v.token < 0 || v.trust < options.min_trust) break;
+    drafts.push_back(v.token);
+    extended.push_back(v.token);
+  }
+  return drafts;
+}
+
+std::vector<int32_t> verify_drafts(const float* rows, int vocab, const sampling_params& sampling,
+                                   uint64_t first_draw, const std::vector<int32_t>& drafts) {
+  std::vector<int32_t> out;
+  for (size_t i = 0; i <= drafts.size(); ++i) {
+    const int32_t token = sample(rows + i * static_cast<size_t>(vocab), vocab, sampling,
+                                 first_draw + static_cast<uint64_t>(i));
+    out.push_back(token);
+    if (i == drafts.size() || token != drafts[i]) break;
+  }
+  return out;
+}
+
+}  // namespace brigade::model

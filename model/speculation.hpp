@@ -1,0 +1,66 @@
+// Speculative decoding by prompt lookup: a decoding sequence drafts the tokens that followed the
+// same few tokens earlier in its own context (agents resend tool output, code repeats names), and
+// one step verifies them all: the last token and every draft are fed together, each gets a logits
+// row, and a draft survives only if it is what plain decoding would have produced there.
+//
+// Only trustworthy tokens are drafted: a continuation needs the agreement of at least min_trust of
+// the earlier places its n-gram occurred, so a context that continued differently each time drafts
+// nothing and costs nothing.
+//
+// Lossless by construction: every token is sampled from its own row with the draw index it would
+// have had without speculation, and a draft is kept only while it equals that sample. Greedy and
+// seeded sampled output are therefore token for token those of plain decoding, not merely drawn
+// from the same distribution, and batch-invariant kernels make the logits rows the same bits too.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/sampler.hpp"
+
+namespace brigade::model {
+
+struct speculation_options {
+  int max_draft = 0;           ///< Tokens drafted per sequence and step; 0 turns speculation off.
+  int max_ngram = 4;           ///< Longest suffix of the context looked up.
+  int min_ngram = 2;           ///< Shortest suffix looked up; shorter matches are too common.
+  double min_trust = 0.5;      ///< Share of earlier occurrences that must agree on a draft token.
+  int lookback_tokens = 4096;  ///< How far back the lookup searches (bounds its cost).
+
+  bool enabled() const { return max_draft > 0; }
+};
+
+/// Why an options value cannot be used, or empty when it can.
+std::string check(const speculation_options& options);
+
+/// Up to `limit` draft tokens continuing `context` (prompt and generated tokens so far), each
+/// trusted by at least options.min_trust of the matches of the longest suffix that occurs before.
+std::vector<int32_t> draft_tokens(const std::vector<int32_t>& context, int limit,
+                                  const speculation_options& options);
+
+/// The tokens a verify step yields. Row i of `rows` holds the logits after the i-th fed token (the
+/// last accepted token, then each draft); there are draft_count + 1 rows. Token i is sampled from
+/// row i with draw index first_draw + i; the next row is used only while token i equals draft i.
+/// Returns 1 to draft_count + 1 tokens: the accepted drafts, then the first token plain decoding
+/// would have produced after them.
+std::vector<int32_t> verify_drafts(const float* rows, int vocab, const sampling_params& sampling,
+                                   uint64_t first_draw, const std::vector<int32_t>& drafts);
+
+/// Counts a decoder keeps of its speculation.
+struct speculation_stats {
+  int64_t verify_steps = 0;     ///< Sequence-steps that fed at least one draft.
+  int64_t drafted_tokens = 0;   ///< Draft tokens fed.
+  int64_t accepted_tokens = 0;  ///< Draft tokens kept.
+  int64_t emitted_tokens = 0;   ///< Tokens the verify steps produced (accepted plus one each).
+
+  void add(int drafted, int produced) {
+    if (drafted == 0) return;
+    ++verify_steps;
+    drafted_tokens += drafted;
+    accepted_tokens += produced - 1;
+    emitted_tokens += produced;
+  }
+};
+
+}  // namespace brigade::model

@@ -1,0 +1,126 @@
+// Prompt-lookup drafting and draft verification, on hand-made contexts and logits.
+#include "model/speculation.hpp"
+
+#include <catch2/catch.hpp>
+#include <random>
+
+using namespace brigade::model;
+
+namespace {
+
+speculation_options drafting(int max_draft) {
+  speculation_options o;
+  o.max_draft = max_draft;
+  return o;
+}
+
+// Rows of `vocab` logits whose argmax is the given token.
+std::vector<float> rows_peaking_at(const std::vector<int32_t>& argmaxes, int vocab) {
+  std::vector<float> rows(argmaxes.size() * static_cast<size_t>(vocab), 0.0f);
+  for (size_t i = 0; i < argmaxes.size(); ++i)
+    rows[i * static_cast<size_t>(vocab) + static_cast<size_t>(argmaxes[i])] = 5.0f;
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("drafts follow the earlier continuation of the context's suffix", "[speculation]") {
+  const std::vector<int32_t> context{1, 2, 3, 9, 1, 2, 3};
+  CHECK(draft_tokens(context, 5, drafting(5)) == std::vector<int32_t>{9, 1, 2, 3, 9});
+  CHECK(draft_tokens(context, 2, drafting(5)) == std::vector<int32_t>{9, 1});
+  CHECK(draft_tokens(context, 0, drafting(5)).empty());
+}
+
+TEST_CASE("nothing is drafted without an earlier occurrence", "[speculation]") {
+  CHECK(draft_tokens({1, 2, 3, 4, 5, 6}, 4, drafting(4)).empty());
+  CHECK(draft_tokens({7}, 4, drafting(4)).empty());
+  CHECK(draft_tokens({}, 4, drafting(4)).empty());
+  // A one-token match is below the default min_ngram of 2.
+  CHECK(draft_tokens({4, 8, 1, 4}, 4, drafting(4)).empty());
+}
+
+TEST_CASE("only continuations enough earlier occurrences agree on are trusted", "[speculation]") {
+  // [5, 6] was followed by 1, 2 and 3: no continuation has half the votes.
+  const std::vector<int32_t> split{5, 6, 1, 5, 6, 2, 5, 6, 3, 5, 6};
+  CHECK(draft_tokens(split, 3, drafting(3)).empty());
+  speculation_options lenient = drafting(1);
+  lenient.min_trust = 0.3;
+  // Ties go to the most recent continuation.
+  CHECK(draft_tokens(split, 1, lenient) == std::vector<int32_t>{3});
+  // Two of three agree: trusted at 0.5, not at 0.7.
+  const std::vector<int32_t> majority{5, 6, 1, 9, 5, 6, 2, 8, 5, 6, 1, 7, 5, 6};
+  CHECK(draft_tokens(majority, 1, drafting(1)) == std::vector<int32_t>{1});
+  speculation_options strict = drafting(1);
+  strict.min_trust = 0.7;
+  CHECK(draft_tokens(majority, 1, strict).empty());
+}
+
+TEST_CASE("the longest matching suffix decides the draft", "[speculation]") {
+  // [2, 3] alone was followed by 4 twice, but [1, 2, 3] was followed by 8.
+  const std::vector<int32_t> context{1, 2, 3, 8, 0, 2, 3, 4, 2, 3, 4, 1, 2, 3};
+  speculation_options o = drafting(1);
+  CHECK(draft_tokens(context, 1, o) == std::vector<int32_t>{8});
+  o.max_ngram = 2;
+  CHECK(draft_tokens(context, 1, o) == std::vector<int32_t>{4});
+}
+
+TEST_CASE("the lookup searches only lookback_tokens back", "[speculation]") {
+  std::vector<int32_t> context{1, 2, 7};
+  for (int i = 0; i < 50; ++i)
+    context.push_back(100 + i);
+  context.insert(context.end(), {1, 2});
+  speculation_options o = drafting(1);
+  CHECK(draft_tokens(context, 1, o) == std::vector<int32_t>{7});
+  o.lookback_tokens = 40;
+  CHECK(draft_tokens(context, 1, o).empty());
+}
+
+TEST_CASE("verification keeps drafts while they equal the greedy token", "[speculation]") {
+  const int vocab = 6;
+  const auto rows = rows_peaking_at({2, 3, 1}, vocab);
+  const sampling_params greedy;
+  CHECK(verify_drafts(rows.data(), vocab, greedy, 0, {2, 3}) == std::vector<int32_t>{2, 3, 1});
+  CHECK(verify_drafts(rows.data(), vocab, greedy, 0, {2, 0}) == std::vector<int32_t>{2, 3});
+  CHECK(verify_drafts(rows.data(), vocab, greedy, 0, {4, 3}) == std::vector<int32_t>{2});
+  CHECK(verify_drafts(rows.data(), vocab, greedy, 0, {}) == std::vector<int32_t>{2});
+}
+
+TEST_CASE("verified samples are the samples plain decoding draws at each index", "[speculation]") {
+  const int vocab = 16;
+  const int rows_count = 5;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.5f);
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    std::vector<float> rows(static_cast<size_t>(rows_count * vocab));
+    for (float& x : rows)
+      x = normal(rng);
+    sampling_params p;
+    p.temperature = 0.8f;
+    p.top_p = 0.95f;
+    p.seed = seed;
+    const uint64_t first = seed * 3;
+    std::vector<int32_t> plain;
+    for (int i = 0; i < rows_count; ++i)
+      plain.push_back(sample(&rows[static_cast<size_t>(i * vocab)], vocab, p, first + i));
+    // Drafts equal to plain decoding's first two tokens, then a wrong one.
+    std::vector<int32_t> drafts{plain[0], plain[1], (plain[2] + 1) % vocab, plain[3]};
+    const auto produced = verify_drafts(rows.data(), vocab, p, first, drafts);
+    INFO("seed " << seed);
+    REQUIRE(produced.size() == 3);
+    CHECK(produced == std::vector<int32_t>(plain.begin(), plain.begin() + 3));
+  }
+}
+
+TEST_CASE("speculation options are checked", "[speculation]") {
+  CHECK(check(speculation_options{}).empty());
+  speculation_options o;
+  o.max_draft = -1;
+  CHECK(check(o) == "max_draft must be between 0 and 64");
+  o = {};
+  o.min_trust = 0.0;
+  CHECK(!check(o).empty());
+  o = {};
+  o.min_ngram = 3;
+  o.max_ngram = 2;
+  CHECK(check(o) == "max_ngram must be at least min_ngram");
+}
