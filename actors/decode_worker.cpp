@@ -12,6 +12,7 @@
 #include "common/log.hpp"
 #include "kvcache/block_pool.hpp"
 #include "model/sampler.hpp"
+#include "model/speculation.hpp"
 #include "model/step_batch.hpp"
 #include "model/step_driver.hpp"
 #include "model/workspace.hpp"
@@ -39,7 +40,9 @@ struct decode_state {
   step_resources run;  // KV storage, block pool, workspace, step driver
   std::map<uint64_t, running_sequence> seqs;
   model::step_batch batch;
-  std::vector<uint64_t> in_step;  // requests of the step in flight, in batch order
+  std::vector<uint64_t> in_step;          // requests of the step in flight, in batch order
+  std::vector<std::vector<int32_t>> fed;  // per request in_step: its last token, then its drafts
+  model::speculation_stats speculation;
   bool busy = false;
   uint64_t step = 0;
   int64_t steps_done = 0;
@@ -127,7 +130,11 @@ void finish_step(decode_pointer self) {
   const auto& c = st.ctx->config;
   const std::vector<float>& logits = st.run.driver->logits();
   std::vector<token_update> updates;
+  size_t row = 0;  // each sequence has a row per fed token
   for (size_t i = 0; i < st.in_step.size(); ++i) {
+    const std::vector<int32_t>& fed = st.fed[i];
+    const float* rows = logits.data() + row * static_cast<size_t>(c.vocab_size);
+    row += fed.size();
     auto it = st.seqs.find(st.in_step[i]);
     if (it == st.seqs.end()) continue;
     running_sequence& s = it->second;
@@ -135,16 +142,23 @@ void finish_step(decode_pointer self) {
       release(st, s.request);
       continue;
     }
-    const float* row = logits.data() + i * static_cast<size_t>(c.vocab_size);
-    const int32_t token =
-        model::sample(row, c.vocab_size, s.params.sampling, static_cast<uint64_t>(s.next_index));
-    s.computed += 1;
-    s.tokens.push_back(token);
-    s.produced += 1;
-    const finish f = finish_for(s, token, c.max_positions);
-    updates.push_back(token_update{
-        s.request, s.attempt, s.next_index, {token}, static_cast<int32_t>(f), s.cached_tokens});
-    s.next_index += 1;
+    const std::vector<int32_t> drafts(fed.begin() + 1, fed.end());
+    const std::vector<int32_t> produced = model::verify_drafts(
+        rows, c.vocab_size, s.params.sampling, static_cast<uint64_t>(s.next_index), drafts);
+    st.speculation.add(static_cast<int>(drafts.size()), static_cast<int>(produced.size()));
+    // The last token and the accepted drafts now have their keys and values stored.
+    s.computed += static_cast<int>(produced.size());
+    token_update u{s.request, s.attempt, s.next_index, {}, 0, s.cached_tokens};
+    finish f = finish::none;
+    for (size_t t = 0; t < produced.size() && f == finish::none; ++t) {
+      s.tokens.push_back(produced[t]);
+      s.produced += 1;
+      u.tokens.push_back(produced[t]);
+      f = finish_for(s, produced[t], c.max_positions);
+    }
+    u.finished = static_cast<int32_t>(f);
+    s.next_index += static_cast<int32_t>(u.tokens.size());
+    updates.push_back(std::move(u));
     if (f != finish::none) release(st, s.request);
   }
   if (!updates.empty()) self->send(st.config.router, std::move(updates));
@@ -186,16 +200,30 @@ void continue_step(decode_pointer self) {
   finish_step(self);
 }
 
+// Drafts a sequence may feed: a verify step yields up to one token more than it drafts, within
+// the tokens the request may still produce and the model's context.
+int draft_limit(const decode_state& st, const running_sequence& s) {
+  const int left = s.params.max_tokens - s.produced - 1;
+  const int positions = st.ctx->config.max_positions - 1 - s.computed;
+  return std::max(0, std::min({st.config.speculation.max_draft, left, positions}));
+}
+
 void start_step(decode_pointer self) {
   auto& st = self->state;
   if (st.busy || st.seqs.empty() || st.experts.shards.shards.empty()) return;
   st.batch.clear();
   st.in_step.clear();
+  st.fed.clear();
   for (auto& [request, s] : st.seqs) {
     if (s.cancelled) continue;
-    st.batch.add_sequence(&s.tokens[static_cast<size_t>(s.computed)], 1, s.computed,
-                          s.blocks.data(), static_cast<int>(s.blocks.size()), 1);
+    std::vector<int32_t> fed =
+        model::draft_tokens(s.tokens, draft_limit(st, s), st.config.speculation);
+    fed.insert(fed.begin(), s.tokens[static_cast<size_t>(s.computed)]);
+    const int count = static_cast<int>(fed.size());
+    st.batch.add_sequence(fed.data(), count, s.computed, s.blocks.data(),
+                          static_cast<int>(s.blocks.size()), count);
     st.in_step.push_back(request);
+    st.fed.push_back(std::move(fed));
   }
   for (auto it = st.seqs.begin(); it != st.seqs.end();) {
     if (it->second.cancelled) {
@@ -213,6 +241,15 @@ void start_step(decode_pointer self) {
   continue_step(self);
 }
 
+nlohmann::json speculation_json(const decode_state& st) {
+  const model::speculation_stats& x = st.speculation;
+  return {{"max_draft", st.config.speculation.max_draft},
+          {"verify_steps", x.verify_steps},
+          {"drafted_tokens", x.drafted_tokens},
+          {"accepted_tokens", x.accepted_tokens},
+          {"emitted_tokens", x.emitted_tokens}};
+}
+
 decode_worker_actor::behavior_type decode_behavior(decode_pointer self,
                                                    std::shared_ptr<const model_context> ctx,
                                                    decode_worker_config config, shard_set shards) {
@@ -223,8 +260,9 @@ decode_worker_actor::behavior_type decode_behavior(decode_pointer self,
   st.experts.acks = st.config.layout_acks;
   st.experts.stall_timeout = std::chrono::milliseconds(st.config.stall_timeout_ms);
   adopt_shards(self, st.experts, std::move(shards));
+  // Every running sequence may feed its drafts after its last token.
   st.run = make_step_resources(*st.ctx, st.config.kv_tokens, st.config.block_tokens,
-                               st.config.max_running);
+                               st.config.max_running * (1 + st.config.speculation.max_draft));
   return {
       [=](kv_handoff& h) -> caf::result<bool> {
         auto accepted = accept(self, h);
@@ -259,12 +297,12 @@ decode_worker_actor::behavior_type decode_behavior(decode_pointer self,
         out.in_flight = static_cast<int32_t>(s.seqs.size());
         out.last_step_ms = s.last_ms;
         out.steps = s.steps_done;
-        out.detail = nlohmann::json{{"free_kv_blocks", s.run.pool->free_blocks()},
-                                    {"step_ms_total", s.total_ms},
-                                    {"kv_blocks", s.run.pool->capacity()},
-                                    {"stalled", s.experts.stalled},
-                                    {"epoch", s.experts.shards.layout.epoch}}
-                         .dump();
+        out.detail =
+            nlohmann::json{
+                {"free_kv_blocks", s.run.pool->free_blocks()}, {"step_ms_total", s.total_ms},
+                {"kv_blocks", s.run.pool->capacity()},         {"stalled", s.experts.stalled},
+                {"epoch", s.experts.shards.layout.epoch},      {"speculation", speculation_json(s)}}
+                .dump();
         return out;
       },
   };

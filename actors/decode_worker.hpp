@@ -8,6 +8,10 @@
 //                                      \--no room--> refused (the router retries elsewhere)
 //   cancel --> gone at the next step boundary
 //
+// With speculation on, each running sequence feeds its prompt-lookup drafts after its last token
+// and keeps those its own samples confirm (model/speculation.hpp): one step may then yield several
+// tokens of a sequence, the same tokens plain decoding yields.
+//
 // If an expert shard fails mid-step, the step waits at that layer for the supervisor's new shard
 // set and resends the layer (expert FFNs are pure: resending changes nothing); after
 // stall_timeout the step's sequences are handed back to the router.
@@ -60,14 +64,15 @@ struct decode_worker_config {
   int kv_tokens = 65536;
   int block_tokens = 16;
   int64_t stall_timeout_ms = 10000;  ///< How long a layer waits for a failed shard's replacement.
-  layout_ack_actor layout_acks;      ///< Told when the worker switches layout epochs.
-  router_actor router;               ///< Where token updates and failures go.
+  model::speculation_options speculation;  ///< Drafts per step; off when max_draft is 0.
+  layout_ack_actor layout_acks;            ///< Told when the worker switches layout epochs.
+  router_actor router;                     ///< Where token updates and failures go.
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, decode_worker_config& x) {
   return f(caf::meta::type_name("decode_worker_config"), x.name, x.max_running, x.kv_tokens,
-           x.block_tokens, x.stall_timeout_ms, x.layout_acks, x.router);
+           x.block_tokens, x.stall_timeout_ms, x.speculation, x.layout_acks, x.router);
 }
 
 decode_worker_actor spawn_decode_worker(caf::actor_system& sys,

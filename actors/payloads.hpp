@@ -10,12 +10,19 @@
 #include <vector>
 
 #include "model/sampler.hpp"
+#include "model/speculation.hpp"
 
 namespace brigade::model {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
   return f(caf::meta::type_name("sampling_params"), x.temperature, x.top_k, x.top_p, x.seed);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, speculation_options& x) {
+  return f(caf::meta::type_name("speculation_options"), x.max_draft, x.max_ngram, x.min_ngram,
+           x.min_trust, x.lookback_tokens);
 }
 
 }  // namespace brigade::model

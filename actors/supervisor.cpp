@@ -40,6 +40,7 @@ decode_worker_config decode_config(supervisor_pointer self, const supervised_chi
   cfg.max_running = m.decode.max_running;
   cfg.kv_tokens = m.decode.kv_tokens;
   cfg.block_tokens = m.block_tokens;
+  cfg.speculation = m.decode.speculation;
   cfg.layout_acks = caf::actor_cast<layout_ack_actor>(self);
   cfg.router = self->state.router;
   return cfg;

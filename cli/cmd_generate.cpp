@@ -52,6 +52,11 @@ int generate(int argc, char** argv) {
   auto* ids_opt = app.add_option("--prompt-ids", prompt_ids, "prompt as comma-separated token ids");
   text_opt->excludes(ids_opt);
   app.add_option("--max-tokens", request.max_tokens, "tokens to generate")->capture_default_str();
+  int speculate = 0;
+  app.add_option("--speculate", speculate,
+                 "draft up to N tokens per step by prompt lookup and verify them (same output)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
   app.add_option("--temperature", request.sampling.temperature, "0 is greedy")
       ->capture_default_str();
   app.add_option("--top-k", request.sampling.top_k, "keep the k most likely tokens (0: all)");
@@ -89,6 +94,7 @@ int generate(int argc, char** argv) {
   }
   request.keep_logits = !logits_out.empty();
   model::engine_options options;
+  options.speculation.max_draft = speculate;
   options.kv_tokens =
       std::min(config.max_positions, static_cast<int>(ids.size()) + request.max_tokens + 16);
   model::engine eng(*loaded.value(), *dev, options);
@@ -108,6 +114,11 @@ int generate(int argc, char** argv) {
     j["ids"] = out;
     j["text"] = text;
     j["finish_reason"] = model::to_string(eng.finished(id.value()));
+    const model::speculation_stats& spec = eng.speculation();
+    j["speculation"] = {{"max_draft", speculate},
+                        {"verify_steps", spec.verify_steps},
+                        {"drafted_tokens", spec.drafted_tokens},
+                        {"accepted_tokens", spec.accepted_tokens}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%s\n", text.c_str());

@@ -52,6 +52,7 @@ struct serve_options {
   std::string listen;
   std::vector<std::string> api_keys;
   bool engine = false;
+  int speculate = -1;  ///< Overrides roles.decode.speculation.max_draft when set.
   int drain_timeout_s = 30;
   serve::engine_service_options service;
   serve::http_server_options http;
@@ -68,6 +69,11 @@ void add_options(CLI::App& app, serve_options& o) {
   app.add_option("--api-key", o.api_keys,
                  "accept this Bearer key on /v1/ (repeatable; without one, /v1/ is open)")
       ->default_str("");
+  app.add_option("--speculate", o.speculate,
+                 "draft up to N tokens per decode step by prompt lookup, 0 turns it off "
+                 "(overrides the manifest's roles.decode.speculation.max_draft)")
+      ->check(CLI::Range(0, 64))
+      ->default_str("the manifest's");
   app.add_option("--served-model-name", o.service.model_name,
                  "the name clients send as \"model\" (default: the directory's name)");
   app.add_option("--max-queued", o.service.max_queued, "requests waiting to run before 429")
@@ -105,6 +111,7 @@ result<deploy::manifest> manifest_for(const serve_options& o) {
   if (!o.model_dir.empty()) m.model = o.model_dir;
   if (!o.listen.empty()) m.listen = o.listen;
   if (!o.api_keys.empty()) m.api_keys = o.api_keys;
+  if (o.speculate >= 0) m.decode.speculation.max_draft = o.speculate;
   return m;
 }
 
@@ -139,6 +146,7 @@ result<backend_service> start_service(const serve_options& o, const deploy::mani
     serve::engine_service_options opt = o.service;
     opt.max_queued = m.admission_queue;
     opt.engine.block_tokens = m.block_tokens;
+    opt.engine.speculation = m.decode.speculation;
     b.engine = std::make_unique<serve::engine_service>(*b.model, *b.dev, opt);
     b.engine->start();
   } else {

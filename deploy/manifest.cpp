@@ -320,6 +320,16 @@ status check_nodes(manifest& m, const std::string& source) {
   return ok_status();
 }
 
+void read_speculation(section& s, model::speculation_options& out) {
+  s.integer("max_draft", out.max_draft, 0, 64);
+  s.integer("max_ngram", out.max_ngram, 1, 64);
+  s.integer("min_ngram", out.min_ngram, 1, 64);
+  s.number("min_trust", out.min_trust, 0.0);
+  s.integer("lookback_tokens", out.lookback_tokens, 1, 1 << 24);
+  if (out.min_trust > 1.0 || out.min_trust == 0.0) s.invalid("min_trust", "must be in (0, 1]");
+  if (out.max_ngram < out.min_ngram) s.invalid("max_ngram", "must be at least min_ngram");
+}
+
 }  // namespace
 
 result<manifest> parse_manifest(const std::string& yaml, const std::string& source) {
@@ -351,6 +361,7 @@ result<manifest> parse_manifest(const std::string& yaml, const std::string& sour
       s.integer("count", m.decode.count, 1, 1024);
       s.integer("max_running", m.decode.max_running, 1, 4096);
       s.integer("kv_tokens", m.decode.kv_tokens, 1, 1 << 28);
+      s.child("speculation", [&](section& spec) { read_speculation(spec, m.decode.speculation); });
     });
     roles.child("expert_shard", [&](section& s) {
       s.integer("count", m.experts.count, 1, 4096);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/result.hpp"
+#include "model/speculation.hpp"
 
 namespace brigade::deploy {
 
@@ -29,6 +30,8 @@ struct decode_role {
   int count = 1;
   int max_running = 32;  ///< Sequences in one decode step.
   int kv_tokens = 65536;
+  /// Prompt-lookup drafts verified in each step; off by default (max_draft 0).
+  model::speculation_options speculation;
 };
 
 struct expert_shard_role {

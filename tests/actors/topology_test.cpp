@@ -267,3 +267,81 @@ TEST_CASE("an expert shard killed mid-migration: rollback, serving goes on, outp
   wait_for_migration(*topo.value());
   CHECK(nlohmann::json::parse(topo.value()->experts_json())["epoch"].get<int>() > before);
 }
+
+namespace {
+
+// A phrase said four times: its generation is what prompt lookup drafts from.
+std::vector<int32_t> repetitive_prompt(int i) {
+  std::vector<int32_t> p;
+  for (int r = 0; r < 4; ++r) {
+    for (int t = 0; t < 5 + i % 4; ++t)
+      p.push_back((i * 53 + t * 29) % 500);
+  }
+  return p;
+}
+
+// The decode workers' speculation counts summed, from the statuses JSON.
+nlohmann::json speculation_totals(deploy::topology& topo) {
+  nlohmann::json total = {{"drafted_tokens", 0}, {"accepted_tokens", 0}};
+  for (const auto& role : nlohmann::json::parse(topo.statuses_json())) {
+    if (role["role"] != "decode") continue;
+    const auto& detail = role["detail"]["speculation"];
+    for (const char* key : {"drafted_tokens", "accepted_tokens"})
+      total[key] = total[key].get<int64_t>() + detail[key].get<int64_t>();
+  }
+  return total;
+}
+
+}  // namespace
+
+TEST_CASE("speculative decoding through the topology gives the engine's tokens",
+          "[topology][speculation]") {
+  model_fixture f;
+  const int n = 8, max_tokens = 32;
+  auto dev = gpu::make_cpu_backend();
+  auto loaded = model::loaded_model::load(f.dir.path(), *dev, true);
+  REQUIRE(loaded.ok());
+  model::sampling_params sampled;
+  sampled.temperature = 0.3f;
+  sampled.top_k = 8;
+  sampled.seed = 11;
+  for (const model::sampling_params& sampling : {model::sampling_params{}, sampled}) {
+    INFO("temperature " << sampling.temperature);
+    // The oracle: plain decoding in the single-process engine.
+    model::engine eng(*loaded.value(), *dev, {});
+    model::request_options req;
+    req.max_tokens = max_tokens;
+    req.sampling = sampling;
+    std::vector<int64_t> ids;
+    for (int i = 0; i < n; ++i)
+      ids.push_back(eng.submit(repetitive_prompt(i), req).value());
+    eng.run_until_idle();
+
+    deploy::manifest m = manifest_for(f.dir.path(), 4, 2);
+    m.decode.speculation.max_draft = 4;
+    auto topo = deploy::topology::start(m);
+    REQUIRE(topo.ok());
+    std::vector<std::shared_ptr<testing::collecting_sink>> sinks;
+    for (int i = 0; i < n; ++i) {
+      serve::generation_request r;
+      r.id = i + 1;
+      r.prompt = repetitive_prompt(i);
+      r.max_tokens = max_tokens;
+      r.sampling = sampling;
+      sinks.push_back(std::make_shared<testing::collecting_sink>());
+      REQUIRE(topo.value()->service().submit(r, sinks.back()).ok());
+    }
+    for (int i = 0; i < n; ++i) {
+      INFO("prompt " << i);
+      REQUIRE(sinks[static_cast<size_t>(i)]->wait());
+      CHECK_FALSE(sinks[static_cast<size_t>(i)]->failed());
+      CHECK(sinks[static_cast<size_t>(i)]->tokens() == eng.output(ids[static_cast<size_t>(i)]));
+      CHECK(sinks[static_cast<size_t>(i)]->terminal_calls() == 1);
+    }
+    // The comparison proves something only if drafts were both kept and thrown away.
+    const auto totals = speculation_totals(*topo.value());
+    INFO("speculation " << totals.dump());
+    CHECK(totals["accepted_tokens"].get<int64_t>() > 0);
+    CHECK(totals["drafted_tokens"].get<int64_t>() > totals["accepted_tokens"].get<int64_t>());
+  }
+}

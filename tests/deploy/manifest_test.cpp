@@ -149,3 +149,38 @@ TEST_CASE("bad kv_cache fields are refused, naming the field", "[manifest][kv_ca
              Catch::Contains("'kv_cache.scenarios.Bad Name'") && Catch::Contains("invalid"));
   CHECK_THAT(parse_error("model: m\nkv_cache: [1]"), Catch::Contains("'kv_cache'"));
 }
+
+TEST_CASE("roles.decode.speculation: off by default, set field by field", "[manifest]") {
+  auto plain = deploy::parse_manifest("model: m\n", "m.yaml");
+  REQUIRE(plain.ok());
+  CHECK_FALSE(plain->decode.speculation.enabled());
+  auto m = deploy::parse_manifest(R"(
+model: m
+roles:
+  decode: {speculation: {max_draft: 5, min_trust: 0.75, max_ngram: 3, min_ngram: 1}}
+)",
+                                  "m.yaml");
+  REQUIRE(m.ok());
+  CHECK(m->decode.speculation.max_draft == 5);
+  CHECK(m->decode.speculation.min_trust == 0.75);
+  CHECK(m->decode.speculation.max_ngram == 3);
+  CHECK(m->decode.speculation.min_ngram == 1);
+}
+
+TEST_CASE("bad speculation fields are refused, naming the field", "[manifest]") {
+  const std::string head = "model: m\nroles: {decode: {speculation: ";
+  CHECK_THAT(parse_error(head + "{max_draft: 65}}}"),
+             Catch::Contains("'roles.decode.speculation.max_draft'") && Catch::Contains("between"));
+  CHECK_THAT(parse_error(head + "{min_trust: 1.5}}}"),
+             Catch::Contains("'roles.decode.speculation.min_trust'") && Catch::Contains("(0, 1]"));
+  CHECK_THAT(parse_error(head + "{min_trust: 0}}}"),
+             Catch::Contains("'roles.decode.speculation.min_trust'"));
+  CHECK_THAT(parse_error(head + "{max_ngram: 2, min_ngram: 3}}}"),
+             Catch::Contains("'roles.decode.speculation.max_ngram'") &&
+                 Catch::Contains("at least min_ngram"));
+  CHECK_THAT(
+      parse_error(head + "{drafts: 3}}}"),
+      Catch::Contains("'roles.decode.speculation.drafts'") && Catch::Contains("not a known field"));
+  CHECK_THAT(parse_error(head + "4}}"),
+             Catch::Contains("'roles.decode.speculation'") && Catch::Contains("mapping"));
+}

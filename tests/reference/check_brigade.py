@@ -8,7 +8,12 @@ prompt + generated ids. A case passes when max |brigade - reference| <= 1e-4 ove
 id brigade chose is the argmax of the reference row (a different id is accepted only when its
 reference logit is within 1e-4 of the maximum, a tie at float32 precision).
 
+With --speculate N, brigade drafts up to N tokens per step by prompt lookup and verifies them in
+one step; the rows must match the reference all the same, and some drafts must have been accepted
+(otherwise the run would only repeat the plain one).
+
 Usage: check_brigade.py BRIGADE_BIN [--quick] [--case NAME ...] [--workdir DIR] [--steps N]
+                        [--speculate N]
 """
 
 import argparse
@@ -149,12 +154,24 @@ def parse_generated(stdout, prompt, rows):
     raise CaseFailure(f"generate --json printed no {{\"ids\": [...]}} line:\n{stdout[-1000:]}")
 
 
-def run_generate(case, brigade, model_dir, case_dir, prompt, steps, log_path):
+def accepted_drafts(stdout):
+    """Draft tokens generate --json reports accepted (0 when it reports no speculation)."""
+    for line in reversed(stdout.strip().splitlines()):
+        try:
+            reply = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(reply, dict) and isinstance(reply.get("speculation"), dict):
+            return int(reply["speculation"].get("accepted_tokens", 0))
+    return 0
+
+
+def run_generate(case, brigade, model_dir, case_dir, prompt, steps, speculate, log_path):
     logits_path = os.path.join(case_dir, "brigade_logits.npy")
     stdout = run_brigade(brigade, ["generate", "--model", model_dir, "--prompt-ids",
                                    ",".join(str(t) for t in prompt), "--max-tokens", steps,
                                    "--temperature", 0, "--ignore-eos", "--json", "--logits-out",
-                                   logits_path],
+                                   logits_path, "--speculate", speculate],
                          log_path)
     logits = np.load(logits_path)
     if logits.dtype != np.float32 or logits.ndim != 2:
@@ -166,7 +183,7 @@ def run_generate(case, brigade, model_dir, case_dir, prompt, steps, log_path):
     # --ignore-eos asks for every step, so the comparison always covers `steps` rows.
     if len(generated) != steps:
         raise CaseFailure(f"{len(generated)} tokens generated with --ignore-eos, asked for {steps}")
-    return generated, logits
+    return generated, logits, accepted_drafts(stdout)
 
 
 def compare(case, prompt, generated, got, want, router_gap):
@@ -199,7 +216,7 @@ def compare(case, prompt, generated, got, want, router_gap):
     return max_err
 
 
-def run_case(case, brigade, workdir, steps):
+def run_case(case, brigade, workdir, steps, speculate):
     case_dir = os.path.join(workdir, case["name"])
     shutil.rmtree(case_dir, ignore_errors=True)
     os.makedirs(case_dir)
@@ -215,11 +232,13 @@ def run_case(case, brigade, workdir, steps):
         raise CaseFailure(f"checkpoint holds tensors outside the Hugging Face "
                           f"{case['family']} layout: {reference.unused_tensors[:5]}")
     prompt = prompt_for(case, reference.spec.vocab, eos_ids(model_dir))
-    generated, got = run_generate(case, brigade, model_dir, case_dir, prompt, steps, log_path)
+    generated, got, accepted = run_generate(case, brigade, model_dir, case_dir, prompt, steps,
+                                            speculate, log_path)
     sequence = prompt + generated[:-1]
     want = reference.logits(sequence)[len(prompt) - 1:]
     max_err = compare(case, prompt, generated, got, want, reference.min_router_gap)
-    return {"rows": len(generated), "max_err": max_err, "router_gap": reference.min_router_gap}
+    return {"rows": len(generated), "max_err": max_err, "router_gap": reference.min_router_gap,
+            "accepted": accepted}
 
 
 def describe(case):
@@ -244,6 +263,8 @@ def parse_args(argv):
     parser.add_argument("--workdir", help="where checkpoints and logs go (kept); default: a "
                         "temporary directory removed when every case passes")
     parser.add_argument("--steps", type=int, default=32, help="greedy steps per case")
+    parser.add_argument("--speculate", type=int, default=0,
+                        help="draft up to N tokens per step (brigade generate --speculate)")
     return parser.parse_args(argv)
 
 
@@ -271,9 +292,11 @@ def main(argv):
     print(f"{'case':34} {'source':10} {'dtype':9} {'rows':>4} {'max abs err':>11} "
           f"{'router gap':>10}  result")
     failures = []
+    accepted = 0
     for case in cases:
         try:
-            r = run_case(case, brigade, workdir, args.steps)
+            r = run_case(case, brigade, workdir, args.steps, args.speculate)
+            accepted += r["accepted"]
             gap = "-" if r["router_gap"] == float("inf") else f"{r['router_gap']:.2e}"
             print(f"{case['name']:34} {case['source']:10} {case['dtype']:9} {r['rows']:4d} "
                   f"{r['max_err']:11.3e} {gap:>10}  ok", flush=True)
@@ -290,6 +313,12 @@ def main(argv):
               f"  logs: {os.path.join(workdir, case['name'], 'brigade.log')}")
     print(f"\n{len(cases) - len(failures)}/{len(cases)} cases match the reference "
           f"(tolerance {LOGIT_TOLERANCE:g}, {args.steps} greedy steps each)")
+    if args.speculate > 0:
+        print(f"speculation: up to {args.speculate} drafts per step, {accepted} drafts accepted "
+              f"over all cases")
+        if accepted == 0 and not failures:
+            print("FAIL no draft was accepted: the speculative run proved nothing beyond the plain one")
+            return 1
     if not failures and not args.workdir:
         shutil.rmtree(workdir, ignore_errors=True)
     return 1 if failures else 0

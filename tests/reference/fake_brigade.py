@@ -53,6 +53,7 @@ def generate(argv):
     p.add_argument("--json", action="store_true")
     p.add_argument("--logits-out")
     p.add_argument("--ignore-eos", action="store_true")
+    p.add_argument("--speculate", type=int, default=0)  # Plain decoding is what it verifies to.
     a = p.parse_args(argv)
     model = ReferenceModel.load(a.model)
     perturb_row, delta = -1, 0.0
