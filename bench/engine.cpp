@@ -12,13 +12,13 @@
 #include <random>
 #include <set>
 
+#include "bench/engine_model.hpp"
 #include "bench/openblas_loader.hpp"
 #include "bench/table.hpp"
 #include "common/thread_pool.hpp"
 #include "gpu/cpu/gemm.hpp"
 #include "model/engine.hpp"
 #include "model/loaded_model.hpp"
-#include "model/model_writer.hpp"
 
 namespace brigade::bench {
 namespace {
@@ -44,23 +44,6 @@ double best_time(F&& fn, double min_s = 0.05, int trials = 5) {
     best = std::min(best, seconds_since(start) / calls);
   }
   return best;
-}
-
-model::model_spec engine_model_spec() {
-  model::model_spec s;
-  s.family = "qwen3_moe";
-  s.layers = 3;
-  s.hidden = 768;
-  s.heads = 12;
-  s.kv_heads = 4;
-  s.head_dim = 64;
-  s.experts = 64;
-  s.top_k = 4;
-  s.moe_inter = 192;
-  s.vocab = 8192;
-  s.dtype = "bfloat16";
-  s.seed = 5;
-  return s;
 }
 
 struct ffn_figures {
@@ -229,15 +212,10 @@ int engine(int argc, char** argv) {
   if (!blas_lib) return std::fprintf(stderr, "%s\n", blas_lib.err().message.c_str()), 1;
   blas_lib->set_threads(pool.size());
   const model::model_spec spec = engine_model_spec();
-  const std::string dir = work_dir + "/engine-100m";
-  if (!std::filesystem::exists(dir + "/model.safetensors")) {
-    std::fprintf(stderr, "generating the benchmark model in %s ...\n", dir.c_str());
-    std::filesystem::create_directories(work_dir);
-    status s = model::write_random_model(spec, dir);
-    if (!s) return std::fprintf(stderr, "%s\n", s.err().message.c_str()), 1;
-  }
+  auto dir = ensure_engine_model(work_dir);
+  if (!dir) return std::fprintf(stderr, "%s\n", dir.err().message.c_str()), 1;
   auto dev = gpu::make_cpu_backend(&pool);
-  auto loaded = model::loaded_model::load(dir, *dev, true);
+  auto loaded = model::loaded_model::load(dir.value(), *dev, true);
   if (!loaded) return std::fprintf(stderr, "%s\n", loaded.err().message.c_str()), 1;
   const model::loaded_model& m = *loaded.value();
 

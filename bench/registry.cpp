@@ -11,6 +11,7 @@ int transport(int argc, char** argv);
 int cuda_matmul(int argc, char** argv);
 int kv_tiers(int argc, char** argv);
 int cache(int argc, char** argv);
+int speculation(int argc, char** argv);
 
 const bench_entry* registered_benchmarks(int* count) {
   static const bench_entry entries[] = {
@@ -23,6 +24,8 @@ const bench_entry* registered_benchmarks(int* count) {
       {"kvtiers", kv_tiers,
        "time to fetch one KV block from host memory, SSD and the tiered store"},
       {"cache", cache, "prefix KV cache: prefill tokens/s with and without it, TTFT per tier"},
+      {"speculation", speculation,
+       "decode tokens/s with prompt-lookup speculation beside plain decoding, same output"},
   };
   *count = static_cast<int>(sizeof entries / sizeof entries[0]);
   return entries;

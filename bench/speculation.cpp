@@ -1,0 +1,332 @@
+// `brigade bench speculation`: decode speed with prompt-lookup speculation beside plain decoding,
+// in one run, on the engine benchmark model. Each round runs every configuration once, so the
+// machine's drift falls on all of them; the ratios are each round's speculative tokens/s over the
+// same round's plain tokens/s, and the figures are medians over rounds. Every speculative run's
+// tokens are checked against the plain run's: the same prompts must give the same output.
+//
+// The model has random weights, so how often drafts are right says little about a trained model;
+// what carries over is the cost side: what a step verifying several tokens costs beside a plain
+// one, and what drafting costs when nothing is trusted.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+
+#include "bench/engine_model.hpp"
+#include "bench/table.hpp"
+#include "common/thread_pool.hpp"
+#include "model/engine.hpp"
+#include "model/loaded_model.hpp"
+#include "model/transformer.hpp"
+
+namespace brigade::bench {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using json = nlohmann::json;
+
+// Prompts like an agent's: a tool output resent after the model's reply ("repeating"), or
+// prompts without repeats ("fresh"), where only the generation itself can be drafted from.
+std::vector<std::vector<int32_t>> workload_prompts(const std::string& workload, int count,
+                                                   int prompt_tokens, int vocab) {
+  std::mt19937 rng(workload == "repeating" ? 11 : 12);
+  std::uniform_int_distribution<int32_t> token(1, vocab - 1);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < count; ++i) {
+    std::vector<int32_t> p;
+    if (workload == "repeating") {
+      std::vector<int32_t> tool_output(static_cast<size_t>(prompt_tokens / 3));
+      for (int32_t& t : tool_output)
+        t = token(rng);
+      p = tool_output;
+      while (static_cast<int>(p.size()) < prompt_tokens - static_cast<int>(tool_output.size()))
+        p.push_back(token(rng));
+      p.insert(p.end(), tool_output.begin(), tool_output.end());
+    } else {
+      for (int t = 0; t < prompt_tokens; ++t)
+        p.push_back(token(rng));
+    }
+    prompts.push_back(std::move(p));
+  }
+  return prompts;
+}
+
+struct run_figures {
+  double tokens_per_s = 0;
+  double tokens_per_sequence_step = 0;  // decode tokens over decode sequence-steps
+  double acceptance = 0;                // accepted drafts over drafted
+  std::vector<std::vector<int32_t>> outputs;
+};
+
+// Decodes `prompts` together; times the steps after every sequence has its first token.
+run_figures run_once(const model::loaded_model& m, gpu::backend& dev,
+                     const std::vector<std::vector<int32_t>>& prompts, int max_tokens,
+                     int max_draft) {
+  model::engine_options opt;
+  opt.max_running = static_cast<int>(prompts.size());
+  opt.max_step_tokens = 1024;
+  opt.kv_tokens = static_cast<int>(prompts.size()) * (static_cast<int>(prompts[0].size()) +
+                                                      max_tokens + 2 * opt.block_tokens);
+  opt.speculation.max_draft = max_draft;
+  model::engine eng(m, dev, opt);
+  model::request_options req;
+  req.max_tokens = max_tokens;
+  std::vector<int64_t> ids;
+  for (const auto& p : prompts)
+    ids.push_back(eng.submit(p, req).value());
+  std::vector<model::token_event> events;
+  std::set<int64_t> started;
+  while (started.size() < prompts.size() && eng.step(events)) {
+    for (const auto& e : events)
+      started.insert(e.request);
+    events.clear();
+  }
+  const model::speculation_stats before = eng.speculation();
+  int64_t tokens = 0;
+  const auto start = clock_type::now();
+  while (eng.step(events)) {
+    tokens += static_cast<int64_t>(events.size());
+    events.clear();
+  }
+  const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  const model::speculation_stats& after = eng.speculation();
+  const int64_t verify_steps = after.verify_steps - before.verify_steps;
+  const int64_t verify_tokens = after.emitted_tokens - before.emitted_tokens;
+  const int64_t drafted = after.drafted_tokens - before.drafted_tokens;
+  const int64_t accepted = after.accepted_tokens - before.accepted_tokens;
+  run_figures r;
+  r.tokens_per_s = static_cast<double>(tokens) / seconds;
+  // Tokens the verify steps emitted past a finish are not counted in `tokens`; the plain
+  // sequence-steps are at least zero.
+  const int64_t plain_steps = std::max<int64_t>(0, tokens - verify_tokens);
+  r.tokens_per_sequence_step =
+      static_cast<double>(tokens) / static_cast<double>(std::max<int64_t>(1, verify_steps + plain_steps));
+  r.acceptance = drafted > 0 ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0;
+  for (int64_t id : ids)
+    r.outputs.push_back(eng.output(id));
+  return r;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Seconds of one forward step in which each of `batch` sequences, `context` tokens long, feeds
+// 1 + drafts tokens and gets a logits row for each: the cost of a verify step (median of `reps`).
+double verify_step_seconds(const model::loaded_model& m, gpu::backend& dev, int batch,
+                           int context, int drafts, int reps) {
+  const model::model_config& c = m.config;
+  const int block_tokens = 16;
+  const int blocks_per_seq = (context + drafts + 1 + block_tokens - 1) / block_tokens;
+  gpu::kv_layout layout;
+  layout.layers = c.num_layers;
+  layout.blocks = batch * blocks_per_seq;
+  layout.block_tokens = block_tokens;
+  layout.kv_heads = c.num_kv_heads;
+  layout.head_dim = c.head_dim;
+  auto kv = dev.make_kv(layout);
+  model::workspace ws(c, dev, batch * (drafts + 1));
+  std::mt19937 rng(static_cast<uint32_t>(batch * 100 + drafts));
+  std::uniform_int_distribution<int32_t> token(1, c.vocab_size - 1);
+  std::vector<std::vector<int32_t>> fed(static_cast<size_t>(batch)),
+      blocks(static_cast<size_t>(batch));
+  model::step_batch b;
+  for (int s = 0; s < batch; ++s) {
+    for (int t = 0; t <= drafts; ++t)
+      fed[static_cast<size_t>(s)].push_back(token(rng));
+    for (int k = 0; k < blocks_per_seq; ++k)
+      blocks[static_cast<size_t>(s)].push_back(s * blocks_per_seq + k);
+    b.add_sequence(fed[static_cast<size_t>(s)].data(), drafts + 1, context,
+                   blocks[static_cast<size_t>(s)].data(), blocks_per_seq, drafts + 1);
+  }
+  std::vector<float> logits;
+  std::vector<double> times;
+  for (int r = 0; r <= reps; ++r) {
+    const auto start = clock_type::now();
+    model::run_step(*m.forward, *m.experts, *kv, ws, b, logits);
+    if (r > 0) times.push_back(std::chrono::duration<double>(clock_type::now() - start).count());
+  }
+  return median(times);
+}
+
+struct config_figures {
+  std::string workload;
+  int batch = 0;
+  int max_draft = 0;
+  std::vector<double> tokens_per_s, ratios;
+  double tokens_per_sequence_step = 0, acceptance = 0;
+  bool same_tokens = true;
+};
+
+}  // namespace
+
+int speculation(int argc, char** argv) {
+  bool as_json = false, quick = false;
+  int rounds = 3, max_tokens = 64, prompt_tokens = 192;
+  std::vector<int> drafts{2, 5, 8};
+  std::vector<int> batches{1, 8};
+  std::string work_dir = (std::filesystem::temp_directory_path() / "brigade-bench").string();
+  CLI::App app{"Decode speed with prompt-lookup speculation beside plain decoding",
+               "brigade bench speculation"};
+  app.option_defaults()->always_capture_default();
+  app.add_flag("--json", as_json, "print one JSON object");
+  app.add_flag("--quick", quick, "one round of 16 tokens (for smoke tests)");
+  app.add_option("--rounds", rounds, "rounds of every configuration")->check(CLI::Range(1, 100));
+  app.add_option("--max-tokens", max_tokens, "tokens generated per sequence")
+      ->check(CLI::Range(2, 4096));
+  app.add_option("--prompt-tokens", prompt_tokens, "tokens per prompt")
+      ->check(CLI::Range(8, 8192));
+  app.add_option("--drafts", drafts, "max_draft values beside plain decoding")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--batches", batches, "sequences decoding together")->check(CLI::Range(1, 256));
+  app.add_option("--work-dir", work_dir, "where the generated benchmark model is kept");
+  CLI11_PARSE(app, argc, argv);
+  if (quick) rounds = 1, max_tokens = 16;
+
+  thread_pool& pool = thread_pool::shared();
+  auto dir = ensure_engine_model(work_dir);
+  if (!dir) return std::fprintf(stderr, "%s\n", dir.err().message.c_str()), 1;
+  auto dev = gpu::make_cpu_backend(&pool);
+  auto loaded = model::loaded_model::load(dir.value(), *dev, true);
+  if (!loaded) return std::fprintf(stderr, "%s\n", loaded.err().message.c_str()), 1;
+  const model::loaded_model& m = *loaded.value();
+
+  std::vector<config_figures> configs;
+  for (const std::string workload : {"repeating", "fresh", "resent"}) {
+    for (int batch : batches) {
+      for (int d : drafts)
+        configs.push_back({workload, batch, d, {}, {}, 0, 0, true});
+    }
+  }
+  const int runs = rounds * static_cast<int>(configs.size() + 2 * configs.size() / drafts.size());
+  int done = 0;
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t group = 0; group < configs.size(); group += drafts.size()) {
+      const config_figures& head = configs[group];
+      auto prompts = workload_prompts(head.workload == "resent" ? "fresh" : head.workload,
+                                      head.batch, prompt_tokens, m.config.vocab_size);
+      if (head.workload == "resent") {
+        // The agent's next call: the question, the model's answer, and the question again.
+        const run_figures first = run_once(m, *dev, prompts, max_tokens, 0);
+        for (size_t i = 0; i < prompts.size(); ++i) {
+          std::vector<int32_t> again = prompts[i];
+          again.insert(again.end(), first.outputs[i].begin(), first.outputs[i].end());
+          again.insert(again.end(), prompts[i].begin(), prompts[i].end());
+          prompts[i] = again;
+        }
+      }
+      std::fprintf(stderr, "\rround %d/%d: %s, batch %d ... (%d/%d runs)", round + 1, rounds,
+                   head.workload.c_str(), head.batch, done, runs);
+      // Plain decoding before and after the speculative runs, so that drift within the group
+      // falls on both sides of the ratio.
+      const run_figures plain = run_once(m, *dev, prompts, max_tokens, 0);
+      std::vector<run_figures> speculative;
+      for (size_t k = 0; k < drafts.size(); ++k)
+        speculative.push_back(run_once(m, *dev, prompts, max_tokens, configs[group + k].max_draft));
+      const run_figures plain_after = run_once(m, *dev, prompts, max_tokens, 0);
+      done += static_cast<int>(drafts.size()) + 2;
+      const double plain_tokens_per_s = 0.5 * (plain.tokens_per_s + plain_after.tokens_per_s);
+      for (size_t k = 0; k < drafts.size(); ++k) {
+        config_figures& c = configs[group + k];
+        const run_figures& r = speculative[k];
+        c.tokens_per_s.push_back(r.tokens_per_s);
+        c.ratios.push_back(r.tokens_per_s / plain_tokens_per_s);
+        c.tokens_per_sequence_step = r.tokens_per_sequence_step;
+        c.acceptance = r.acceptance;
+        c.same_tokens = c.same_tokens && r.outputs == plain.outputs;
+      }
+    }
+  }
+  std::fprintf(stderr, "\r%-70s\r", "");
+
+  // What a verify step costs beside a plain one, alternating the draft counts round by round.
+  std::vector<int> fed_drafts{0};
+  fed_drafts.insert(fed_drafts.end(), drafts.begin(), drafts.end());
+  std::map<std::pair<int, int>, std::vector<double>> step_s;  // (batch, drafts) -> seconds
+  const int cost_rounds = quick ? 1 : 5, cost_reps = quick ? 2 : 6;
+  for (int round = 0; round < cost_rounds; ++round) {
+    std::fprintf(stderr, "\rverify steps: round %d/%d ...", round + 1, cost_rounds);
+    for (int batch : batches) {
+      for (int d : fed_drafts)
+        step_s[{batch, d}].push_back(
+            verify_step_seconds(m, *dev, batch, prompt_tokens, d, cost_reps));
+    }
+  }
+  std::fprintf(stderr, "\r%-70s\r", "");
+
+  bool all_same = true;
+  json j;
+  j["rounds"] = rounds;
+  j["max_tokens"] = max_tokens;
+  j["prompt_tokens"] = prompt_tokens;
+  j["threads"] = pool.size();
+  table t({"workload", "batch", "max draft", "tokens/step", "drafts accepted", "tokens/s",
+           "speed over plain", "same tokens"});
+  for (const auto& c : configs) {
+    all_same = all_same && c.same_tokens;
+    const double tps = median(c.tokens_per_s), ratio = median(c.ratios);
+    j["runs"].push_back({{"workload", c.workload},
+                         {"batch", c.batch},
+                         {"max_draft", c.max_draft},
+                         {"tokens_per_sequence_step", c.tokens_per_sequence_step},
+                         {"acceptance", c.acceptance},
+                         {"tokens_per_s", tps},
+                         {"speed_over_plain", ratio},
+                         {"same_tokens", c.same_tokens}});
+    t.add_row({c.workload, std::to_string(c.batch), std::to_string(c.max_draft),
+               fixed(c.tokens_per_sequence_step, 2), fixed(100.0 * c.acceptance, 0) + "%",
+               fixed(tps, 1), fixed(ratio, 2) + "x", c.same_tokens ? "yes" : "NO"});
+  }
+  j["same_tokens"] = all_same;
+  table cost({"batch", "max draft", "verify step ms", "over a plain step",
+              "speed at 70% right drafts", "speed at 3.2 tokens/step"});
+  for (int batch : batches) {
+    const double plain_s = median(step_s[{batch, 0}]);
+    for (int d : drafts) {
+      const double verify_s = median(step_s[{batch, d}]);
+      const double over = verify_s / plain_s;
+      // Tokens a step yields when each draft is right with probability 0.7 given the ones
+      // before it were: 1 + 0.7 + 0.7^2 + ... + 0.7^d.
+      double expected = 0, p = 1;
+      for (int i = 0; i <= d; ++i, p *= 0.7)
+        expected += p;
+      const bool reaches = d + 1 >= 3.2;
+      j["verify_steps"].push_back({{"batch", batch},
+                                   {"max_draft", d},
+                                   {"verify_step_ms", 1e3 * verify_s},
+                                   {"plain_step_ms", 1e3 * plain_s},
+                                   {"over_plain_step", over},
+                                   {"speed_at_70_percent", expected / over},
+                                   {"speed_at_3_2_tokens_per_step",
+                                    reaches ? json(3.2 / over) : json(nullptr)}});
+      cost.add_row({std::to_string(batch), std::to_string(d), fixed(1e3 * verify_s, 2),
+                    fixed(over, 2) + "x", fixed(expected / over, 2) + "x",
+                    reaches ? fixed(3.2 / over, 2) + "x" : "-"});
+    }
+  }
+  if (as_json) {
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("speculative decoding beside plain decoding (%d rounds, %d-token prompts, %d "
+                "tokens each, greedy, %d threads; ratios are medians of each round's runs)\n\n%s",
+                rounds, prompt_tokens, max_tokens, pool.size(), t.render().c_str());
+    std::printf("\nwhat a verify step costs (each sequence feeds its last token and its drafts "
+                "at position %d; medians of %d rounds), and the speed it gives when drafts are "
+                "right, as projections\n\n%s",
+                prompt_tokens, cost_rounds, cost.render().c_str());
+  }
+  if (!all_same) {
+    std::fprintf(stderr, "speculative decoding changed the output: a bug, please report it\n");
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace brigade::bench
