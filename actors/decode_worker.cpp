@@ -30,6 +30,7 @@ struct running_sequence {
   int32_t next_index = 0;    // generation index of the next token
   int32_t produced = 0;      // tokens produced in this attempt (the handed-over one included)
   int32_t cached_tokens = 0;
+  model::draft_window drafts;
   bool cancelled = false;
 };
 
@@ -110,6 +111,7 @@ result<bool> accept(decode_pointer self, kv_handoff& h) {
   s.next_index = s.params.draw_offset + 1;
   s.produced = 1;
   s.cached_tokens = h.cached_tokens;
+  s.drafts = model::draft_window(st.config.speculation);
   const finish f = finish_for(s, s.tokens.back(), c.max_positions);
   token_update u{
       s.request,      s.attempt, s.params.draw_offset, {s.tokens.back()}, static_cast<int32_t>(f),
@@ -146,6 +148,8 @@ void finish_step(decode_pointer self) {
     const std::vector<int32_t> produced = model::verify_drafts(
         rows, c.vocab_size, s.params.sampling, static_cast<uint64_t>(s.next_index), drafts);
     st.speculation.add(static_cast<int>(drafts.size()), static_cast<int>(produced.size()));
+    s.drafts.record(st.config.speculation, static_cast<int>(drafts.size()),
+                    static_cast<int>(produced.size()) - 1);
     // The last token and the accepted drafts now have their keys and values stored.
     s.computed += static_cast<int>(produced.size());
     token_update u{s.request, s.attempt, s.next_index, {}, 0, s.cached_tokens};
@@ -202,10 +206,10 @@ void continue_step(decode_pointer self) {
 
 // Drafts a sequence may feed: a verify step yields up to one token more than it drafts, within
 // the tokens the request may still produce and the model's context.
-int draft_limit(const decode_state& st, const running_sequence& s) {
+int draft_limit(const decode_state& st, running_sequence& s) {
   const int left = s.params.max_tokens - s.produced - 1;
   const int positions = st.ctx->config.max_positions - 1 - s.computed;
-  return std::max(0, std::min({st.config.speculation.max_draft, left, positions}));
+  return std::max(0, std::min({s.drafts.take(), left, positions}));
 }
 
 void start_step(decode_pointer self) {

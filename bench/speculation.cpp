@@ -66,13 +66,14 @@ struct run_figures {
 // Decodes `prompts` together; times the steps after every sequence has its first token.
 run_figures run_once(const model::loaded_model& m, gpu::backend& dev,
                      const std::vector<std::vector<int32_t>>& prompts, int max_tokens,
-                     int max_draft) {
+                     int max_draft, bool adaptive) {
   model::engine_options opt;
   opt.max_running = static_cast<int>(prompts.size());
   opt.max_step_tokens = 1024;
-  opt.kv_tokens = static_cast<int>(prompts.size()) * (static_cast<int>(prompts[0].size()) +
-                                                      max_tokens + 2 * opt.block_tokens);
+  opt.kv_tokens = static_cast<int>(prompts.size()) *
+                  (static_cast<int>(prompts[0].size()) + max_tokens + 2 * opt.block_tokens);
   opt.speculation.max_draft = max_draft;
+  opt.speculation.adaptive = adaptive;
   model::engine eng(m, dev, opt);
   model::request_options req;
   req.max_tokens = max_tokens;
@@ -104,8 +105,8 @@ run_figures run_once(const model::loaded_model& m, gpu::backend& dev,
   // Tokens the verify steps emitted past a finish are not counted in `tokens`; the plain
   // sequence-steps are at least zero.
   const int64_t plain_steps = std::max<int64_t>(0, tokens - verify_tokens);
-  r.tokens_per_sequence_step =
-      static_cast<double>(tokens) / static_cast<double>(std::max<int64_t>(1, verify_steps + plain_steps));
+  r.tokens_per_sequence_step = static_cast<double>(tokens) / static_cast<double>(std::max<int64_t>(
+                                                                 1, verify_steps + plain_steps));
   r.acceptance = drafted > 0 ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0;
   for (int64_t id : ids)
     r.outputs.push_back(eng.output(id));
@@ -120,8 +121,8 @@ double median(std::vector<double> v) {
 
 // Seconds of one forward step in which each of `batch` sequences, `context` tokens long, feeds
 // 1 + drafts tokens and gets a logits row for each: the cost of a verify step (median of `reps`).
-double verify_step_seconds(const model::loaded_model& m, gpu::backend& dev, int batch,
-                           int context, int drafts, int reps) {
+double verify_step_seconds(const model::loaded_model& m, gpu::backend& dev, int batch, int context,
+                           int drafts, int reps) {
   const model::model_config& c = m.config;
   const int block_tokens = 16;
   const int blocks_per_seq = (context + drafts + 1 + block_tokens - 1) / block_tokens;
@@ -160,6 +161,7 @@ struct config_figures {
   std::string workload;
   int batch = 0;
   int max_draft = 0;
+  bool adaptive = true;
   std::vector<double> tokens_per_s, ratios;
   double tokens_per_sequence_step = 0, acceptance = 0;
   bool same_tokens = true;
@@ -181,8 +183,7 @@ int speculation(int argc, char** argv) {
   app.add_option("--rounds", rounds, "rounds of every configuration")->check(CLI::Range(1, 100));
   app.add_option("--max-tokens", max_tokens, "tokens generated per sequence")
       ->check(CLI::Range(2, 4096));
-  app.add_option("--prompt-tokens", prompt_tokens, "tokens per prompt")
-      ->check(CLI::Range(8, 8192));
+  app.add_option("--prompt-tokens", prompt_tokens, "tokens per prompt")->check(CLI::Range(8, 8192));
   app.add_option("--drafts", drafts, "max_draft values beside plain decoding")
       ->check(CLI::Range(1, 64));
   app.add_option("--batches", batches, "sequences decoding together")->check(CLI::Range(1, 256));
@@ -202,19 +203,22 @@ int speculation(int argc, char** argv) {
   for (const std::string workload : {"repeating", "fresh", "resent"}) {
     for (int batch : batches) {
       for (int d : drafts)
-        configs.push_back({workload, batch, d, {}, {}, 0, 0, true});
+        for (bool adaptive : {true, false})
+          configs.push_back({workload, batch, d, adaptive, {}, {}, 0, 0, true});
     }
   }
-  const int runs = rounds * static_cast<int>(configs.size() + 2 * configs.size() / drafts.size());
+  // A group: every variant of one workload and batch, between two plain runs.
+  const size_t per_group = 2 * drafts.size();
+  const int runs = rounds * static_cast<int>(configs.size() + 2 * configs.size() / per_group);
   int done = 0;
   for (int round = 0; round < rounds; ++round) {
-    for (size_t group = 0; group < configs.size(); group += drafts.size()) {
+    for (size_t group = 0; group < configs.size(); group += per_group) {
       const config_figures& head = configs[group];
       auto prompts = workload_prompts(head.workload == "resent" ? "fresh" : head.workload,
                                       head.batch, prompt_tokens, m.config.vocab_size);
       if (head.workload == "resent") {
         // The agent's next call: the question, the model's answer, and the question again.
-        const run_figures first = run_once(m, *dev, prompts, max_tokens, 0);
+        const run_figures first = run_once(m, *dev, prompts, max_tokens, 0, true);
         for (size_t i = 0; i < prompts.size(); ++i) {
           std::vector<int32_t> again = prompts[i];
           again.insert(again.end(), first.outputs[i].begin(), first.outputs[i].end());
@@ -226,14 +230,15 @@ int speculation(int argc, char** argv) {
                    head.workload.c_str(), head.batch, done, runs);
       // Plain decoding before and after the speculative runs, so that drift within the group
       // falls on both sides of the ratio.
-      const run_figures plain = run_once(m, *dev, prompts, max_tokens, 0);
+      const run_figures plain = run_once(m, *dev, prompts, max_tokens, 0, true);
       std::vector<run_figures> speculative;
-      for (size_t k = 0; k < drafts.size(); ++k)
-        speculative.push_back(run_once(m, *dev, prompts, max_tokens, configs[group + k].max_draft));
-      const run_figures plain_after = run_once(m, *dev, prompts, max_tokens, 0);
-      done += static_cast<int>(drafts.size()) + 2;
+      for (size_t k = 0; k < per_group; ++k)
+        speculative.push_back(run_once(m, *dev, prompts, max_tokens, configs[group + k].max_draft,
+                                       configs[group + k].adaptive));
+      const run_figures plain_after = run_once(m, *dev, prompts, max_tokens, 0, true);
+      done += static_cast<int>(per_group) + 2;
       const double plain_tokens_per_s = 0.5 * (plain.tokens_per_s + plain_after.tokens_per_s);
-      for (size_t k = 0; k < drafts.size(); ++k) {
+      for (size_t k = 0; k < per_group; ++k) {
         config_figures& c = configs[group + k];
         const run_figures& r = speculative[k];
         c.tokens_per_s.push_back(r.tokens_per_s);
@@ -267,7 +272,7 @@ int speculation(int argc, char** argv) {
   j["max_tokens"] = max_tokens;
   j["prompt_tokens"] = prompt_tokens;
   j["threads"] = pool.size();
-  table t({"workload", "batch", "max draft", "tokens/step", "drafts accepted", "tokens/s",
+  table t({"workload", "batch", "max draft", "window", "tokens/step", "drafts accepted", "tokens/s",
            "speed over plain", "same tokens"});
   for (const auto& c : configs) {
     all_same = all_same && c.same_tokens;
@@ -275,14 +280,16 @@ int speculation(int argc, char** argv) {
     j["runs"].push_back({{"workload", c.workload},
                          {"batch", c.batch},
                          {"max_draft", c.max_draft},
+                         {"adaptive", c.adaptive},
                          {"tokens_per_sequence_step", c.tokens_per_sequence_step},
                          {"acceptance", c.acceptance},
                          {"tokens_per_s", tps},
                          {"speed_over_plain", ratio},
                          {"same_tokens", c.same_tokens}});
     t.add_row({c.workload, std::to_string(c.batch), std::to_string(c.max_draft),
-               fixed(c.tokens_per_sequence_step, 2), fixed(100.0 * c.acceptance, 0) + "%",
-               fixed(tps, 1), fixed(ratio, 2) + "x", c.same_tokens ? "yes" : "NO"});
+               c.adaptive ? "adaptive" : "fixed", fixed(c.tokens_per_sequence_step, 2),
+               fixed(100.0 * c.acceptance, 0) + "%", fixed(tps, 1), fixed(ratio, 2) + "x",
+               c.same_tokens ? "yes" : "NO"});
   }
   j["same_tokens"] = all_same;
   table cost({"batch", "max draft", "verify step ms", "over a plain step",
@@ -298,14 +305,14 @@ int speculation(int argc, char** argv) {
       for (int i = 0; i <= d; ++i, p *= 0.7)
         expected += p;
       const bool reaches = d + 1 >= 3.2;
-      j["verify_steps"].push_back({{"batch", batch},
-                                   {"max_draft", d},
-                                   {"verify_step_ms", 1e3 * verify_s},
-                                   {"plain_step_ms", 1e3 * plain_s},
-                                   {"over_plain_step", over},
-                                   {"speed_at_70_percent", expected / over},
-                                   {"speed_at_3_2_tokens_per_step",
-                                    reaches ? json(3.2 / over) : json(nullptr)}});
+      j["verify_steps"].push_back(
+          {{"batch", batch},
+           {"max_draft", d},
+           {"verify_step_ms", 1e3 * verify_s},
+           {"plain_step_ms", 1e3 * plain_s},
+           {"over_plain_step", over},
+           {"speed_at_70_percent", expected / over},
+           {"speed_at_3_2_tokens_per_step", reaches ? json(3.2 / over) : json(nullptr)}});
       cost.add_row({std::to_string(batch), std::to_string(d), fixed(1e3 * verify_s, 2),
                     fixed(over, 2) + "x", fixed(expected / over, 2) + "x",
                     reaches ? fixed(3.2 / over, 2) + "x" : "-"});
@@ -314,13 +321,15 @@ int speculation(int argc, char** argv) {
   if (as_json) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("speculative decoding beside plain decoding (%d rounds, %d-token prompts, %d "
-                "tokens each, greedy, %d threads; ratios are medians of each round's runs)\n\n%s",
-                rounds, prompt_tokens, max_tokens, pool.size(), t.render().c_str());
-    std::printf("\nwhat a verify step costs (each sequence feeds its last token and its drafts "
-                "at position %d; medians of %d rounds), and the speed it gives when drafts are "
-                "right, as projections\n\n%s",
-                prompt_tokens, cost_rounds, cost.render().c_str());
+    std::printf(
+        "speculative decoding beside plain decoding (%d rounds, %d-token prompts, %d "
+        "tokens each, greedy, %d threads; ratios are medians of each round's runs)\n\n%s",
+        rounds, prompt_tokens, max_tokens, pool.size(), t.render().c_str());
+    std::printf(
+        "\nwhat a verify step costs (each sequence feeds its last token and its drafts "
+        "at position %d; medians of %d rounds), and the speed it gives when drafts are "
+        "right, as projections\n\n%s",
+        prompt_tokens, cost_rounds, cost.render().c_str());
   }
   if (!all_same) {
     std::fprintf(stderr, "speculative decoding changed the output: a bug, please report it\n");

@@ -326,6 +326,7 @@ void read_speculation(section& s, model::speculation_options& out) {
   s.integer("min_ngram", out.min_ngram, 1, 64);
   s.number("min_trust", out.min_trust, 0.0);
   s.integer("lookback_tokens", out.lookback_tokens, 1, 1 << 24);
+  s.flag("adaptive", out.adaptive);
   if (out.min_trust > 1.0 || out.min_trust == 0.0) s.invalid("min_trust", "must be in (0, 1]");
   if (out.max_ngram < out.min_ngram) s.invalid("max_ngram", "must be at least min_ngram");
 }

@@ -18,6 +18,7 @@
 #include "deploy/middleman_config.hpp"
 #include "deploy/placement.hpp"
 #include "deploy/scheduler_config.hpp"
+#include "serve/speculation_metrics.hpp"
 
 namespace brigade::deploy {
 
@@ -126,8 +127,12 @@ class actor_service final : public serve::inference_service {
         .receive([&](const role_status& s) { collect_balance_metrics(s, into); },
                  [&](caf::error&) {});
     self->request(supervisor_, edge_timeout, status_atom_v, true)
-        .receive([&](const std::vector<role_status>& all) { collect_store_metrics(all, into); },
-                 [&](caf::error&) {});
+        .receive(
+            [&](const std::vector<role_status>& all) {
+              collect_store_metrics(all, into);
+              collect_decode_metrics(all, into);
+            },
+            [&](caf::error&) {});
   }
   std::string experts_json() const override { return ask_text(experts_atom_v, "null"); }
   std::string status_json() const override;
@@ -154,6 +159,18 @@ class actor_service final : public serve::inference_service {
     self->request(supervisor_, edge_timeout, atom)
         .receive([&](std::string& j) { out = std::move(j); }, [&](caf::error&) {});
     return out;
+  }
+  // The decode workers' speculation counts, summed.
+  static void collect_decode_metrics(const std::vector<role_status>& all, metrics::registry& into) {
+    model::speculation_stats totals;
+    for (const auto& s : all) {
+      if (s.role != "decode") continue;
+      const auto d = nlohmann::json::parse(s.detail, nullptr, false);
+      if (!d.is_object() || !d.contains("speculation")) continue;
+      totals.drafted_tokens += d["speculation"].value("drafted_tokens", int64_t{0});
+      totals.accepted_tokens += d["speculation"].value("accepted_tokens", int64_t{0});
+    }
+    serve::collect_speculation_metrics(totals, into);
   }
   // Expert balance as Prometheus figures; full matrices stay in /v1/experts.
   void collect_balance_metrics(const role_status& s, metrics::registry& into) const {

@@ -18,6 +18,7 @@ struct engine::sequence {
   std::vector<int32_t> generated;
   std::vector<float> logits;
   finish_reason finished = finish_reason::none;
+  draft_window drafts;
 };
 
 const char* to_string(finish_reason r) {
@@ -82,6 +83,7 @@ result<int64_t> engine::submit(std::vector<int32_t> prompt, const request_option
   seq->prompt_tokens = static_cast<int>(prompt.size());
   seq->tokens = std::move(prompt);
   seq->options = options;
+  seq->drafts = draft_window(options_.speculation);
   const int64_t id = seq->id;
   waiting_.push_back(std::move(seq));
   return id;
@@ -104,11 +106,11 @@ void engine::admit_waiting() {
 
 // Drafts a decoding sequence may feed: within the step's budget, the tokens it may still
 // generate (a verify step yields up to one more than it drafts) and the model's context.
-int engine::draft_limit(const sequence& s, int budget) const {
+int engine::draft_limit(sequence& s, int budget) const {
   const int generated = static_cast<int>(s.generated.size());
   const int left = s.options.max_tokens - generated - 1;
   const int positions = model_.config.max_positions - 1 - s.computed;
-  return std::max(0, std::min({options_.speculation.max_draft, budget - 1, left, positions}));
+  return std::max(0, std::min({s.drafts.take(), budget - 1, left, positions}));
 }
 
 void engine::build_batch(std::vector<sequence*>& in_batch, std::vector<int>& fed) {
@@ -159,6 +161,8 @@ void engine::finish_step(const std::vector<sequence*>& in_batch, std::vector<tok
     const std::vector<int32_t> produced = verify_drafts(
         rows, vocab, s.options.sampling, static_cast<uint64_t>(s.generated.size()), drafts);
     speculation_.add(static_cast<int>(drafts.size()), static_cast<int>(produced.size()));
+    s.drafts.record(options_.speculation, static_cast<int>(drafts.size()),
+                    static_cast<int>(produced.size()) - 1);
     // Accepted drafts already have their keys and values in the cache.
     s.computed += static_cast<int>(produced.size()) - 1;
     for (size_t t = 0; t < produced.size() && s.finished == finish_reason::none; ++t)

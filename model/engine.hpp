@@ -96,7 +96,7 @@ class engine {
   void finish_step(const std::vector<sequence*>& in_batch, std::vector<token_event>& events);
   void append_token(sequence& s, int32_t token, const float* row, std::vector<token_event>& events);
   int blocks_for(int tokens) const;
-  int draft_limit(const sequence& s, int budget) const;
+  int draft_limit(sequence& s, int budget) const;
 
   const loaded_model& model_;
   gpu::backend& dev_;

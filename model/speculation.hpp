@@ -5,7 +5,9 @@
 //
 // Only trustworthy tokens are drafted: a continuation needs the agreement of at least min_trust of
 // the earlier places its n-gram occurred, so a context that continued differently each time drafts
-// nothing and costs nothing.
+// nothing and costs nothing. And a sequence drafts only as far as its drafts have lately held, and
+// rests from drafting while they fail (draft_window): every draft after the first wrong one is
+// computed for nothing, and a verify step of many tokens costs several plain steps on a CPU.
 //
 // Lossless by construction: every token is sampled from its own row with the draw index it would
 // have had without speculation, and a draft is kept only while it equals that sample. Greedy and
@@ -13,6 +15,7 @@
 // from the same distribution, and batch-invariant kernels make the logits rows the same bits too.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -27,6 +30,7 @@ struct speculation_options {
   int min_ngram = 2;           ///< Shortest suffix looked up; shorter matches are too common.
   double min_trust = 0.5;      ///< Share of earlier occurrences that must agree on a draft token.
   int lookback_tokens = 4096;  ///< How far back the lookup searches (bounds its cost).
+  bool adaptive = true;        ///< Each sequence drafts as far as its drafts hold (draft_window).
 
   bool enabled() const { return max_draft > 0; }
 };
@@ -46,6 +50,44 @@ std::vector<int32_t> draft_tokens(const std::vector<int32_t>& context, int limit
 /// would have produced after them.
 std::vector<int32_t> verify_drafts(const float* rows, int vocab, const sampling_params& sampling,
                                    uint64_t first_draw, const std::vector<int32_t>& drafts);
+
+/// How many drafts one sequence may feed, step by step. Adaptive: one more than its last verify
+/// step accepted, so that a sequence whose drafts hold grows by one per step; after a step that
+/// accepted none, the sequence rests from drafting for 1, 2, 4 ... up to max_rest_steps steps
+/// (doubling while its drafts keep failing) and then tries a single draft. A sequence whose
+/// drafts fail thus costs almost nothing, and one whose drafts start to hold is back at full
+/// length within a few steps. Not adaptive: always max_draft.
+class draft_window {
+ public:
+  static constexpr int max_rest_steps = 64;
+
+  draft_window() = default;
+  explicit draft_window(const speculation_options& o) : next_(o.max_draft) {}
+
+  /// The drafts allowed in this step; call once per decode step of the sequence.
+  int take() {
+    if (resting_ == 0) return next_;
+    --resting_;
+    return 0;
+  }
+  /// What the step's verification found.
+  void record(const speculation_options& o, int drafted, int accepted) {
+    if (drafted == 0 || !o.adaptive) return;
+    if (accepted == 0) {
+      resting_ = rest_steps_;
+      rest_steps_ = std::min(2 * rest_steps_, max_rest_steps);
+      next_ = 1;
+      return;
+    }
+    rest_steps_ = 1;
+    next_ = std::min(o.max_draft, accepted + 1);
+  }
+
+ private:
+  int next_ = 0;
+  int resting_ = 0;     // steps left without drafts
+  int rest_steps_ = 1;  // the next rest's length
+};
 
 /// Counts a decoder keeps of its speculation.
 struct speculation_stats {

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/metrics.hpp"
+#include "serve/speculation_metrics.hpp"
 
 namespace brigade::serve {
 namespace {
@@ -242,6 +243,8 @@ void engine_service::fail_all(const error& err) {
 void engine_service::publish_counts() {
   engine_waiting_ = engine_.waiting();
   engine_running_ = engine_.running();
+  drafted_tokens_ = engine_.speculation().drafted_tokens;
+  accepted_tokens_ = engine_.speculation().accepted_tokens;
 }
 
 std::string engine_service::actors_json() const {
@@ -283,6 +286,10 @@ void engine_service::collect_metrics(metrics::registry& into) const {
       into.add_counter("brigade_requests_cancelled_total", "Requests cancelled while in flight.")
           .get();
   cancels.inc(static_cast<double>(cancels_applied_.load()) - cancels.value());
+  model::speculation_stats speculation;
+  speculation.drafted_tokens = drafted_tokens_.load();
+  speculation.accepted_tokens = accepted_tokens_.load();
+  collect_speculation_metrics(speculation, into);
 }
 
 }  // namespace brigade::serve

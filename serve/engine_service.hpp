@@ -102,6 +102,8 @@ class engine_service final : public inference_service {
   std::atomic<int> engine_waiting_{0};
   std::atomic<int> engine_running_{0};
   std::atomic<uint64_t> steps_{0};
+  std::atomic<int64_t> drafted_tokens_{0};
+  std::atomic<int64_t> accepted_tokens_{0};
   std::atomic<uint64_t> cancels_applied_{0};
   std::thread thread_;
 };

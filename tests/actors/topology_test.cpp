@@ -8,6 +8,7 @@
 
 #include "actors/collecting_sink.hpp"
 #include "actors/small_model.hpp"
+#include "common/metrics.hpp"
 #include "model/engine.hpp"
 #include "model/model_writer.hpp"
 #include "support/temp_dir.hpp"
@@ -343,5 +344,13 @@ TEST_CASE("speculative decoding through the topology gives the engine's tokens",
     INFO("speculation " << totals.dump());
     CHECK(totals["accepted_tokens"].get<int64_t>() > 0);
     CHECK(totals["drafted_tokens"].get<int64_t>() > totals["accepted_tokens"].get<int64_t>());
+    // /metrics carries the same totals.
+    metrics::registry reg;
+    topo.value()->service().collect_metrics(reg);
+    const std::string text = reg.prometheus_text();
+    CHECK_THAT(text, Catch::Contains("brigade_speculative_accepted_tokens_total " +
+                                     std::to_string(totals["accepted_tokens"].get<int64_t>())));
+    CHECK_THAT(text, Catch::Contains("brigade_speculative_draft_tokens_total " +
+                                     std::to_string(totals["drafted_tokens"].get<int64_t>())));
   }
 }

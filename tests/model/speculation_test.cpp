@@ -124,3 +124,53 @@ TEST_CASE("speculation options are checked", "[speculation]") {
   o.max_ngram = 2;
   CHECK(check(o) == "max_ngram must be at least min_ngram");
 }
+
+TEST_CASE("a sequence drafts as far as its drafts hold and rests while they fail",
+          "[speculation]") {
+  speculation_options o = drafting(5);
+  draft_window w(o);
+  CHECK(w.take() == 5);
+  w.record(o, 5, 2);  // two held: one more next time
+  CHECK(w.take() == 3);
+  w.record(o, 3, 3);
+  CHECK(w.take() == 4);
+  w.record(o, 4, 4);
+  w.record(o, 5, 5);
+  CHECK(w.take() == 5);  // never past max_draft
+  w.record(o, 0, 0);     // a step without drafts says nothing
+  CHECK(w.take() == 5);
+  // None held: rest one step, then try one draft; failing again doubles the rest.
+  w.record(o, 5, 0);
+  CHECK(w.take() == 0);
+  CHECK(w.take() == 1);
+  w.record(o, 1, 0);
+  CHECK(w.take() == 0);
+  CHECK(w.take() == 0);
+  CHECK(w.take() == 1);
+  w.record(o, 1, 0);
+  for (int i = 0; i < 4; ++i)
+    CHECK(w.take() == 0);
+  CHECK(w.take() == 1);
+  // A draft that holds ends the rests.
+  w.record(o, 1, 1);
+  CHECK(w.take() == 2);
+  w.record(o, 2, 0);
+  CHECK(w.take() == 0);
+  CHECK(w.take() == 1);
+}
+
+TEST_CASE("rests are bounded, and a fixed window always drafts max_draft", "[speculation]") {
+  speculation_options o = drafting(3);
+  draft_window w(o);
+  for (int failures = 0; failures < 20; ++failures) {
+    int rest = 0;
+    while (w.take() == 0)
+      ++rest;
+    CHECK(rest <= draft_window::max_rest_steps);
+    w.record(o, 1, 0);
+  }
+  o.adaptive = false;
+  draft_window fixed(o);
+  fixed.record(o, 3, 0);
+  CHECK(fixed.take() == 3);
+}

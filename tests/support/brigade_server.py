@@ -7,11 +7,13 @@ import urllib.request
 
 
 class brigade_server:
-    """Starts `brigade serve MANIFEST --listen 127.0.0.1:0`; stop() ends it with SIGTERM."""
+    """Starts `brigade serve MANIFEST --listen 127.0.0.1:0 [EXTRA_ARGS]`; stop() ends it with
+    SIGTERM."""
 
-    def __init__(self, brigade, manifest, log_path, start_timeout_s=120):
+    def __init__(self, brigade, manifest, log_path, start_timeout_s=120, extra_args=()):
         self.log = open(log_path, "w")
-        self.proc = subprocess.Popen([brigade, "serve", manifest, "--listen", "127.0.0.1:0"],
+        self.proc = subprocess.Popen([brigade, "serve", manifest, "--listen", "127.0.0.1:0"] +
+                                     list(extra_args),
                                      stdout=subprocess.PIPE, stderr=self.log, text=True)
         deadline = time.time() + start_timeout_s
         self.url = None
@@ -35,6 +37,14 @@ class brigade_server:
     def get(self, path):
         with urllib.request.urlopen(self.url + path, timeout=30) as r:
             return json.loads(r.read())
+
+    def metric(self, name):
+        """The value of an unlabelled metric in /metrics, or None when it is absent."""
+        with urllib.request.urlopen(self.url + "/metrics", timeout=30) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+        return None
 
     def actors(self):
         """The registry, by actor name."""

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """One answer, whatever the topology: 50+ concurrent greedy completions through `brigade serve`
 equal `brigade generate` for each prompt, with experts over 1, 2, 4 and 8 shards and 1 and 2
-decode workers; a decode worker killed mid-stream loses and repeats nothing; and prefix cache
-hits over HTTP give generate's text and report their cached tokens.
+decode workers; a decode worker killed mid-stream loses and repeats nothing; prefix cache hits
+over HTTP give generate's text and report their cached tokens; and `brigade serve --speculate 4`,
+over the topology and over the engine, answers with plain decoding's text.
 
 Usage: serve_topology_test.py BRIGADE_BIN WORKDIR [--quick]
 """
@@ -206,6 +207,45 @@ def check_cache(brigade, model, workdir):
     return ok
 
 
+def repetitive_ids(i):
+    phrase = [(i * 53 + t * 29) % 1900 + 40 for t in range(5 + i % 4)]
+    return phrase * 4
+
+
+def check_speculation(brigade, model, workdir):
+    """Speculative decoding over HTTP: the topology and the engine give generate's plain text, and
+    /metrics shows drafts both kept and thrown away."""
+    tokens, count = 32, 8
+    expected = [generate(brigade, model, repetitive_ids(i), tokens)["text"] for i in range(count)]
+    manifest = os.path.join(workdir, "speculation.yaml")
+    write_manifest(manifest, model, 4, 2)
+    ok = True
+    for mode, extra in (("topology", []), ("engine", ["--engine"])):
+        srv = brigade_server(brigade, manifest, os.path.join(workdir, f"speculation-{mode}.log"),
+                             extra_args=["--speculate", "4"] + extra)
+        try:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=count) as pool:
+                answers = list(pool.map(
+                    lambda i: srv.post("/v1/completions", {
+                        "model": "model", "prompt": repetitive_ids(i), "max_tokens": tokens,
+                        "temperature": 0, "ignore_eos": True}), range(count)))
+            drafted = srv.metric("brigade_speculative_draft_tokens_total")
+            accepted = srv.metric("brigade_speculative_accepted_tokens_total")
+        finally:
+            srv.stop()
+        bad = [i for i, a in enumerate(answers) if a["choices"][0]["text"] != expected[i]]
+        for i in bad[:3]:
+            print(f"  speculation ({mode}): prompt {i}: got {answers[i]['choices'][0]['text']!r}, "
+                  f"generate gave {expected[i]!r}")
+        exercised = bool(accepted) and drafted is not None and drafted > accepted
+        print(f"speculation ({mode}): {count} prompts "
+              f"{'identical to generate' if not bad else f'{len(bad)} differ'}; "
+              f"{accepted} of {drafted} drafts accepted"
+              f"{'' if exercised else ' (drafts must be both kept and rejected)'}")
+        ok = ok and not bad and exercised
+    return ok
+
+
 def main():
     brigade, workdir = sys.argv[1], sys.argv[2]
     quick = "--quick" in sys.argv
@@ -222,6 +262,7 @@ def main():
     ok = check_kill(brigade, model, workdir) and ok
     ok = check_replan(brigade, model, workdir, expected) and ok
     ok = check_cache(brigade, model, workdir) and ok
+    ok = check_speculation(brigade, model, workdir) and ok
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 

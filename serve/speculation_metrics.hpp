@@ -1,0 +1,13 @@
+// Speculative decoding's Prometheus counters, the same for the engine service and the topology.
+#pragma once
+
+#include "common/metrics.hpp"
+#include "model/speculation.hpp"
+
+namespace brigade::serve {
+
+/// Sets brigade_speculative_{draft,accepted}_tokens_total to the given totals. A total that went
+/// down (a decode worker restarted with fresh counts) leaves its counter where it was.
+void collect_speculation_metrics(const model::speculation_stats& totals, metrics::registry& into);
+
+}  // namespace brigade::serve

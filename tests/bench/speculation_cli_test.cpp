@@ -1,0 +1,39 @@
+// Runs `brigade bench speculation` the way a user does, briefly: its JSON and its errors.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/support/run_brigade.hpp"
+
+TEST_CASE("bench speculation compares every configuration with plain decoding", "[bench][cli]") {
+  const std::string work_dir = std::string(BRIGADE_BINARY_DIR) + "/bench_cli_work";
+  const auto r = brigade::testing::run_brigade(
+      "bench speculation --quick --json --batches 2 --drafts 3 --work-dir " + work_dir);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto doc = nlohmann::json::parse(r.out);
+  CHECK(doc.at("same_tokens").get<bool>());
+  // Three workloads, one batch, one draft length, adaptive and fixed windows.
+  const auto& runs = doc.at("runs");
+  REQUIRE(runs.size() == 6);
+  for (const auto& run : runs) {
+    INFO(run.dump());
+    CHECK(run.at("batch") == 2);
+    CHECK(run.at("max_draft") == 3);
+    CHECK(run.at("same_tokens").get<bool>());
+    CHECK(run.at("tokens_per_s").get<double>() > 0);
+    CHECK(run.at("speed_over_plain").get<double>() > 0);
+    CHECK(run.at("tokens_per_sequence_step").get<double>() >= 1.0);
+  }
+  const auto& steps = doc.at("verify_steps");
+  REQUIRE(steps.size() == 1);
+  CHECK(steps[0].at("over_plain_step").get<double>() ==
+        Approx(steps[0].at("verify_step_ms").get<double>() /
+               steps[0].at("plain_step_ms").get<double>()));
+}
+
+TEST_CASE("bench speculation refuses a draft length out of range", "[bench][cli]") {
+  const auto r = brigade::testing::run_brigade("bench speculation --drafts 0");
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.err + r.out, Catch::Contains("--drafts"));
+}
