@@ -201,14 +201,15 @@ TEST_CASE("speculative decoding gives plain decoding's tokens and logits",
   for (const request_options& req : {greedy, sampled}) {
     const auto plain = run(f, prompts, {}, req);
     for (int max_draft : {1, 4}) {
-      for (int step_tokens : {256, 9}) {
+      for (auto [step_tokens, adaptive] : {std::pair{256, true}, {9, true}, {256, false}}) {
         engine_options spec;
         spec.speculation.max_draft = max_draft;
+        spec.speculation.adaptive = adaptive;
         spec.max_step_tokens = step_tokens;
         speculation_stats stats;
         const auto drafted = run(f, prompts, spec, req, &stats);
         INFO("temperature " << req.sampling.temperature << ", max_draft " << max_draft
-                            << ", step budget " << step_tokens);
+                            << ", step budget " << step_tokens << ", adaptive " << adaptive);
         // The comparison proves something only if drafts were both kept and thrown away.
         REQUIRE(stats.accepted_tokens > 0);
         REQUIRE(stats.drafted_tokens > stats.accepted_tokens);
