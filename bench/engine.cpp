@@ -212,10 +212,8 @@ int engine(int argc, char** argv) {
   if (!blas_lib) return std::fprintf(stderr, "%s\n", blas_lib.err().message.c_str()), 1;
   blas_lib->set_threads(pool.size());
   const model::model_spec spec = engine_model_spec();
-  auto dir = ensure_engine_model(work_dir);
-  if (!dir) return std::fprintf(stderr, "%s\n", dir.err().message.c_str()), 1;
   auto dev = gpu::make_cpu_backend(&pool);
-  auto loaded = model::loaded_model::load(dir.value(), *dev, true);
+  auto loaded = load_engine_model(work_dir, *dev);
   if (!loaded) return std::fprintf(stderr, "%s\n", loaded.err().message.c_str()), 1;
   const model::loaded_model& m = *loaded.value();
 

@@ -22,16 +22,18 @@ model::model_spec engine_model_spec() {
   return s;
 }
 
-result<std::string> ensure_engine_model(const std::string& work_dir) {
+result<std::unique_ptr<model::loaded_model>> load_engine_model(const std::string& work_dir,
+                                                               gpu::backend& dev) {
   const std::string dir = work_dir + "/engine-100m";
-  if (std::filesystem::exists(dir + "/model.safetensors")) return dir;
-  std::fprintf(stderr, "generating the benchmark model in %s ...\n", dir.c_str());
-  std::error_code ec;
-  std::filesystem::create_directories(work_dir, ec);
-  if (ec) return error(errc::io_error, work_dir + ": cannot create it: " + ec.message());
-  status s = model::write_random_model(engine_model_spec(), dir);
-  if (!s) return s.err();
-  return dir;
+  if (!std::filesystem::exists(dir + "/model.safetensors")) {
+    std::fprintf(stderr, "generating the benchmark model in %s ...\n", dir.c_str());
+    std::error_code ec;
+    std::filesystem::create_directories(work_dir, ec);
+    if (ec) return error(errc::io_error, work_dir + ": cannot create it: " + ec.message());
+    status s = model::write_random_model(engine_model_spec(), dir);
+    if (!s) return s.err();
+  }
+  return model::loaded_model::load(dir, dev, true);
 }
 
 }  // namespace brigade::bench

@@ -192,10 +192,8 @@ int speculation(int argc, char** argv) {
   if (quick) rounds = 1, max_tokens = 16;
 
   thread_pool& pool = thread_pool::shared();
-  auto dir = ensure_engine_model(work_dir);
-  if (!dir) return std::fprintf(stderr, "%s\n", dir.err().message.c_str()), 1;
   auto dev = gpu::make_cpu_backend(&pool);
-  auto loaded = model::loaded_model::load(dir.value(), *dev, true);
+  auto loaded = load_engine_model(work_dir, *dev);
   if (!loaded) return std::fprintf(stderr, "%s\n", loaded.err().message.c_str()), 1;
   const model::loaded_model& m = *loaded.value();
 

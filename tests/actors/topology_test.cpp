@@ -54,19 +54,29 @@ deploy::manifest manifest_for(const std::string& dir, int shards, int decoders) 
   return m;
 }
 
-std::vector<std::shared_ptr<testing::collecting_sink>> submit_all(serve::inference_service& svc,
-                                                                  int n, int max_tokens) {
+std::vector<std::shared_ptr<testing::collecting_sink>> submit_prompts(
+    serve::inference_service& svc, const std::vector<std::vector<int32_t>>& prompts, int max_tokens,
+    const model::sampling_params& sampling = {}) {
   std::vector<std::shared_ptr<testing::collecting_sink>> sinks;
-  for (int i = 0; i < n; ++i) {
+  for (size_t i = 0; i < prompts.size(); ++i) {
     serve::generation_request r;
-    r.id = i + 1;
-    r.prompt = prompt(i);
+    r.id = static_cast<int64_t>(i) + 1;
+    r.prompt = prompts[i];
     r.max_tokens = max_tokens;
+    r.sampling = sampling;
     auto sink = std::make_shared<testing::collecting_sink>();
     REQUIRE(svc.submit(r, sink).ok());
     sinks.push_back(sink);
   }
   return sinks;
+}
+
+std::vector<std::shared_ptr<testing::collecting_sink>> submit_all(serve::inference_service& svc,
+                                                                  int n, int max_tokens) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < n; ++i)
+    prompts.push_back(prompt(i));
+  return submit_prompts(svc, prompts, max_tokens);
 }
 
 }  // namespace
@@ -302,6 +312,9 @@ TEST_CASE("speculative decoding through the topology gives the engine's tokens",
   auto dev = gpu::make_cpu_backend();
   auto loaded = model::loaded_model::load(f.dir.path(), *dev, true);
   REQUIRE(loaded.ok());
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < n; ++i)
+    prompts.push_back(repetitive_prompt(i));
   model::sampling_params sampled;
   sampled.temperature = 0.3f;
   sampled.top_k = 8;
@@ -314,24 +327,15 @@ TEST_CASE("speculative decoding through the topology gives the engine's tokens",
     req.max_tokens = max_tokens;
     req.sampling = sampling;
     std::vector<int64_t> ids;
-    for (int i = 0; i < n; ++i)
-      ids.push_back(eng.submit(repetitive_prompt(i), req).value());
+    for (const auto& p : prompts)
+      ids.push_back(eng.submit(p, req).value());
     eng.run_until_idle();
 
     deploy::manifest m = manifest_for(f.dir.path(), 4, 2);
     m.decode.speculation.max_draft = 4;
     auto topo = deploy::topology::start(m);
     REQUIRE(topo.ok());
-    std::vector<std::shared_ptr<testing::collecting_sink>> sinks;
-    for (int i = 0; i < n; ++i) {
-      serve::generation_request r;
-      r.id = i + 1;
-      r.prompt = repetitive_prompt(i);
-      r.max_tokens = max_tokens;
-      r.sampling = sampling;
-      sinks.push_back(std::make_shared<testing::collecting_sink>());
-      REQUIRE(topo.value()->service().submit(r, sinks.back()).ok());
-    }
+    auto sinks = submit_prompts(topo.value()->service(), prompts, max_tokens, sampling);
     for (int i = 0; i < n; ++i) {
       INFO("prompt " << i);
       REQUIRE(sinks[static_cast<size_t>(i)]->wait());
