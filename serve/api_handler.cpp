@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "serve/dashboard_page.hpp"
 #include "serve/openai_request.hpp"
 #include "serve/openai_response.hpp"
 
@@ -26,7 +27,8 @@ http_reply not_found(std::string_view path) {
   e.message =
       "no route " + std::string(path) +
       "; brigade serves /v1/completions, /v1/chat/completions, /v1/models, /v1/actors, "
-      "/v1/experts, /v1/events, /v1/admin/kill, /v1/admin/replan, /health, /ready and /metrics";
+      "/v1/experts, /v1/status, /v1/events, /v1/admin/kill, /v1/admin/replan, /health, /ready, "
+      "/metrics and /dashboard";
   return api_handler::error_reply(e);
 }
 
@@ -215,6 +217,9 @@ http_reply api_handler::get_route(std::string_view path) {
   } else if (path == "/metrics") {
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
     r.body = metrics_text();
+  } else if (path == "/dashboard") {
+    r.content_type = "text/html; charset=utf-8";
+    r.body = std::string(dashboard_html());
   } else if (path == models_path) {
     r.body = models_response(service_.info());
   } else if (path.rfind(std::string(models_path) + "/", 0) == 0) {
