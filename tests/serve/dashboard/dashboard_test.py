@@ -103,6 +103,12 @@ def main():
                     shown["load_rows"] == experts["shards"],
                     f"{shown['history_points']} points, {shown['load_rows']} load rows, "
                     f"{len(experts['windows'])} windows")
+        metrics = fetch(srv.url + "/metrics")[2]
+        rates = [float(line.split()[-1]) for line in metrics.splitlines()
+                 if line.startswith("brigade_prefix_cache_hit_rate{")]
+        ok &= check("the prefix cache hit rate, over every tier", len(rates) > 0 and
+                    shown["cards"]["prefix cache hit rate"] == f"{100 * sum(rates):.1f}%",
+                    f"{shown['cards']} against {rates}")
         ok &= check("generated tokens counted", shown["cards"]["generated tokens"] == "96",
                     str(shown["cards"]))
     finally:
