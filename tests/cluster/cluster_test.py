@@ -96,7 +96,7 @@ class cluster:
 
     ROLES = ["{prefill: 1, expert_shard: 2}", "{decode: 1, expert_shard: 1}", "{expert_shard: 1}"]
 
-    def __init__(self, brigade, model, workdir, tag, hosts, netns, tls, devices):
+    def __init__(self, brigade, model, workdir, tag, hosts, netns, tls, devices, serve_args=()):
         self.nodes, self.coord = [], None
         secret = os.path.join(workdir, "secret")
         for i, host in enumerate(hosts):
@@ -105,7 +105,8 @@ class cluster:
                                    netns[i] if netns else None))
         manifest = os.path.join(workdir, f"{tag}.yaml")
         write_manifest(manifest, model, secret, self.nodes, self.ROLES, tls, devices)
-        self.coord = brigade_server(brigade, manifest, os.path.join(workdir, f"{tag}-serve.log"))
+        self.coord = brigade_server(brigade, manifest, os.path.join(workdir, f"{tag}-serve.log"),
+                                    extra_args=serve_args)
 
     def stop(self):
         if self.coord:
@@ -124,6 +125,27 @@ def check_outputs(c, expected):
     print(f"  {PROMPTS} concurrent prompts over 3 nodes: "
           f"{'identical to generate' if not bad else f'{len(bad)} differ'}; placement {placement}")
     return not bad
+
+
+def check_speculation(c, brigade, model):
+    """serve --speculate 4 with the decode worker on another node: its settings cross to the
+    node, its multi-token updates cross back, and the text is generate's plain text."""
+    tokens = 32
+    prompts = [[(i * 53 + t * 29) % 1900 + 40 for t in range(5 + i % 4)] * 4 for i in range(6)]
+    expected = [generate(brigade, model, p, tokens) for p in prompts]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(prompts)) as pool:
+        answers = list(pool.map(lambda p: c.coord.post(
+            "/v1/completions", {"model": "model", "prompt": p, "max_tokens": tokens,
+                                "temperature": 0, "ignore_eos": True}), prompts))
+    bad = [i for i, a in enumerate(answers) if a["choices"][0]["text"] != expected[i]]
+    drafted = c.coord.metric("brigade_speculative_draft_tokens_total")
+    accepted = c.coord.metric("brigade_speculative_accepted_tokens_total")
+    exercised = bool(accepted) and drafted is not None and drafted > accepted
+    print(f"  speculation over 3 nodes: {len(prompts)} prompts "
+          f"{'identical to generate' if not bad else f'{len(bad)} differ'}; "
+          f"{accepted} of {drafted} drafts accepted"
+          f"{'' if exercised else ' (drafts must be both kept and rejected)'}")
+    return not bad and exercised
 
 
 def check_node_kv_store(c, brigade, model):
@@ -371,6 +393,12 @@ def main():
             ok = check_node_kill(c, brigade, model, c.nodes[2], ["expert_shard-3"],
                                  mid_migration=True) and ok
             ok = check_node_kill(c, brigade, model, c.nodes[1], ["decode-0", "expert_shard-2"]) and ok
+        finally:
+            c.stop()
+        c = cluster(brigade, model, workdir, "lo-speculate", ["127.0.0.1"] * 3, None, "tcp", "lo",
+                    serve_args=["--speculate", "4"])
+        try:
+            ok = check_speculation(c, brigade, model) and ok
         finally:
             c.stop()
         ok = check_wrong_secret(brigade, model, workdir, "127.0.0.1") and ok

@@ -1,9 +1,18 @@
-"""`brigade serve MANIFEST` on a free port, driven over HTTP: shared by the Python tests that
-start a whole topology (tests/topology, tests/cluster)."""
+"""`brigade serve MANIFEST` on a free port, driven over HTTP, and the small model it serves:
+shared by the Python tests that start a whole topology (tests/topology, tests/cluster,
+tests/serve/dashboard)."""
 import json
 import subprocess
 import time
 import urllib.request
+
+
+def make_small_model(brigade, out_dir):
+    """A small random qwen3_moe checkpoint (2 layers, 8 experts, top-2) in out_dir."""
+    subprocess.run([brigade, "make-model", "--family", "qwen3_moe", "--out", out_dir, "--layers",
+                    "2", "--hidden", "64", "--heads", "4", "--kv-heads", "2", "--head-dim", "16",
+                    "--experts", "8", "--top-k", "2", "--moe-inter", "32", "--seed", "3"],
+                   check=True, capture_output=True)
 
 
 class brigade_server:

@@ -18,7 +18,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from brigade_server import brigade_server  # noqa: E402
+from brigade_server import brigade_server, make_small_model  # noqa: E402
 
 PROMPTS = 52
 MAX_TOKENS = 12
@@ -252,10 +252,7 @@ def main():
     shutil.rmtree(workdir, ignore_errors=True)
     os.makedirs(workdir)
     model = os.path.join(workdir, "model")
-    subprocess.run([brigade, "make-model", "--family", "qwen3_moe", "--out", model, "--layers", "2",
-                    "--hidden", "64", "--heads", "4", "--kv-heads", "2", "--head-dim", "16",
-                    "--experts", "8", "--top-k", "2", "--moe-inter", "32", "--seed", "3"],
-                   check=True, capture_output=True)
+    make_small_model(brigade, model)
     expected = [generate(brigade, model, prompt_ids(i), MAX_TOKENS) for i in range(PROMPTS)]
     shapes = [(1, 1), (2, 2)] if quick else [(s, d) for s in (1, 2, 4, 8) for d in (1, 2)]
     ok = all([check_topology(brigade, model, workdir, expected, s, d) for s, d in shapes])

@@ -15,7 +15,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "support"))
-from brigade_server import brigade_server  # noqa: E402
+from brigade_server import brigade_server, make_small_model  # noqa: E402
 
 KEY = "dashboard-test-key"
 
@@ -54,10 +54,7 @@ def main():
     shutil.rmtree(workdir, ignore_errors=True)
     os.makedirs(workdir)
     model = os.path.join(workdir, "model")
-    subprocess.run([brigade, "make-model", "--family", "qwen3_moe", "--out", model, "--layers", "2",
-                    "--hidden", "64", "--heads", "4", "--kv-heads", "2", "--head-dim", "16",
-                    "--experts", "8", "--top-k", "2", "--moe-inter", "32", "--seed", "3"],
-                   check=True, capture_output=True)
+    make_small_model(brigade, model)
     manifest = os.path.join(workdir, "manifest.yaml")
     with open(manifest, "w") as f:
         f.write(f"model: {model}\n"
