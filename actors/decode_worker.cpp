@@ -218,10 +218,13 @@ void start_step(decode_pointer self) {
   st.batch.clear();
   st.in_step.clear();
   st.fed.clear();
+  const auto decoding = std::count_if(st.seqs.begin(), st.seqs.end(),
+                                      [](const auto& entry) { return !entry.second.cancelled; });
+  const bool drafting = st.config.speculation.drafts_at(static_cast<int>(decoding));
   for (auto& [request, s] : st.seqs) {
     if (s.cancelled) continue;
-    std::vector<int32_t> fed =
-        model::draft_tokens(s.tokens, draft_limit(st, s), st.config.speculation);
+    const int limit = drafting ? draft_limit(st, s) : 0;
+    std::vector<int32_t> fed = model::draft_tokens(s.tokens, limit, st.config.speculation);
     fed.insert(fed.begin(), s.tokens[static_cast<size_t>(s.computed)]);
     const int count = static_cast<int>(fed.size());
     st.batch.add_sequence(fed.data(), count, s.computed, s.blocks.data(),

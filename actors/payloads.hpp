@@ -22,7 +22,7 @@ typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, speculation_options& x) {
   return f(caf::meta::type_name("speculation_options"), x.max_draft, x.max_ngram, x.min_ngram,
-           x.min_trust, x.lookback_tokens, x.adaptive);
+           x.min_trust, x.lookback_tokens, x.adaptive, x.disable_above_batch);
 }
 
 }  // namespace brigade::model

@@ -327,6 +327,7 @@ void read_speculation(section& s, model::speculation_options& out) {
   s.number("min_trust", out.min_trust, 0.0);
   s.integer("lookback_tokens", out.lookback_tokens, 1, 1 << 24);
   s.flag("adaptive", out.adaptive);
+  s.integer("disable_above_batch", out.disable_above_batch, 0, 1 << 20);
   if (out.min_trust > 1.0 || out.min_trust == 0.0) s.invalid("min_trust", "must be in (0, 1]");
   if (out.max_ngram < out.min_ngram) s.invalid("max_ngram", "must be at least min_ngram");
 }

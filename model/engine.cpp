@@ -119,10 +119,15 @@ void engine::build_batch(std::vector<sequence*>& in_batch, std::vector<int>& fed
   fed.clear();
   drafts_.clear();
   int budget = options_.max_step_tokens;
+  const auto decoding = std::count_if(active_.begin(), active_.end(), [](const auto& s) {
+    return s->computed >= s->prompt_tokens;
+  });
+  const bool drafting = options_.speculation.drafts_at(static_cast<int>(decoding));
   // Decoding sequences first: one token each (and its drafts) keeps inter-token latency flat.
   for (auto& s : active_) {
     if (s->computed < s->prompt_tokens || budget == 0) continue;
-    drafts_.push_back(draft_tokens(s->tokens, draft_limit(*s, budget), options_.speculation));
+    const int limit = drafting ? draft_limit(*s, budget) : 0;
+    drafts_.push_back(draft_tokens(s->tokens, limit, options_.speculation));
     // The last accepted token and the drafts go in together, each with its logits row.
     std::vector<int32_t>& fed_tokens = drafts_.back();
     fed_tokens.insert(fed_tokens.begin(), s->tokens[static_cast<size_t>(s->computed)]);

@@ -46,6 +46,7 @@ std::string check(const speculation_options& o) {
   if (o.max_ngram < o.min_ngram) return "max_ngram must be at least min_ngram";
   if (!(o.min_trust > 0.0 && o.min_trust <= 1.0)) return "min_trust must be in (0, 1]";
   if (o.lookback_tokens < 1) return "lookback_tokens must be at least 1";
+  if (o.disable_above_batch < 0) return "disable_above_batch must be at least 0";
   return {};
 }
 

@@ -31,8 +31,16 @@ struct speculation_options {
   double min_trust = 0.5;      ///< Share of earlier occurrences that must agree on a draft token.
   int lookback_tokens = 4096;  ///< How far back the lookup searches (bounds its cost).
   bool adaptive = true;        ///< Each sequence drafts as far as its drafts hold (draft_window).
+  /// No sequence drafts while more than this many decode together; 0 never stops them. A big
+  /// batch already keeps the hardware busy, and verify steps then cost throughput (one user gains
+  /// far more from speculation than a full cluster does).
+  int disable_above_batch = 0;
 
   bool enabled() const { return max_draft > 0; }
+  /// Whether a step with `decoding` sequences may draft at all.
+  bool drafts_at(int decoding) const {
+    return enabled() && (disable_above_batch == 0 || decoding <= disable_above_batch);
+  }
 };
 
 /// Why an options value cannot be used, or empty when it can.

@@ -157,7 +157,8 @@ TEST_CASE("roles.decode.speculation: off by default, set field by field", "[mani
   auto m = deploy::parse_manifest(R"(
 model: m
 roles:
-  decode: {speculation: {max_draft: 5, min_trust: 0.75, max_ngram: 3, min_ngram: 1}}
+  decode: {speculation: {max_draft: 5, min_trust: 0.75, max_ngram: 3, min_ngram: 1,
+                         disable_above_batch: 8}}
 )",
                                   "m.yaml");
   REQUIRE(m.ok());
@@ -165,6 +166,7 @@ roles:
   CHECK(m->decode.speculation.min_trust == 0.75);
   CHECK(m->decode.speculation.max_ngram == 3);
   CHECK(m->decode.speculation.min_ngram == 1);
+  CHECK(m->decode.speculation.disable_above_batch == 8);
 }
 
 TEST_CASE("bad speculation fields are refused, naming the field", "[manifest]") {
@@ -178,6 +180,8 @@ TEST_CASE("bad speculation fields are refused, naming the field", "[manifest]") 
   CHECK_THAT(parse_error(head + "{max_ngram: 2, min_ngram: 3}}}"),
              Catch::Contains("'roles.decode.speculation.max_ngram'") &&
                  Catch::Contains("at least min_ngram"));
+  CHECK_THAT(parse_error(head + "{disable_above_batch: -2}}}"),
+             Catch::Contains("'roles.decode.speculation.disable_above_batch'"));
   CHECK_THAT(
       parse_error(head + "{drafts: 3}}}"),
       Catch::Contains("'roles.decode.speculation.drafts'") && Catch::Contains("not a known field"));

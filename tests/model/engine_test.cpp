@@ -243,3 +243,26 @@ TEST_CASE("a stop token among accepted drafts ends generation there", "[engine][
     CHECK(drafted[0].tokens.size() <= 10);
   }
 }
+
+TEST_CASE("no sequence drafts while more decode together than disable_above_batch",
+          "[engine][speculation]") {
+  fixture f;
+  const auto prompts = repetitive_prompts();
+  request_options req;
+  req.max_tokens = 40;
+  const auto plain = run(f, prompts, {}, req);
+  engine_options spec;
+  spec.speculation.max_draft = 4;
+  spec.speculation.disable_above_batch = static_cast<int>(prompts.size()) - 1;
+  // Every prompt is prefilled in the first step and all finish together: never few enough.
+  speculation_stats crowded;
+  const auto drafted = run(f, prompts, spec, req, &crowded);
+  CHECK(crowded.drafted_tokens == 0);
+  for (size_t i = 0; i < prompts.size(); ++i)
+    CHECK(drafted[i].tokens == plain[i].tokens);
+  // At the threshold they draft.
+  spec.speculation.disable_above_batch = static_cast<int>(prompts.size());
+  speculation_stats allowed;
+  run(f, prompts, spec, req, &allowed);
+  CHECK(allowed.drafted_tokens > 0);
+}

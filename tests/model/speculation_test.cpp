@@ -111,6 +111,16 @@ TEST_CASE("verified samples are the samples plain decoding draws at each index",
   }
 }
 
+TEST_CASE("speculation turns off above a batch size when asked to", "[speculation]") {
+  speculation_options o;
+  CHECK_FALSE(o.drafts_at(1));  // max_draft 0: off
+  o.max_draft = 3;
+  CHECK(o.drafts_at(1000));
+  o.disable_above_batch = 4;
+  CHECK(o.drafts_at(4));
+  CHECK_FALSE(o.drafts_at(5));
+}
+
 TEST_CASE("speculation options are checked", "[speculation]") {
   CHECK(check(speculation_options{}).empty());
   speculation_options o;
@@ -123,6 +133,9 @@ TEST_CASE("speculation options are checked", "[speculation]") {
   o.min_ngram = 3;
   o.max_ngram = 2;
   CHECK(check(o) == "max_ngram must be at least min_ngram");
+  o = {};
+  o.disable_above_batch = -1;
+  CHECK(check(o) == "disable_above_batch must be at least 0");
 }
 
 TEST_CASE("a sequence drafts as far as its drafts hold and rests while they fail",
