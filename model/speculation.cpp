@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <string>
 
 namespace brigade::model {
 namespace {
@@ -39,16 +38,6 @@ vote lookup(const std::vector<int32_t>& context, int n, int lookback) {
 }
 
 }  // namespace
-
-std::string check(const speculation_options& o) {
-  if (o.max_draft < 0 || o.max_draft > 64) return "max_draft must be between 0 and 64";
-  if (o.min_ngram < 1) return "min_ngram must be at least 1";
-  if (o.max_ngram < o.min_ngram) return "max_ngram must be at least min_ngram";
-  if (!(o.min_trust > 0.0 && o.min_trust <= 1.0)) return "min_trust must be in (0, 1]";
-  if (o.lookback_tokens < 1) return "lookback_tokens must be at least 1";
-  if (o.disable_above_batch < 0) return "disable_above_batch must be at least 0";
-  return {};
-}
 
 std::vector<int32_t> draft_tokens(const std::vector<int32_t>& context, int limit,
                                   const speculation_options& options) {

@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "model/sampler.hpp"
@@ -42,9 +41,6 @@ struct speculation_options {
     return enabled() && (disable_above_batch == 0 || decoding <= disable_above_batch);
   }
 };
-
-/// Why an options value cannot be used, or empty when it can.
-std::string check(const speculation_options& options);
 
 /// Up to `limit` draft tokens continuing `context` (prompt and generated tokens so far), each
 /// trusted by at least options.min_trust of the matches of the longest suffix that occurs before.

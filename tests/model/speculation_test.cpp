@@ -121,23 +121,6 @@ TEST_CASE("speculation turns off above a batch size when asked to", "[speculatio
   CHECK_FALSE(o.drafts_at(5));
 }
 
-TEST_CASE("speculation options are checked", "[speculation]") {
-  CHECK(check(speculation_options{}).empty());
-  speculation_options o;
-  o.max_draft = -1;
-  CHECK(check(o) == "max_draft must be between 0 and 64");
-  o = {};
-  o.min_trust = 0.0;
-  CHECK(!check(o).empty());
-  o = {};
-  o.min_ngram = 3;
-  o.max_ngram = 2;
-  CHECK(check(o) == "max_ngram must be at least min_ngram");
-  o = {};
-  o.disable_above_batch = -1;
-  CHECK(check(o) == "disable_above_batch must be at least 0");
-}
-
 TEST_CASE("a sequence drafts as far as its drafts hold and rests while they fail",
           "[speculation]") {
   speculation_options o = drafting(5);
