@@ -223,7 +223,8 @@ TEST_CASE("speculative decoding gives plain decoding's tokens and logits",
   }
 }
 
-TEST_CASE("a stop token among accepted drafts ends generation there", "[engine][speculation]") {
+TEST_CASE("with drafts, a stop token ends generation where plain decoding stops",
+          "[engine][speculation]") {
   fixture f;
   const auto prompts = repetitive_prompts();
   request_options req;
