@@ -224,8 +224,8 @@ void start_step(decode_pointer self) {
   for (auto& [request, s] : st.seqs) {
     if (s.cancelled) continue;
     const int limit = drafting ? draft_limit(st, s) : 0;
-    std::vector<int32_t> fed = model::draft_tokens(s.tokens, limit, st.config.speculation);
-    fed.insert(fed.begin(), s.tokens[static_cast<size_t>(s.computed)]);
+    std::vector<int32_t> fed =
+        model::tokens_to_feed(s.tokens, s.computed, limit, st.config.speculation);
     const int count = static_cast<int>(fed.size());
     st.batch.add_sequence(fed.data(), count, s.computed, s.blocks.data(),
                           static_cast<int>(s.blocks.size()), count);

@@ -117,7 +117,7 @@ void engine::build_batch(std::vector<sequence*>& in_batch, std::vector<int>& fed
   batch_.clear();
   in_batch.clear();
   fed.clear();
-  drafts_.clear();
+  fed_.clear();
   int budget = options_.max_step_tokens;
   const auto decoding = std::count_if(active_.begin(), active_.end(), [](const auto& s) {
     return s->computed >= s->prompt_tokens;
@@ -127,12 +127,10 @@ void engine::build_batch(std::vector<sequence*>& in_batch, std::vector<int>& fed
   for (auto& s : active_) {
     if (s->computed < s->prompt_tokens || budget == 0) continue;
     const int limit = drafting ? draft_limit(*s, budget) : 0;
-    drafts_.push_back(draft_tokens(s->tokens, limit, options_.speculation));
     // The last accepted token and the drafts go in together, each with its logits row.
-    std::vector<int32_t>& fed_tokens = drafts_.back();
-    fed_tokens.insert(fed_tokens.begin(), s->tokens[static_cast<size_t>(s->computed)]);
-    const int count = static_cast<int>(fed_tokens.size());
-    batch_.add_sequence(fed_tokens.data(), count, s->computed, s->blocks.data(),
+    fed_.push_back(tokens_to_feed(s->tokens, s->computed, limit, options_.speculation));
+    const int count = static_cast<int>(fed_.back().size());
+    batch_.add_sequence(fed_.back().data(), count, s->computed, s->blocks.data(),
                         static_cast<int>(s->blocks.size()), count);
     in_batch.push_back(s.get());
     fed.push_back(1);  // drafts count as computed only once accepted
@@ -159,10 +157,10 @@ void engine::finish_step(const std::vector<sequence*>& in_batch, std::vector<tok
     if (batch_.logits_count(seq) == 0) continue;
     const float* rows =
         logits_.data() + static_cast<size_t>(batch_.logits_begin(seq)) * static_cast<size_t>(vocab);
-    // Decoding sequences come first in the batch, each with its fed tokens in drafts_: the last
+    // Decoding sequences come first in the batch, each with its fed tokens in fed_: the last
     // accepted token, then the drafts. A prefill's last chunk drafts nothing.
     std::vector<int32_t> drafts;
-    if (i < drafts_.size()) drafts.assign(drafts_[i].begin() + 1, drafts_[i].end());
+    if (i < fed_.size()) drafts.assign(fed_[i].begin() + 1, fed_[i].end());
     const std::vector<int32_t> produced = verify_drafts(
         rows, vocab, s.options.sampling, static_cast<uint64_t>(s.generated.size()), drafts);
     speculation_.add(static_cast<int>(drafts.size()), static_cast<int>(produced.size()));

@@ -106,7 +106,7 @@ class engine {
   workspace ws_;
   step_batch batch_;
   std::vector<float> logits_;
-  std::vector<std::vector<int32_t>> drafts_;  // per sequence of the step in flight
+  std::vector<std::vector<int32_t>> fed_;  // decoding sequences' last token and drafts, this step
   speculation_stats speculation_;
   int64_t next_id_ = 1;
   std::deque<std::unique_ptr<sequence>> waiting_;

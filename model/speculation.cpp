@@ -1,6 +1,7 @@
 #include "model/speculation.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <map>
 
 namespace brigade::model {
@@ -43,7 +44,11 @@ std::vector<int32_t> draft_tokens(const std::vector<int32_t>& context, int limit
                                   const speculation_options& options) {
   std::vector<int32_t> drafts;
   if (limit <= 0) return drafts;
-  std::vector<int32_t> extended = context;
+  // The lookup never reads further back than lookback_tokens before its longest suffix, so only
+  // that tail of the context is copied (a long context is not copied whole every step).
+  const size_t tail =
+      std::min(context.size(), static_cast<size_t>(options.lookback_tokens + options.max_ngram));
+  std::vector<int32_t> extended(context.end() - static_cast<ptrdiff_t>(tail), context.end());
   while (static_cast<int>(drafts.size()) < limit) {
     vote v;
     for (int n = options.max_ngram; n >= options.min_ngram && v.token < 0; --n)
@@ -53,6 +58,14 @@ std::vector<int32_t> draft_tokens(const std::vector<int32_t>& context, int limit
     extended.push_back(v.token);
   }
   return drafts;
+}
+
+std::vector<int32_t> tokens_to_feed(const std::vector<int32_t>& tokens, int computed, int limit,
+                                    const speculation_options& options) {
+  std::vector<int32_t> fed{tokens[static_cast<size_t>(computed)]};
+  const std::vector<int32_t> drafts = draft_tokens(tokens, limit, options);
+  fed.insert(fed.end(), drafts.begin(), drafts.end());
+  return fed;
 }
 
 std::vector<int32_t> verify_drafts(const float* rows, int vocab, const sampling_params& sampling,

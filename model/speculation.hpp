@@ -47,6 +47,11 @@ struct speculation_options {
 std::vector<int32_t> draft_tokens(const std::vector<int32_t>& context, int limit,
                                   const speculation_options& options);
 
+/// What a decoding sequence feeds in its step: its last token, tokens[computed], whose keys and
+/// values are not stored yet, then up to `limit` drafts continuing `tokens`.
+std::vector<int32_t> tokens_to_feed(const std::vector<int32_t>& tokens, int computed, int limit,
+                                    const speculation_options& options);
+
 /// The tokens a verify step yields. Row i of `rows` holds the logits after the i-th fed token (the
 /// last accepted token, then each draft); there are draft_count + 1 rows. Token i is sampled from
 /// row i with draw index first_draw + i; the next row is used only while token i equals draft i.
