@@ -186,6 +186,27 @@ std::vector<std::vector<int32_t>> repetitive_prompts() {
   return prompts;
 }
 
+// The repetitive prompts with 40 greedy tokens each, their plain output, and engine options
+// that draft up to 4 tokens.
+struct speculation_fixture {
+  fixture f;
+  std::vector<std::vector<int32_t>> prompts = repetitive_prompts();
+  request_options req = greedy_tokens(40);
+  std::vector<run_result> plain = run(f, prompts, {}, req);
+  engine_options spec = drafting(4);
+
+  static request_options greedy_tokens(int n) {
+    request_options r;
+    r.max_tokens = n;
+    return r;
+  }
+  static engine_options drafting(int max_draft) {
+    engine_options o;
+    o.speculation.max_draft = max_draft;
+    return o;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("speculative decoding gives plain decoding's tokens and logits",
@@ -225,13 +246,8 @@ TEST_CASE("speculative decoding gives plain decoding's tokens and logits",
 
 TEST_CASE("with drafts, a stop token ends generation where plain decoding stops",
           "[engine][speculation]") {
-  fixture f;
-  const auto prompts = repetitive_prompts();
-  request_options req;
-  req.max_tokens = 40;
-  const auto plain = run(f, prompts, {}, req);
-  engine_options spec;
-  spec.speculation.max_draft = 4;
+  speculation_fixture x;
+  auto& [f, prompts, req, plain, spec] = x;
   // Each prompt in turn stops at its tenth token: the run must end exactly where plain decoding's
   // output first holds that token, drafts or not.
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -247,13 +263,8 @@ TEST_CASE("with drafts, a stop token ends generation where plain decoding stops"
 
 TEST_CASE("no sequence drafts while more decode together than disable_above_batch",
           "[engine][speculation]") {
-  fixture f;
-  const auto prompts = repetitive_prompts();
-  request_options req;
-  req.max_tokens = 40;
-  const auto plain = run(f, prompts, {}, req);
-  engine_options spec;
-  spec.speculation.max_draft = 4;
+  speculation_fixture x;
+  auto& [f, prompts, req, plain, spec] = x;
   spec.speculation.disable_above_batch = static_cast<int>(prompts.size()) - 1;
   // Every prompt is prefilled in the first step and all finish together: never few enough.
   speculation_stats crowded;
