@@ -139,31 +139,33 @@ def prompt_for(case, vocab, avoid):
     return [int(t) for t in rng.choice(choices, size=length)]
 
 
-def parse_generated(stdout, prompt, rows):
-    """The generated ids from generate --json's output (a line holding {"ids": [...]})."""
+def json_reply(stdout, key, kind):
+    """The last line of stdout that is a JSON object whose `key` is a `kind`, or None."""
     for line in reversed(stdout.strip().splitlines()):
         try:
             reply = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if isinstance(reply, dict) and isinstance(reply.get("ids"), list):
-            ids = [int(t) for t in reply["ids"]]
-            if len(ids) == len(prompt) + rows and ids[:len(prompt)] == prompt:
-                ids = ids[len(prompt):]  # Accept an echo of the prompt before the new ids.
-            return ids
-    raise CaseFailure(f"generate --json printed no {{\"ids\": [...]}} line:\n{stdout[-1000:]}")
+        if isinstance(reply, dict) and isinstance(reply.get(key), kind):
+            return reply
+    return None
+
+
+def parse_generated(stdout, prompt, rows):
+    """The generated ids from generate --json's output (a line holding {"ids": [...]})."""
+    reply = json_reply(stdout, "ids", list)
+    if reply is None:
+        raise CaseFailure(f"generate --json printed no {{\"ids\": [...]}} line:\n{stdout[-1000:]}")
+    ids = [int(t) for t in reply["ids"]]
+    if len(ids) == len(prompt) + rows and ids[:len(prompt)] == prompt:
+        ids = ids[len(prompt):]  # Accept an echo of the prompt before the new ids.
+    return ids
 
 
 def accepted_drafts(stdout):
     """Draft tokens generate --json reports accepted (0 when it reports no speculation)."""
-    for line in reversed(stdout.strip().splitlines()):
-        try:
-            reply = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(reply, dict) and isinstance(reply.get("speculation"), dict):
-            return int(reply["speculation"].get("accepted_tokens", 0))
-    return 0
+    reply = json_reply(stdout, "speculation", dict)
+    return 0 if reply is None else int(reply["speculation"].get("accepted_tokens", 0))
 
 
 def run_generate(case, brigade, model_dir, case_dir, prompt, steps, speculate, log_path):
