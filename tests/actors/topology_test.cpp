@@ -303,34 +303,53 @@ nlohmann::json speculation_totals(deploy::topology& topo) {
   return total;
 }
 
+// Plain decoding in the single-process engine: the oracle speculation is held to.
+std::vector<std::vector<int32_t>> plain_outputs(const std::string& dir,
+                                                const std::vector<std::vector<int32_t>>& prompts,
+                                                int max_tokens,
+                                                const model::sampling_params& sampling) {
+  auto dev = gpu::make_cpu_backend();
+  auto loaded = model::loaded_model::load(dir, *dev, true);
+  REQUIRE(loaded.ok());
+  model::engine eng(*loaded.value(), *dev, {});
+  model::request_options req;
+  req.max_tokens = max_tokens;
+  req.sampling = sampling;
+  std::vector<int64_t> ids;
+  for (const auto& p : prompts)
+    ids.push_back(eng.submit(p, req).value());
+  eng.run_until_idle();
+  std::vector<std::vector<int32_t>> out;
+  for (auto id : ids)
+    out.push_back(eng.output(id));
+  return out;
+}
+
+std::vector<std::vector<int32_t>> repetitive_prompts(int n) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < n; ++i)
+    prompts.push_back(repetitive_prompt(i));
+  return prompts;
+}
+
+model::sampling_params sampled_params() {
+  model::sampling_params s;
+  s.temperature = 0.3f;
+  s.top_k = 8;
+  s.seed = 11;
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("speculative decoding through the topology gives the engine's tokens",
           "[topology][speculation]") {
   model_fixture f;
   const int n = 8, max_tokens = 32;
-  auto dev = gpu::make_cpu_backend();
-  auto loaded = model::loaded_model::load(f.dir.path(), *dev, true);
-  REQUIRE(loaded.ok());
-  std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < n; ++i)
-    prompts.push_back(repetitive_prompt(i));
-  model::sampling_params sampled;
-  sampled.temperature = 0.3f;
-  sampled.top_k = 8;
-  sampled.seed = 11;
-  for (const model::sampling_params& sampling : {model::sampling_params{}, sampled}) {
+  const auto prompts = repetitive_prompts(n);
+  for (const model::sampling_params& sampling : {model::sampling_params{}, sampled_params()}) {
     INFO("temperature " << sampling.temperature);
-    // The oracle: plain decoding in the single-process engine.
-    model::engine eng(*loaded.value(), *dev, {});
-    model::request_options req;
-    req.max_tokens = max_tokens;
-    req.sampling = sampling;
-    std::vector<int64_t> ids;
-    for (const auto& p : prompts)
-      ids.push_back(eng.submit(p, req).value());
-    eng.run_until_idle();
-
+    const auto expected = plain_outputs(f.dir.path(), prompts, max_tokens, sampling);
     deploy::manifest m = manifest_for(f.dir.path(), 4, 2);
     m.decode.speculation.max_draft = 4;
     auto topo = deploy::topology::start(m);
@@ -340,7 +359,7 @@ TEST_CASE("speculative decoding through the topology gives the engine's tokens",
       INFO("prompt " << i);
       REQUIRE(sinks[static_cast<size_t>(i)]->wait());
       CHECK_FALSE(sinks[static_cast<size_t>(i)]->failed());
-      CHECK(sinks[static_cast<size_t>(i)]->tokens() == eng.output(ids[static_cast<size_t>(i)]));
+      CHECK(sinks[static_cast<size_t>(i)]->tokens() == expected[static_cast<size_t>(i)]);
       CHECK(sinks[static_cast<size_t>(i)]->terminal_calls() == 1);
     }
     // The comparison proves something only if drafts were both kept and thrown away.
@@ -356,5 +375,47 @@ TEST_CASE("speculative decoding through the topology gives the engine's tokens",
                                      std::to_string(totals["accepted_tokens"].get<int64_t>())));
     CHECK_THAT(text, Catch::Contains("brigade_speculative_draft_tokens_total " +
                                      std::to_string(totals["drafted_tokens"].get<int64_t>())));
+  }
+}
+
+TEST_CASE("speculation keeps the engine's tokens through re-plans and a decode worker's death",
+          "[topology][speculation][eplb]") {
+  model_fixture f;
+  const int n = 8, max_tokens = 300;
+  const auto prompts = repetitive_prompts(n);
+  for (const model::sampling_params& sampling : {model::sampling_params{}, sampled_params()}) {
+    INFO("temperature " << sampling.temperature);
+    const auto expected = plain_outputs(f.dir.path(), prompts, max_tokens, sampling);
+    deploy::manifest m = manifest_for(f.dir.path(), 4, 2);
+    m.experts.slots_per_shard = 3;  // room for replicas, so that re-plans move experts
+    m.eplb.enabled = false;         // only the test's re-plans
+    m.decode.speculation.max_draft = 4;
+    auto topo = deploy::topology::start(m);
+    REQUIRE(topo.ok());
+    auto sinks = submit_prompts(topo.value()->service(), prompts, max_tokens, sampling);
+    // Re-plans while drafts are verified, then the death of a decode worker holding half the
+    // sequences: the router re-dispatches them and their drafts start again from their context.
+    for (uint64_t seed = 1; seed <= 5; ++seed) {
+      REQUIRE(sinks[0]->wait_tokens(2 * seed));
+      REQUIRE(topo.value()->replan_randomly(seed).ok());
+      wait_for_migration(*topo.value());
+    }
+    CHECK(sinks[0]->tokens().size() < static_cast<size_t>(max_tokens));
+    REQUIRE(topo.value()->kill("decode-0").ok());
+    for (uint64_t seed = 6; seed <= 8; ++seed) {
+      REQUIRE(topo.value()->replan_randomly(seed).ok());
+      wait_for_migration(*topo.value());
+    }
+    for (int i = 0; i < n; ++i) {
+      INFO("prompt " << i);
+      REQUIRE(sinks[static_cast<size_t>(i)]->wait());
+      CHECK_FALSE(sinks[static_cast<size_t>(i)]->failed());
+      CHECK(sinks[static_cast<size_t>(i)]->tokens() == expected[static_cast<size_t>(i)]);
+      CHECK(sinks[static_cast<size_t>(i)]->terminal_calls() == 1);
+    }
+    const auto experts = nlohmann::json::parse(topo.value()->experts_json());
+    CHECK(experts["rebalances"]["adopted"].get<int>() == 8);
+    // Drafts were kept on the worker that lived: the comparison covered verified steps.
+    CHECK(speculation_totals(*topo.value())["accepted_tokens"].get<int64_t>() > 0);
   }
 }
