@@ -79,6 +79,23 @@ std::vector<std::shared_ptr<testing::collecting_sink>> submit_all(serve::inferen
   return submit_prompts(svc, prompts, max_tokens);
 }
 
+// Every request ended once, without error, with the expected tokens. A request that does not end
+// shows the roles' statuses, which say where it is stuck.
+void check_outputs(deploy::topology& topo,
+                   const std::vector<std::shared_ptr<testing::collecting_sink>>& sinks,
+                   const std::vector<std::vector<int32_t>>& expected) {
+  REQUIRE(sinks.size() == expected.size());
+  for (size_t i = 0; i < sinks.size(); ++i) {
+    INFO("prompt " << i);
+    const bool done = sinks[i]->wait();
+    if (!done) UNSCOPED_INFO("role statuses: " << topo.statuses_json());
+    REQUIRE(done);
+    CHECK_FALSE(sinks[i]->failed());
+    CHECK(sinks[i]->tokens() == expected[i]);
+    CHECK(sinks[i]->terminal_calls() == 1);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("the topology reproduces the engine for any number of shards and decoders",
@@ -91,15 +108,7 @@ TEST_CASE("the topology reproduces the engine for any number of shards and decod
     auto topo = deploy::topology::start(manifest_for(f.dir.path(), shards, decoders));
     REQUIRE(topo.ok());
     auto sinks = submit_all(topo.value()->service(), n, max_tokens);
-    for (int i = 0; i < n; ++i) {
-      INFO("prompt " << i);
-      const bool done = sinks[static_cast<size_t>(i)]->wait();
-      if (!done) UNSCOPED_INFO("role statuses: " << topo.value()->statuses_json());
-      REQUIRE(done);
-      CHECK_FALSE(sinks[static_cast<size_t>(i)]->failed());
-      CHECK(sinks[static_cast<size_t>(i)]->tokens() == expected[static_cast<size_t>(i)]);
-      CHECK(sinks[static_cast<size_t>(i)]->terminal_calls() == 1);
-    }
+    check_outputs(*topo.value(), sinks, expected);
   }
 }
 
@@ -112,12 +121,7 @@ TEST_CASE("decode worker killed mid-stream (P=1 D=2): same tokens, none twice", 
   auto sinks = submit_all(topo.value()->service(), n, max_tokens);
   REQUIRE(sinks[0]->wait_tokens(5));
   REQUIRE(topo.value()->kill("decode-0").ok());
-  for (int i = 0; i < n; ++i) {
-    REQUIRE(sinks[static_cast<size_t>(i)]->wait());
-    INFO("prompt " << i);
-    CHECK_FALSE(sinks[static_cast<size_t>(i)]->failed());
-    CHECK(sinks[static_cast<size_t>(i)]->tokens() == expected[static_cast<size_t>(i)]);
-  }
+  check_outputs(*topo.value(), sinks, expected);
   // The restart comes after the supervisor's backoff: poll the registry until it shows it.
   nlohmann::json entry;
   for (int tries = 0; tries < 200; ++tries) {
@@ -144,12 +148,7 @@ TEST_CASE("an expert shard killed mid-stream: the stalled layer is resent", "[to
   auto sinks = submit_all(topo.value()->service(), n, max_tokens);
   REQUIRE(sinks[0]->wait_tokens(3));
   REQUIRE(topo.value()->kill("expert_shard-1").ok());
-  for (int i = 0; i < n; ++i) {
-    REQUIRE(sinks[static_cast<size_t>(i)]->wait());
-    INFO("prompt " << i);
-    CHECK_FALSE(sinks[static_cast<size_t>(i)]->failed());
-    CHECK(sinks[static_cast<size_t>(i)]->tokens() == expected[static_cast<size_t>(i)]);
-  }
+  check_outputs(*topo.value(), sinks, expected);
 }
 
 TEST_CASE("cancelled requests end with an error and free their worker", "[topology]") {
@@ -200,12 +199,7 @@ TEST_CASE("outputs stay identical across 100 random re-plans during generation",
     CHECK(sinks[0]->tokens().size() < static_cast<size_t>(max_tokens));
     wait_for_migration(*topo.value());
   }
-  for (int i = 0; i < n; ++i) {
-    REQUIRE(sinks[static_cast<size_t>(i)]->wait());
-    INFO("prompt " << i);
-    CHECK_FALSE(sinks[static_cast<size_t>(i)]->failed());
-    CHECK(sinks[static_cast<size_t>(i)]->tokens() == expected[static_cast<size_t>(i)]);
-  }
+  check_outputs(*topo.value(), sinks, expected);
   const auto experts = nlohmann::json::parse(topo.value()->experts_json());
   CHECK(experts["rebalances"]["adopted"].get<int>() == 100);
   CHECK(experts["epoch"].get<int>() == 100);
@@ -243,12 +237,7 @@ TEST_CASE("an expert shard killed mid-migration: rollback, serving goes on, outp
   // prepares: it never prepares, so the migration cannot complete without it.
   REQUIRE(topo.value()->replan_randomly(7, 1.0, "expert_shard-2").ok());
   wait_for_migration(*topo.value());
-  for (int i = 0; i < n; ++i) {
-    REQUIRE(sinks[static_cast<size_t>(i)]->wait());
-    INFO("prompt " << i);
-    CHECK_FALSE(sinks[static_cast<size_t>(i)]->failed());
-    CHECK(sinks[static_cast<size_t>(i)]->tokens() == expected[static_cast<size_t>(i)]);
-  }
+  check_outputs(*topo.value(), sinks, expected);
   const auto events = nlohmann::json::parse(topo.value()->events_json(0));
   bool rolled_back = false, adopted = false;
   for (const auto& e : events) {
@@ -355,13 +344,7 @@ TEST_CASE("speculative decoding through the topology gives the engine's tokens",
     auto topo = deploy::topology::start(m);
     REQUIRE(topo.ok());
     auto sinks = submit_prompts(topo.value()->service(), prompts, max_tokens, sampling);
-    for (int i = 0; i < n; ++i) {
-      INFO("prompt " << i);
-      REQUIRE(sinks[static_cast<size_t>(i)]->wait());
-      CHECK_FALSE(sinks[static_cast<size_t>(i)]->failed());
-      CHECK(sinks[static_cast<size_t>(i)]->tokens() == expected[static_cast<size_t>(i)]);
-      CHECK(sinks[static_cast<size_t>(i)]->terminal_calls() == 1);
-    }
+    check_outputs(*topo.value(), sinks, expected);
     // The comparison proves something only if drafts were both kept and thrown away.
     const auto totals = speculation_totals(*topo.value());
     INFO("speculation " << totals.dump());
@@ -406,13 +389,7 @@ TEST_CASE("speculation keeps the engine's tokens through re-plans and a decode w
       REQUIRE(topo.value()->replan_randomly(seed).ok());
       wait_for_migration(*topo.value());
     }
-    for (int i = 0; i < n; ++i) {
-      INFO("prompt " << i);
-      REQUIRE(sinks[static_cast<size_t>(i)]->wait());
-      CHECK_FALSE(sinks[static_cast<size_t>(i)]->failed());
-      CHECK(sinks[static_cast<size_t>(i)]->tokens() == expected[static_cast<size_t>(i)]);
-      CHECK(sinks[static_cast<size_t>(i)]->terminal_calls() == 1);
-    }
+    check_outputs(*topo.value(), sinks, expected);
     const auto experts = nlohmann::json::parse(topo.value()->experts_json());
     CHECK(experts["rebalances"]["adopted"].get<int>() == 8);
     // Drafts were kept on the worker that lived: the comparison covered verified steps.
