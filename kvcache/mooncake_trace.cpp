@@ -84,7 +84,7 @@ result<std::vector<trace_request>> parse_mooncake_trace(std::istream& in,
     json obj;
     try {
       obj = json::parse(line);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse errors, and numbers too large (1e999)
       return error(errc::bad_format, where(source, line_no) + "not valid JSON: " + e.what());
     }
     auto r = parse_request(obj);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "common/log.hpp"
 #include "serve/dashboard_page.hpp"
 #include "serve/openai_request.hpp"
 #include "serve/openai_response.hpp"
@@ -93,6 +94,24 @@ std::string_view query_value(std::string_view target, std::string_view name) {
 }
 
 api_handler::outcome api_handler::handle(const http_request_view& req, clock::time_point received) {
+  try {
+    return route(req, received);
+  } catch (const std::exception& e) {
+    // A fault while answering one request (a bug, memory running out) must not end the server
+    // and every other request with it: this request gets a 500 saying what happened.
+    const std::string what = std::string(req.method) + " " + std::string(path_of(req.target));
+    log::error("http", "answering " + what + " failed: " + e.what());
+    api_error err;
+    err.http_status = 500;
+    err.type = "internal_server_error";
+    err.message =
+        "brigade failed while answering " + what + ": " + e.what() +
+        ". The server goes on serving; please report this with the request that caused it";
+    return error_reply(err);
+  }
+}
+
+api_handler::outcome api_handler::route(const http_request_view& req, clock::time_point received) {
   const std::string_view path = path_of(req.target);
   const bool is_api = path.rfind("/v1/", 0) == 0;
   if (is_api && !auth_.allows(req.authorization)) {

@@ -78,7 +78,8 @@ class api_handler {
 
   using outcome = std::variant<http_reply, generation_start, event_stream_start>;
 
-  /// A reply to write now, a generation to submit, or an event stream to run.
+  /// A reply to write now, a generation to submit, or an event stream to run. It never throws:
+  /// an exception while answering becomes a 500 for this request alone.
   outcome handle(const http_request_view& req, clock::time_point received);
   /// SSE events for everything after `since`, which moves to the last event sent.
   std::string next_events(uint64_t& since);
@@ -93,6 +94,7 @@ class api_handler {
   std::string metrics_text();
 
  private:
+  outcome route(const http_request_view& req, clock::time_point received);
   outcome start_generation(api_kind kind, std::string_view body, clock::time_point received);
   http_reply admin_kill(std::string_view body);
   http_reply admin_replan(std::string_view body);

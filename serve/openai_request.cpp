@@ -340,7 +340,8 @@ parse_outcome parse_request(api_kind kind, std::string_view body, const request_
   json j;
   try {
     j = json::parse(body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // Not only parse errors: a number too large for a double (1e999) is an out_of_range.
     return bad_request("", std::string("the body is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) return bad_request("", "the body must be a JSON object");

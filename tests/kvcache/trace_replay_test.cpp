@@ -165,6 +165,8 @@ TEST_CASE("malformed trace lines give errors naming the line", "[kvcache][trace]
   REQUIRE(parse(good));
   CHECK(parse(good)->size() == 2);
   expect_error("{not json", "not valid JSON");
+  expect_error(R"({"timestamp": 1e999, "input_length": 600, "output_length": 5})",
+               "not valid JSON");
   expect_error("[1, 2]", "expected a JSON object");
   expect_error(R"({"timestamp": 1, "input_length": 600, "output_length": 5})", "hash_ids");
   expect_error(R"({"input_length": 600, "output_length": 5, "hash_ids": [0, 1]})",

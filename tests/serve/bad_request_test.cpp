@@ -36,6 +36,8 @@ std::vector<bad_case> bad_cases() {
   return {
       {"malformed JSON", "POST", "/v1/completions", R"({"model": "tiny", "prompt": )", 400,
        nullptr},
+      {"number too large for a double", "POST", "/v1/completions",
+       completion(R"(, "temperature": 1e999)"), 400, nullptr},
       {"body is not an object", "POST", "/v1/completions", "[1, 2]", 400, nullptr},
       {"missing model", "POST", "/v1/completions", R"({"prompt": "Hi"})", 400, "model"},
       {"model of the wrong type", "POST", "/v1/completions", R"({"model": 7, "prompt": "Hi"})", 400,

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <stdexcept>
 
 #include "model/model_writer.hpp"
 
@@ -93,6 +94,11 @@ status recording_service::submit(generation_request request,
 // Forwarded before it is recorded: a test that waits for the cancel and then lets the engine go
 // on (open_gate) must find it queued in the service already. Recorded first, a cancel whose thread
 // was preempted before forwarding it let the engine finish the request instead.
+std::string recording_service::actors_json() const {
+  if (fail_actors_json) throw std::runtime_error("injected fault in actors_json");
+  return inner_.actors_json();
+}
+
 void recording_service::cancel(int64_t request_id) {
   inner_.cancel(request_id);
   std::lock_guard<std::mutex> lock(mutex_);

@@ -43,10 +43,12 @@ class recording_service final : public inference_service {
   void cancel(int64_t request_id) override;
   service_info info() const override { return inner_.info(); }
   bool ready() const override { return inner_.ready(); }
-  std::string actors_json() const override { return inner_.actors_json(); }
+  /// Throws while fail_actors_json is set: a fault in answering one request.
+  std::string actors_json() const override;
   void collect_metrics(metrics::registry& into) const override { inner_.collect_metrics(into); }
 
   void set_gate(int after_tokens) { gate_after_tokens_ = after_tokens; }
+  std::atomic<bool> fail_actors_json{false};
   void open_gate();
   /// Waits (at most 60 s) until cancel() was called for some request; returns its id or -1.
   int64_t wait_for_cancel();

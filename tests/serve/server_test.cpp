@@ -331,6 +331,26 @@ TEST_CASE("models, health, readiness, actors and metrics answer", "[serve]") {
   }
 }
 
+TEST_CASE("a fault while answering one request is a 500 for it alone; the server goes on",
+          "[serve]") {
+  test_server server;
+  auto client = server.client();
+  server.recorder->fail_actors_json = true;
+  auto failed = client->request("GET", "/v1/actors");
+  REQUIRE(failed.ok());
+  CHECK(failed->status == 500);
+  const json e = parse_json(failed->body)["error"];
+  CHECK(e["type"] == "internal_server_error");
+  CHECK_THAT(e["message"].get<std::string>(),
+             Catch::Contains("GET /v1/actors") && Catch::Contains("injected fault in actors_json"));
+  // The same connection, and the server, answer what comes next.
+  server.recorder->fail_actors_json = false;
+  CHECK(client->request("GET", "/v1/actors")->status == 200);
+  CHECK(post(*client, "/v1/completions", completion_body(3))["usage"]["completion_tokens"] == 3);
+  auto metrics = client->request("GET", "/metrics");
+  CHECK_THAT(metrics->body, Catch::Contains("brigade_http_requests_total{code=\"500\"} 1"));
+}
+
 TEST_CASE("past the connection bound, a new connection gets 503", "[serve]") {
   server_options o;
   o.max_connections = 1;
