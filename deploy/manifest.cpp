@@ -18,6 +18,12 @@ namespace {
 bool parse_bytes(const std::string& text, uint64_t& out);
 bool parse_duration_s(const std::string& text, int64_t& out);
 
+// A mapping key as text; empty for a key that is not a plain scalar (YAML allows lists and
+// mappings as keys: "? [a, b]"), which no manifest field has.
+std::string key_text(const YAML::Node& key) {
+  return key.IsScalar() ? key.Scalar() : "";
+}
+
 // Reads one YAML mapping, naming fields by their path ("roles.decode.count") in errors, and
 // rejecting keys it does not know so that a typo never silently falls back to a default.
 class section {
@@ -118,7 +124,8 @@ class section {
       if (!n.IsMap()) return fail(key, "must be a mapping of scenario names to durations");
       out.clear();
       for (const auto& kv : n) {
-        const std::string name = kv.first.as<std::string>();
+        const std::string name = key_text(kv.first);
+        if (name.empty()) return fail(key, "has a key that is not a scenario name");
         int64_t seconds = 0;
         if (!kv.second.IsScalar() || !parse_duration_s(kv.second.Scalar(), seconds)) {
           return fail((std::string(key) + "." + name).c_str(),
@@ -144,22 +151,30 @@ class section {
   /// Checks the node is a mapping; call before reading.
   void begin() {
     if (ok() && !node_.IsMap() && !node_.IsNull()) {
-      *err_ = error(errc::bad_format,
-                    source_ + ": " +
-                        (path_.empty() ? "the manifest" : path_.substr(0, path_.size() - 1)) +
-                        " must be a mapping of keys to values");
+      *err_ =
+          error(errc::bad_format, source_ + ": " + name() + " must be a mapping of keys to values");
     }
   }
   /// Rejects keys nobody read.
   void finish() {
     if (!ok() || !node_.IsMap()) return;
     for (const auto& kv : node_) {
-      const std::string key = kv.first.as<std::string>();
+      const std::string key = key_text(kv.first);
+      if (key.empty()) {
+        *err_ = error(errc::bad_format,
+                      source_ + ": " + name() +
+                          " has a key that is not a field name (a list, mapping or empty key)");
+        return;
+      }
       if (!known_.count(key)) return fail(key.c_str(), "is not a known field");
     }
   }
 
  private:
+  // This section as errors name it: "the manifest" or its path ("roles.decode").
+  std::string name() const {
+    return path_.empty() ? "the manifest" : path_.substr(0, path_.size() - 1);
+  }
   void read(const char* key, const std::function<void(const YAML::Node&)>& fn) {
     known_.insert(key);
     if (!ok() || !node_.IsMap()) return;

@@ -57,6 +57,13 @@ TEST_CASE("manifest errors name the field and the problem", "[manifest]") {
   CHECK_THAT(parse_error("model: m\nroles: [1, 2]"), Catch::Contains("'roles'"));
   CHECK_THAT(parse_error("- a\n- b"), Catch::Contains("mapping"));
   CHECK_THAT(parse_error("model: m\nrestart: {window_s: -1}"), Catch::Contains("restart.window_s"));
+  // YAML allows lists and mappings as keys; no field is named so (these threw from yaml-cpp).
+  CHECK_THAT(parse_error("model: m\n? [a, b]\n: 1"),
+             Catch::Contains("the manifest has a key that is not a field name"));
+  CHECK_THAT(parse_error("model: m\nroles: {decode: {? {x: 1} : 2}}"),
+             Catch::Contains("roles.decode has a key that is not a field name"));
+  CHECK_THAT(parse_error("model: m\nkv_cache: {scenarios: {? [chat] : 7d}}"),
+             Catch::Contains("'kv_cache.scenarios'") && Catch::Contains("not a scenario name"));
 }
 
 TEST_CASE("the example manifests are valid", "[manifest]") {
