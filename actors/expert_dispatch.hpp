@@ -117,22 +117,29 @@ void dispatch_layer(Self* self, expert_client& c, model::step_driver& driver, ui
     req.input.rows = static_cast<int32_t>(req.slots.size());
     req.input.cols = static_cast<int32_t>(req.input.data.size() / req.slots.size());
     auto slots = std::make_shared<std::vector<int32_t>>(std::move(step_slots[s]));
+    const size_t expected_floats = req.input.data.size();  // one output row per input row
     model::step_driver* d = &driver;
+    auto fail = [=](const std::string& why) {
+      if (p->failed || *current_step != step) return;
+      p->failed = true;
+      log::warn(client->owner, "expert shard failed at layer " + std::to_string(layer) + ": " +
+                                   why + "; waiting for the supervisor");
+      client->stalled = true;
+      self->delayed_send(self, client->stall_timeout, tick_atom_v, step);
+    };
     self->request(c.shards.shards[s], expert_timeout, std::move(req))
         .then(
             [=](expert_reply& reply) {
               if (p->failed || *current_step != step) return;
+              // A shard on another node may answer anything: never read past its rows.
+              if (reply.output.data.size() != expected_floats) {
+                return fail("it answered " + std::to_string(reply.output.data.size()) +
+                            " values for " + std::to_string(expected_floats));
+              }
               d->deliver(*slots, reply.output.data.data());
               if (--p->pending == 0) (*done)();
             },
-            [=](caf::error& err) {
-              if (p->failed || *current_step != step) return;
-              p->failed = true;
-              log::warn(client->owner, "expert shard failed at layer " + std::to_string(layer) +
-                                           ": " + to_string(err) + "; waiting for the supervisor");
-              client->stalled = true;
-              self->delayed_send(self, client->stall_timeout, tick_atom_v, step);
-            });
+            [=](caf::error& err) { fail(to_string(err)); });
   }
 }
 

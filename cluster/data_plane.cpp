@@ -1,6 +1,7 @@
 #include "cluster/data_plane.hpp"
 
 #include "cluster/data_plane_impl.hpp"
+#include "cluster/wire_checks.hpp"
 #include "common/log.hpp"
 
 namespace brigade::cluster {
@@ -66,10 +67,15 @@ void on_kv_part(data_plane::impl* dp, received_message& m, bool meta) {
     dp->kv_assembly.erase({m.from, correlation});
   }
   const wire::kv_meta_header& h = *parts.meta;
-  const size_t ints = static_cast<size_t>(h.tokens) + static_cast<size_t>(h.stop_ids);
-  if (parts.tokens.size() != ints * sizeof(int32_t) ||
-      parts.blocks->size() != h.kv_floats * sizeof(float)) {
-    return log::warn("data plane", "dropped a KV handoff whose sizes do not match its header");
+  if (status sizes = wire::check(h, parts.tokens.size(), parts.blocks->size()); !sizes) {
+    // The sender waits for an answer: it gets the refusal, and its request an explicit error.
+    log::warn("data plane", "refused a KV handoff from peer " + std::to_string(parts.from) + ": " +
+                                sizes.err().message);
+    wire::answer_header refusal;
+    refusal.correlation = correlation;
+    refusal.set_message(sizes.err().message);
+    (void)dp->net->send(parts.from, wire::kv_answer, wire::as_bytes(refusal), {});
+    return;
   }
   actors::kv_handoff out;
   out.request = h.request;

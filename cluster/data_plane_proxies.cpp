@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "cluster/data_plane_impl.hpp"
+#include "cluster/wire_checks.hpp"
 #include "common/log.hpp"
 
 namespace brigade::cluster {
@@ -70,7 +71,10 @@ void on_expert_answer(proxy_pointer self, answer_in& a) {
   if (it == self->state.waiting.end()) return;
   caf::response_promise rp = std::move(it->second);
   self->state.waiting.erase(it);
-  if (!a.header.ok) return rp.deliver(remote_error(a.header.message));
+  if (!a.header.ok) return rp.deliver(remote_error(a.header.message_text()));
+  if (status sizes = wire::check(a.header, a.payload.size()); !sizes) {
+    return rp.deliver(remote_error(sizes.err().message));
+  }
   actors::expert_reply reply;
   reply.step = a.header.step;
   reply.layer = a.header.layer;
@@ -102,7 +106,7 @@ void on_weights_answer(proxy_pointer self, weights_answer_in& a) {
   if (it == self->state.waiting.end()) return;
   caf::response_promise rp = std::move(it->second);
   self->state.waiting.erase(it);
-  if (!a.header.ok) return rp.deliver(remote_error(a.header.message));
+  if (!a.header.ok) return rp.deliver(remote_error(a.header.message_text()));
   if (a.payload.size() != a.header.bytes) {
     return rp.deliver(remote_error("expert weights arrived with " +
                                    std::to_string(a.payload.size()) + " bytes, their header says " +
@@ -188,7 +192,7 @@ void on_kv_answer(proxy_pointer self, answer_in& a) {
   if (a.header.ok) {
     it->second.deliver(true);
   } else {
-    it->second.deliver(remote_error(a.header.message));
+    it->second.deliver(remote_error(a.header.message_text()));
   }
   self->state.waiting.erase(it);
 }
@@ -217,13 +221,16 @@ void serve_expert_call(caf::event_based_actor* self, data_plane::impl* dp, exper
   h.step = in.header.step;
   h.layer = in.header.layer;
   const auto shard = caf::actor_cast<actors::expert_shard_actor>(dp->local(in.header.target));
-  const size_t rows = static_cast<size_t>(in.header.rows);
-  const size_t cols = static_cast<size_t>(in.header.cols);
-  if (!shard || in.payload.size() != rows * sizeof(int32_t) + rows * cols * sizeof(float)) {
-    h.set_message(shard ? "expert call payload does not match its header"
-                        : "no expert shard with that id on this node");
+  if (!shard) {
+    h.set_message("no expert shard with that id on this node");
     return answer(dp, in.from, wire::expert_answer, h, {});
   }
+  if (status sizes = wire::check(in.header, in.payload.size()); !sizes) {
+    h.set_message(sizes.err().message);
+    return answer(dp, in.from, wire::expert_answer, h, {});
+  }
+  const size_t rows = static_cast<size_t>(in.header.rows);
+  const size_t cols = static_cast<size_t>(in.header.cols);
   actors::expert_request req;
   req.step = in.header.step;
   req.epoch = in.header.epoch;

@@ -49,6 +49,11 @@ struct answer_header {
   void set_message(const std::string& text) {
     std::strncpy(message, text.c_str(), sizeof message - 1);
   }
+  /// The message as sent; a peer's message need not end in a NUL, so it is read to the array's end
+  /// at most.
+  std::string message_text() const {
+    return std::string(message, strnlen(message, sizeof message));
+  }
 };
 
 /// Asks the expert shard `target` (an actor id on the receiving node) for an expert's weights.
@@ -73,6 +78,11 @@ struct weights_answer_header {
 
   void set_message(const std::string& text) {
     std::strncpy(message, text.c_str(), sizeof message - 1);
+  }
+  /// The message as sent; a peer's message need not end in a NUL, so it is read to the array's end
+  /// at most.
+  std::string message_text() const {
+    return std::string(message, strnlen(message, sizeof message));
   }
 };
 
