@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/expert_dispatch.hpp"
+#include "actors/handoff_check.hpp"
 #include "actors/step_resources.hpp"
 #include "common/log.hpp"
 #include "kvcache/block_pool.hpp"
@@ -74,23 +75,16 @@ void release(decode_state& st, uint64_t request) {
 result<bool> accept(decode_pointer self, kv_handoff& h) {
   auto& st = self->state;
   const auto& c = st.ctx->config;
+  if (status valid = check_handoff(h, c, st.config.block_tokens); !valid) return valid.err();
   const int context = static_cast<int>(h.tokens.size());
-  const int total = std::min(context + h.params.max_tokens - 1, c.max_positions);
+  const int total = static_cast<int>(
+      std::min<int64_t>(int64_t{context} + h.params.max_tokens - 1, c.max_positions));
   if (static_cast<int>(st.seqs.size()) >= st.config.max_running) {
     return error(errc::resource_exhausted, st.config.name + " is running its maximum of " +
                                                std::to_string(st.config.max_running));
   }
-  if (h.block_tokens != st.config.block_tokens) {
-    return error(errc::invalid_argument, "KV blocks of " + std::to_string(h.block_tokens) +
-                                             " tokens; this worker uses " +
-                                             std::to_string(st.config.block_tokens));
-  }
   const int kv_blocks = blocks_for(context - 1, h.block_tokens);
   const size_t block_floats = static_cast<size_t>(h.block_tokens) * c.num_kv_heads * c.head_dim;
-  if (h.kv.size() != static_cast<size_t>(kv_blocks) * c.num_layers * 2 * block_floats) {
-    return error(errc::invalid_argument, "KV handoff of " + std::to_string(h.kv.size()) +
-                                             " values does not match its tokens");
-  }
   running_sequence s;
   if (!st.run.pool->allocate(blocks_for(total, h.block_tokens), s.blocks)) {
     return error(errc::resource_exhausted, st.config.name + " has no free KV blocks");
