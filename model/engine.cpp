@@ -37,7 +37,6 @@ const char* to_string(finish_reason r) {
 
 engine::engine(const loaded_model& model, gpu::backend& dev, const engine_options& options)
     : model_(model),
-      dev_(dev),
       options_(options),
       pool_((options.kv_tokens + options.block_tokens - 1) / options.block_tokens),
       ws_(model.config, dev, options.max_step_tokens) {

@@ -99,7 +99,6 @@ class engine {
   int draft_limit(sequence& s, int budget) const;
 
   const loaded_model& model_;
-  gpu::backend& dev_;
   engine_options options_;
   std::unique_ptr<gpu::kv_storage> kv_;
   kvcache::block_pool pool_;

@@ -163,7 +163,10 @@ bool progress_engine::progress() {
   bool worked = false;
   for (int round = 0; round < max_progress_rounds; ++round) {
     const bool progressed = ucp_worker_progress(worker_->handle()) != 0;
-    const bool handled = in_->after_progress() | out_->after_progress();
+    // Both run every round: deliveries and completions each have their own waiters.
+    const bool delivered = in_->after_progress();
+    const bool completed = out_->after_progress();
+    const bool handled = delivered || completed;
     if (!progressed && !handled) break;
     worked = true;
   }
