@@ -54,6 +54,14 @@ expert_layout rebalancer::from_eplb(const eplb::layout& l) const {
 
 bool rebalancer::add_sample(int shard, uint64_t window_id,
                             const std::vector<std::vector<int64_t>>& tokens) {
+  // A sample with too few layers or a negative count (a shard of another model, a corrupted
+  // message from a peer) is ignored rather than read past its rows or let into the loads.
+  for (int layer : moe_layers_) {
+    if (static_cast<size_t>(layer) >= tokens.size()) return false;
+  }
+  for (const auto& row : tokens) {
+    if (std::any_of(row.begin(), row.end(), [](int64_t n) { return n < 0; })) return false;
+  }
   window& w = open_[window_id];
   if (w.reported.empty()) {
     w.reported.assign(static_cast<size_t>(current_.shards), false);

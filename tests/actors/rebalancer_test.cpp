@@ -54,3 +54,24 @@ TEST_CASE("a random re-plan moving no slots changes only the epoch", "[eplb]") {
   // The smallest fraction above zero still moves something: one swap per layer.
   CHECK(r.moved_slots(r.random_layout(7, 0.001)) > 0);
 }
+
+TEST_CASE("a load sample with too few layers or a negative count is ignored", "[eplb]") {
+  actors::rebalancer r(config(), initial_layout(), {});
+  const std::vector<std::vector<int64_t>> good(4, std::vector<int64_t>(32, 5));
+  // Three shards report; the fourth's first report is malformed and does not count.
+  for (int shard = 0; shard < 3; ++shard)
+    CHECK_FALSE(r.add_sample(shard, 1, good));
+  const std::vector<std::vector<int64_t>> short_rows(2, std::vector<int64_t>(32, 5));
+  CHECK_FALSE(r.add_sample(3, 1, short_rows));
+  auto negative = good;
+  negative[2][7] = -1000;
+  CHECK_FALSE(r.add_sample(3, 1, negative));
+  CHECK_FALSE(r.add_sample(3, 1, {}));
+  // Its good report closes the window, measured as if the bad ones had never come.
+  CHECK(r.add_sample(3, 1, good));
+  actors::rebalancer reference(config(), initial_layout(), {});
+  for (int shard = 0; shard < 4; ++shard)
+    reference.add_sample(shard, 1, good);
+  CHECK(r.last_balancedness() == reference.last_balancedness());
+  CHECK(r.to_json("null") == reference.to_json("null"));
+}
