@@ -215,6 +215,7 @@ void start_step(decode_pointer self) {
   const auto decoding = std::count_if(st.seqs.begin(), st.seqs.end(),
                                       [](const auto& entry) { return !entry.second.cancelled; });
   const bool drafting = st.config.speculation.drafts_at(static_cast<int>(decoding));
+  if (st.config.speculation.enabled() && !drafting) ++st.speculation.batch_limited_steps;
   for (auto& [request, s] : st.seqs) {
     if (s.cancelled) continue;
     const int limit = drafting ? draft_limit(st, s) : 0;
@@ -248,7 +249,8 @@ nlohmann::json speculation_json(const decode_state& st) {
           {"verify_steps", x.verify_steps},
           {"drafted_tokens", x.drafted_tokens},
           {"accepted_tokens", x.accepted_tokens},
-          {"emitted_tokens", x.emitted_tokens}};
+          {"emitted_tokens", x.emitted_tokens},
+          {"batch_limited_steps", x.batch_limited_steps}};
 }
 
 decode_worker_actor::behavior_type decode_behavior(decode_pointer self,

@@ -169,6 +169,7 @@ class actor_service final : public serve::inference_service {
       if (!d.is_object() || !d.contains("speculation")) continue;
       totals.drafted_tokens += d["speculation"].value("drafted_tokens", int64_t{0});
       totals.accepted_tokens += d["speculation"].value("accepted_tokens", int64_t{0});
+      totals.batch_limited_steps += d["speculation"].value("batch_limited_steps", int64_t{0});
     }
     serve::collect_speculation_metrics(totals, into);
   }

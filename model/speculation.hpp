@@ -104,6 +104,8 @@ struct speculation_stats {
   int64_t drafted_tokens = 0;   ///< Draft tokens fed.
   int64_t accepted_tokens = 0;  ///< Draft tokens kept.
   int64_t emitted_tokens = 0;   ///< Tokens the verify steps produced (accepted plus one each).
+  /// Steps that drafted nothing because more sequences decoded than disable_above_batch.
+  int64_t batch_limited_steps = 0;
 
   void add(int drafted, int produced) {
     if (drafted == 0) return;

@@ -282,11 +282,12 @@ std::vector<int32_t> repetitive_prompt(int i) {
 
 // The decode workers' speculation counts summed, from the statuses JSON.
 nlohmann::json speculation_totals(deploy::topology& topo) {
-  nlohmann::json total = {{"drafted_tokens", 0}, {"accepted_tokens", 0}};
+  nlohmann::json total = {
+      {"drafted_tokens", 0}, {"accepted_tokens", 0}, {"batch_limited_steps", 0}};
   for (const auto& role : nlohmann::json::parse(topo.statuses_json())) {
     if (role["role"] != "decode") continue;
     const auto& detail = role["detail"]["speculation"];
-    for (const char* key : {"drafted_tokens", "accepted_tokens"})
+    for (const char* key : {"drafted_tokens", "accepted_tokens", "batch_limited_steps"})
       total[key] = total[key].get<int64_t>() + detail[key].get<int64_t>();
   }
   return total;
@@ -350,6 +351,7 @@ TEST_CASE("speculative decoding through the topology gives the engine's tokens",
     INFO("speculation " << totals.dump());
     CHECK(totals["accepted_tokens"].get<int64_t>() > 0);
     CHECK(totals["drafted_tokens"].get<int64_t>() > totals["accepted_tokens"].get<int64_t>());
+    CHECK(totals["batch_limited_steps"].get<int64_t>() == 0);  // no batch limit set
     // /metrics carries the same totals.
     metrics::registry reg;
     topo.value()->service().collect_metrics(reg);
@@ -395,4 +397,37 @@ TEST_CASE("speculation keeps the engine's tokens through re-plans and a decode w
     // Drafts were kept on the worker that lived: the comparison covered verified steps.
     CHECK(speculation_totals(*topo.value())["accepted_tokens"].get<int64_t>() > 0);
   }
+}
+
+TEST_CASE("a decode worker drafts nothing while more decode than disable_above_batch",
+          "[topology][speculation]") {
+  model_fixture f;
+  const int n = 8, max_tokens = 32;
+  const auto prompts = repetitive_prompts(n);
+  const auto expected = plain_outputs(f.dir.path(), prompts, max_tokens, {});
+  // The same requests with and without the limit, on one worker.
+  auto run = [&](int disable_above_batch) {
+    deploy::manifest m = manifest_for(f.dir.path(), 2, 1);
+    m.decode.speculation.max_draft = 4;
+    m.decode.speculation.disable_above_batch = disable_above_batch;
+    auto topo = deploy::topology::start(m);
+    REQUIRE(topo.ok());
+    auto sinks = submit_prompts(topo.value()->service(), prompts, max_tokens);
+    check_outputs(*topo.value(), sinks, expected);
+    const auto totals = speculation_totals(*topo.value());
+    metrics::registry reg;
+    topo.value()->service().collect_metrics(reg);
+    CHECK_THAT(reg.prometheus_text(),
+               Catch::Contains("brigade_speculative_batch_limited_steps_total " +
+                               std::to_string(totals["batch_limited_steps"].get<int64_t>())));
+    return totals;
+  };
+  const auto limited = run(1);
+  const auto unlimited = run(0);
+  INFO("limited " << limited.dump() << ", unlimited " << unlimited.dump());
+  // Eight requests on one worker decode together for most of their steps: those steps drafted
+  // nothing. (Alone, at the start or the end, a sequence may still draft.)
+  CHECK(limited["batch_limited_steps"].get<int64_t>() > 0);
+  CHECK(unlimited["batch_limited_steps"].get<int64_t>() == 0);
+  CHECK(limited["drafted_tokens"].get<int64_t>() < unlimited["drafted_tokens"].get<int64_t>());
 }

@@ -270,6 +270,7 @@ TEST_CASE("no sequence drafts while more decode together than disable_above_batc
   speculation_stats crowded;
   const auto drafted = run(f, prompts, spec, req, &crowded);
   CHECK(crowded.drafted_tokens == 0);
+  CHECK(crowded.batch_limited_steps > 0);
   for (size_t i = 0; i < prompts.size(); ++i)
     CHECK(drafted[i].tokens == plain[i].tokens);
   // At the threshold they draft.
@@ -277,4 +278,5 @@ TEST_CASE("no sequence drafts while more decode together than disable_above_batc
   speculation_stats allowed;
   run(f, prompts, spec, req, &allowed);
   CHECK(allowed.drafted_tokens > 0);
+  CHECK(allowed.batch_limited_steps == 0);
 }
