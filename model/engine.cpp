@@ -122,8 +122,7 @@ void engine::build_batch(std::vector<sequence*>& in_batch, std::vector<int>& fed
     return s->computed >= s->prompt_tokens;
   });
   const bool drafting = options_.speculation.drafts_at(static_cast<int>(decoding));
-  if (options_.speculation.enabled() && decoding > 0 && !drafting)
-    ++speculation_.batch_limited_steps;
+  if (options_.speculation.enabled() && !drafting) ++speculation_.batch_limited_steps;
   // Decoding sequences first: one token each (and its drafts) keeps inter-token latency flat.
   for (auto& s : active_) {
     if (s->computed < s->prompt_tokens || budget == 0) continue;
