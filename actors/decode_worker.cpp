@@ -9,6 +9,7 @@
 
 #include "actors/expert_dispatch.hpp"
 #include "actors/handoff_check.hpp"
+#include "actors/sender_check.hpp"
 #include "actors/step_resources.hpp"
 #include "common/log.hpp"
 #include "kvcache/block_pool.hpp"
@@ -275,6 +276,7 @@ decode_worker_actor::behavior_type decode_behavior(decode_pointer self,
       },
       [=](cancel_atom, uint64_t request) {
         auto& s = self->state;
+        if (s.config.router && !sent_by(self->current_sender(), s.config.router)) return;
         auto it = s.seqs.find(request);
         if (it == s.seqs.end()) return;
         if (s.busy) {
@@ -285,6 +287,7 @@ decode_worker_actor::behavior_type decode_behavior(decode_pointer self,
       },
       [=](shards_atom, shard_set& next) {
         auto& s = self->state;
+        if (!acceptable_shards(self, s.experts, next, s.ctx->config)) return;
         if (receive_shards(self, s.experts, std::move(next), s.busy)) dispatch(self);
       },
       [=](step_atom) { start_step(self); },

@@ -9,6 +9,7 @@
 
 #include <caf/all.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -16,6 +17,7 @@
 #include <string>
 
 #include "actors/remote_link.hpp"
+#include "actors/sender_check.hpp"
 #include "actors/shard_set.hpp"
 #include "common/log.hpp"
 #include "model/step_driver.hpp"
@@ -50,6 +52,29 @@ void adopt_shards(Self* self, expert_client& c, shard_set next) {
   const bool new_epoch = c.shards.shards.empty() || c.shards.layout.epoch != next.layout.epoch;
   c.shards = std::move(next);
   if (new_epoch && c.acks) self->send(c.acks, switched_atom_v, c.owner, c.shards.layout.epoch);
+}
+
+/// Whether a shard set that arrived may be used: it comes from the supervisor (any sender when the
+/// worker has none: tests drive workers directly), its layout fits the model, and it names a shard
+/// for each of the layout's. A bad one is logged and dropped: the worker keeps its layout.
+template <class Self>
+bool acceptable_shards(Self* self, const expert_client& c, const shard_set& next,
+                       const model::model_config& model) {
+  const caf::strong_actor_ptr& sender = self->current_sender();
+  std::string why;
+  if (c.acks && !sent_by(sender, c.acks)) {
+    why = "it did not come from the supervisor";
+  } else if (status fits = next.layout.fits(model); !fits) {
+    why = fits.err().message;
+  } else if (next.shards.size() != static_cast<size_t>(std::max(0, next.layout.shards))) {
+    why = "it names " + std::to_string(next.shards.size()) + " shards for a layout of " +
+          std::to_string(next.layout.shards);
+  }
+  if (why.empty()) return true;
+  log::warn(c.owner, "ignored a shard set from " +
+                         (sender ? caf::to_string(sender->node()) : std::string("nobody")) + ": " +
+                         why);
+  return false;
 }
 
 /// A new shard set arrived. A new layout waits for the step boundary unless the worker is idle or

@@ -13,6 +13,11 @@
 namespace brigade::actors {
 
 struct expert_layout {
+  /// Bounds on what a layout may name, far above any model: a peer's layout beyond them is refused
+  /// before anything is allocated for it.
+  static constexpr int max_experts = 1 << 16;
+  static constexpr int max_slots = 1 << 20;
+
   uint64_t epoch = 0;
   int shards = 0;
   int slots_per_shard = 0;
@@ -28,8 +33,12 @@ struct expert_layout {
   int32_t slot_for(int layer, int expert, int token) const;
   /// Rebuilds log2phy from phy2log.
   void index();
-  /// Every expert has a slot, every slot an existing expert, no expert twice on one shard.
+  /// Every expert has a slot, every slot an existing expert, no expert twice on one shard. Safe on
+  /// any values (a layout from a peer is checked before it is indexed).
   status check() const;
+  /// check(), and the layout's layers and experts are the model's: MoE layers have slots, the
+  /// others none.
+  status fits(const model::model_config& c) const;
 
   /// Experts in order, slot by slot; spare slots hold replicas of experts 0, 1, ... placed so
   /// that no shard holds two copies of one expert.

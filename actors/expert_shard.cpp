@@ -85,15 +85,20 @@ slot_map assemble(const shard_plan& plan,
   return out;
 }
 
-// Counts the sender's steps and sends a load sample whenever a window completes.
+// Counts the sender's steps and sends a load sample whenever a window completes. A worker's step
+// numbers grow one at a time, with gaps where its steps routed nothing here; one request advances
+// the count by at most a window, so a wild step number (a peer's bug or forgery) costs at most
+// one early sample, never a flood of them or an overflow.
 void count_steps(shard_pointer self, const expert_request& req) {
   auto& st = self->state;
+  const auto interval = static_cast<uint64_t>(std::max<int64_t>(1, st.config.sample_interval_steps));
   uint64_t& last = st.last_step[self->current_sender()];
   if (req.step > last) {
-    st.steps += static_cast<int64_t>(req.step - (last == 0 ? req.step - 1 : last));
+    const uint64_t advance = last == 0 ? 1 : req.step - last;
+    st.steps += static_cast<int64_t>(std::min(advance, interval));
     last = req.step;
   }
-  const auto window = static_cast<uint64_t>(st.steps / st.config.sample_interval_steps);
+  const uint64_t window = st.config.first_window + static_cast<uint64_t>(st.steps) / interval;
   while (st.window < window) {
     if (st.config.load_sink) {
       self->send(st.config.load_sink,
@@ -277,6 +282,7 @@ expert_shard_actor::behavior_type shard_behavior(shard_pointer self,
   const auto& c = st.ctx->config;
   st.tokens_per_expert.assign(static_cast<size_t>(c.num_layers),
                               std::vector<int64_t>(static_cast<size_t>(c.num_experts), 0));
+  st.window = st.config.first_window;
   auto initial = load_from_checkpoint(*st.ctx, st.config.plan, {});
   if (!initial->error.empty()) {
     // The shard cannot serve: it stops, and the supervisor sees why.

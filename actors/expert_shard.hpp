@@ -131,6 +131,9 @@ struct expert_shard_config {
   int32_t index = 0;
   shard_plan plan;  ///< The slots to load at spawn.
   int64_t sample_interval_steps = 1000;
+  /// The number of its first load sample: a restarted shard numbers on from the supervisor's
+  /// windows, so that they close with the other shards' samples.
+  uint64_t first_window = 0;
   load_sink_actor load_sink;     ///< Gets a load_sample every sample interval (may be null).
   int32_t copy_interval_ms = 0;  ///< Pause after each expert a migration copies in (bytes moved).
 };
@@ -138,7 +141,7 @@ struct expert_shard_config {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, expert_shard_config& x) {
   return f(caf::meta::type_name("expert_shard_config"), x.name, x.index, x.plan,
-           x.sample_interval_steps, x.load_sink, x.copy_interval_ms);
+           x.sample_interval_steps, x.first_window, x.load_sink, x.copy_interval_ms);
 }
 
 /// Spawns a shard that loads its slots' weights from the context's checkpoint.

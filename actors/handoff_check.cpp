@@ -1,6 +1,7 @@
 #include "actors/handoff_check.hpp"
 
 #include <cmath>
+#include <functional>
 #include <string>
 
 #include "actors/step_resources.hpp"
@@ -8,25 +9,45 @@
 namespace brigade::actors {
 namespace {
 
-error refuse(const std::string& what) {
-  return error(errc::invalid_argument, "KV handoff refused: " + what);
+status check_tokens(const std::vector<int32_t>& tokens, const model::model_config& config,
+                    const std::function<error(const std::string&)>& refuse) {
+  if (tokens.empty()) return refuse("it holds no tokens");
+  if (tokens.size() > static_cast<size_t>(config.max_positions)) {
+    return refuse(std::to_string(tokens.size()) + " tokens, past the model's context of " +
+                  std::to_string(config.max_positions));
+  }
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= config.vocab_size) {
+      return refuse("token " + std::to_string(tokens[i]) + " at position " + std::to_string(i) +
+                    " is outside the vocabulary of " + std::to_string(config.vocab_size));
+    }
+  }
+  return ok_status();
+}
+
+status check_params(const generation_params& p,
+                    const std::function<error(const std::string&)>& refuse) {
+  if (p.max_tokens < 1) return refuse("max_tokens " + std::to_string(p.max_tokens) + " < 1");
+  if (p.draw_offset < 0) return refuse("draw_offset " + std::to_string(p.draw_offset) + " < 0");
+  const model::sampling_params& s = p.sampling;
+  if (!std::isfinite(s.temperature) || s.temperature < 0) {
+    return refuse("temperature " + std::to_string(s.temperature) + " is not a number >= 0");
+  }
+  if (!std::isfinite(s.top_p) || s.top_p <= 0 || s.top_p > 1) {
+    return refuse("top_p " + std::to_string(s.top_p) + " is not in (0, 1]");
+  }
+  if (s.top_k < 0) return refuse("top_k " + std::to_string(s.top_k) + " < 0");
+  return ok_status();
 }
 
 }  // namespace
 
 status check_handoff(const kv_handoff& h, const model::model_config& config, int block_tokens) {
+  const auto refuse = [](const std::string& what) {
+    return error(errc::invalid_argument, "KV handoff refused: " + what);
+  };
+  if (status ok = check_tokens(h.tokens, config, refuse); !ok) return ok;
   const size_t context = h.tokens.size();
-  if (context == 0) return refuse("it holds no tokens");
-  if (context > static_cast<size_t>(config.max_positions)) {
-    return refuse(std::to_string(context) + " tokens, past the model's context of " +
-                  std::to_string(config.max_positions));
-  }
-  for (size_t i = 0; i < context; ++i) {
-    if (h.tokens[i] < 0 || h.tokens[i] >= config.vocab_size) {
-      return refuse("token " + std::to_string(h.tokens[i]) + " at position " + std::to_string(i) +
-                    " is outside the vocabulary of " + std::to_string(config.vocab_size));
-    }
-  }
   if (h.block_tokens != block_tokens) {
     return refuse("KV blocks of " + std::to_string(h.block_tokens) + " tokens; this worker uses " +
                   std::to_string(block_tokens));
@@ -41,22 +62,21 @@ status check_handoff(const kv_handoff& h, const model::model_config& config, int
     return refuse(std::to_string(h.kv.size()) + " KV values for " + std::to_string(context) +
                   " tokens, which need " + std::to_string(expected));
   }
-  const generation_params& p = h.params;
-  if (p.max_tokens < 1) return refuse("max_tokens " + std::to_string(p.max_tokens) + " < 1");
-  if (p.draw_offset < 0) return refuse("draw_offset " + std::to_string(p.draw_offset) + " < 0");
+  if (status ok = check_params(h.params, refuse); !ok) return ok;
   if (h.cached_tokens < 0 || static_cast<size_t>(h.cached_tokens) > context) {
     return refuse("cached_tokens " + std::to_string(h.cached_tokens) + " for " +
                   std::to_string(context) + " tokens");
   }
-  const model::sampling_params& s = p.sampling;
-  if (!std::isfinite(s.temperature) || s.temperature < 0) {
-    return refuse("temperature " + std::to_string(s.temperature) + " is not a number >= 0");
-  }
-  if (!std::isfinite(s.top_p) || s.top_p <= 0 || s.top_p > 1) {
-    return refuse("top_p " + std::to_string(s.top_p) + " is not in (0, 1]");
-  }
-  if (s.top_k < 0) return refuse("top_k " + std::to_string(s.top_k) + " < 0");
   return ok_status();
+}
+
+status check_prefill_job(const prefill_job& job, const model::model_config& config) {
+  const auto refuse = [](const std::string& what) {
+    return error(errc::invalid_argument, "prefill job refused: " + what);
+  };
+  if (status ok = check_tokens(job.tokens, config, refuse); !ok) return ok;
+  if (!job.decode) return refuse("it names no decode worker");
+  return check_params(job.params, refuse);
 }
 
 }  // namespace brigade::actors

@@ -12,7 +12,9 @@
 #include "actors/expert_dispatch.hpp"
 #include "actors/prefix_cache.hpp"
 #include "actors/remote_link.hpp"
+#include "actors/handoff_check.hpp"
 #include "actors/retention_table.hpp"
+#include "actors/sender_check.hpp"
 #include "actors/step_resources.hpp"
 #include "common/log.hpp"
 #include "kvcache/block_pool.hpp"
@@ -245,7 +247,8 @@ bool finish_admission(prefill_pointer self) {
   }
   if (cs.cache) {
     const kv_found& f = a.fetched;
-    const bool usable = f.blocks > 0 && f.host_blocks + f.ssd_blocks == f.blocks &&
+    const bool usable = f.blocks > 0 && f.host_blocks >= 0 && f.ssd_blocks >= 0 &&
+                        int64_t{f.host_blocks} + f.ssd_blocks == f.blocks &&
                         f.bytes.size() == static_cast<size_t>(f.blocks) * cs.cache->block_bytes() &&
                         a.prefix.held + static_cast<size_t>(f.blocks) <= a.prefix.reusable;
     if (usable) cs.cache->adopt_fetched(a.prefix, a.blocks, f.bytes, f.host_blocks, f.ssd_blocks);
@@ -525,6 +528,13 @@ prefill_worker_actor::behavior_type prefill_behavior(prefill_pointer self,
   return {
       [=](prefill_job& job) {
         auto& s = self->state;
+        if (s.config.router && !sent_by(self->current_sender(), s.config.router)) {
+          return log::warn(s.config.name, "ignored a prefill job that did not come from the router");
+        }
+        if (status ok = check_prefill_job(job, s.ctx->config); !ok) {
+          log::warn(s.config.name, ok.err().message);
+          return fail(self, job, ok.err().message, false);
+        }
         if (static_cast<int>(s.queue.size()) >= s.config.max_queue) {
           return fail(self, job, s.config.name + " queue is full", true);
         }
@@ -533,6 +543,7 @@ prefill_worker_actor::behavior_type prefill_behavior(prefill_pointer self,
       },
       [=](cancel_atom, uint64_t request) {
         auto& s = self->state;
+        if (s.config.router && !sent_by(self->current_sender(), s.config.router)) return;
         for (auto it = s.queue.begin(); it != s.queue.end(); ++it) {
           if (it->request == request) {
             s.queue.erase(it);
@@ -547,11 +558,19 @@ prefill_worker_actor::behavior_type prefill_behavior(prefill_pointer self,
       },
       [=](shards_atom, shard_set& next) {
         auto& s = self->state;
+        if (!acceptable_shards(self, s.experts, next, s.ctx->config)) return;
         if (receive_shards(self, s.experts, std::move(next), s.busy)) return dispatch(self);
         self->send(self, step_atom_v);
       },
       [=](step_atom) { start_step(self); },
-      [=](store_atom, kv_store_actor& store) { self->state.config.cache.store = std::move(store); },
+      [=](store_atom, kv_store_actor& store) {
+        auto& s = self->state;
+        // Only the supervisor names the store: blocks demoted to it hold users' KV.
+        if (s.config.layout_acks && !sent_by(self->current_sender(), s.config.layout_acks)) {
+          return log::warn(s.config.name, "ignored a KV store that did not come from the supervisor");
+        }
+        s.config.cache.store = std::move(store);
+      },
       [=](tick_atom, uint64_t step) {
         auto& s = self->state;
         if (s.experts.stalled && s.step == step) abandon_step(self, "expert shard unavailable");

@@ -55,20 +55,29 @@ expert_layout rebalancer::from_eplb(const eplb::layout& l) const {
 bool rebalancer::add_sample(int shard, uint64_t window_id,
                             const std::vector<std::vector<int64_t>>& tokens) {
   // A sample with too few layers or a negative count (a shard of another model, a corrupted
-  // message from a peer) is ignored rather than read past its rows or let into the loads.
+  // message from a peer), of no shard, or far ahead of every other sample is ignored rather than
+  // read past its rows, let into the loads, or left open for ever.
+  if (shard < 0 || shard >= current_.shards) return false;
+  if (window_id > next_window() + max_window_lead) return false;
   for (int layer : moe_layers_) {
     if (static_cast<size_t>(layer) >= tokens.size()) return false;
   }
   for (const auto& row : tokens) {
     if (std::any_of(row.begin(), row.end(), [](int64_t n) { return n < 0; })) return false;
   }
+  if (!open_.count(window_id)) {
+    // Windows a shard never reports (it died and was given up) would pile up: keep the newest.
+    while (open_.size() >= 2 * max_window_lead)
+      open_.erase(open_.begin());
+  }
   window& w = open_[window_id];
   if (w.reported.empty()) {
     w.reported.assign(static_cast<size_t>(current_.shards), false);
     w.load.assign(moe_layers_.size(), std::vector<double>(static_cast<size_t>(current_.experts)));
   }
-  if (shard < 0 || shard >= current_.shards || w.reported[static_cast<size_t>(shard)]) return false;
+  if (w.reported[static_cast<size_t>(shard)]) return false;
   w.reported[static_cast<size_t>(shard)] = true;
+  newest_window_ = std::max(newest_window_.value_or(0), window_id);
   for (size_t i = 0; i < moe_layers_.size(); ++i) {
     const auto& row = tokens[static_cast<size_t>(moe_layers_[i])];
     for (size_t e = 0; e < row.size() && e < w.load[i].size(); ++e)

@@ -47,6 +47,14 @@ class rebalancer {
   /// A shard's token counts [layer][expert] for one window. Returns true when this sample
   /// completed the window (every shard reported).
   bool add_sample(int shard, uint64_t window, const std::vector<std::vector<int64_t>>& tokens);
+  /// The window a shard starting now numbers its first sample: one past the newest any shard
+  /// reported, so that a restarted shard's windows close with the others'.
+  uint64_t next_window() const { return newest_window_ ? *newest_window_ + 1 : 0; }
+  /// How far past the newest reported window a sample may be: shards count the same steps, so a
+  /// sample further ahead is not one (and would stay open for ever).
+  static constexpr uint64_t max_window_lead = 64;
+  /// Windows some shard reported and others not yet.
+  size_t open_windows() const { return open_.size(); }
   /// After a completed window: a proposal to migrate to, when a re-plan is due and pays.
   std::optional<expert_layout> plan_if_due();
   /// A proposal built from `seed` instead of loads (tests and fault injection). With
@@ -90,6 +98,7 @@ class rebalancer {
   expert_layout current_;
   rebalance_options options_;
   std::map<uint64_t, window> open_;
+  std::optional<uint64_t> newest_window_;  // the newest window any shard reported
   std::vector<std::vector<double>> since_plan_;  // [moe layer][expert]
   int windows_since_plan_ = 0;
   std::deque<closed_window> history_;

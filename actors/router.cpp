@@ -10,6 +10,7 @@
 #include "actors/decode_worker.hpp"
 #include "actors/prefill_placement.hpp"
 #include "actors/prefill_worker.hpp"
+#include "actors/sender_check.hpp"
 #include "common/log.hpp"
 
 namespace brigade::actors {
@@ -57,6 +58,8 @@ struct router_state {
   std::unique_ptr<prefill_placement> placement;
   std::unique_ptr<cache_usage> usage;
   int64_t cache_event_errors = 0;
+  // Token updates and failures from actors that are not the request's workers: dropped.
+  int64_t foreign_messages = 0;
   static inline const char* name = "router";
 };
 
@@ -208,11 +211,27 @@ serve::finish_reason to_reason(int32_t f) {
   }
 }
 
+// Whether the message being handled comes from a worker of the request's current attempt: only
+// they speak for it (a request waiting for a new attempt has none).
+bool from_attempt_workers(router_pointer self, const tracked_request& r) {
+  const auto& st = self->state;
+  const caf::strong_actor_ptr& sender = self->current_sender();
+  auto is = [&](const std::vector<worker_slot>& group, int i) {
+    return i >= 0 && static_cast<size_t>(i) < group.size() &&
+           sent_by(sender, group[static_cast<size_t>(i)].handle);
+  };
+  return r.at != phase::waiting && (is(st.prefill, r.prefill) || is(st.decode, r.decode));
+}
+
 void on_update(router_pointer self, token_update& u) {
   auto& st = self->state;
   auto it = st.requests.find(u.request);
   if (it == st.requests.end() || it->second.attempt != u.attempt) return;  // stale attempt
   tracked_request& r = it->second;
+  if (!from_attempt_workers(self, r)) {
+    ++st.foreign_messages;
+    return;
+  }
   if (r.at == phase::prefill) {
     st.prefill[static_cast<size_t>(r.prefill)].load -= r.prefill_tokens;
     r.at = phase::decode;
@@ -340,9 +359,9 @@ router_actor::behavior_type router_behavior(router_pointer self, router_config c
   self->set_down_handler([self](caf::down_msg& dm) { on_worker_down(self, dm); });
   return {
       [=](submit_atom, generation_job& job) { return submit(self, job); },
-      [=](cancel_atom, int64_t service_id) {
+      [=](service_cancel cancel) {
         auto& st = self->state;
-        auto id = st.by_service_id.find(service_id);
+        auto id = st.by_service_id.find(cancel.service_id);
         if (id == st.by_service_id.end()) return;
         auto it = st.requests.find(id->second);
         if (it == st.requests.end()) return;
@@ -357,6 +376,10 @@ router_actor::behavior_type router_behavior(router_pointer self, router_config c
         auto& st = self->state;
         auto it = st.requests.find(f.request);
         if (it == st.requests.end() || it->second.attempt != f.attempt) return;
+        if (!from_attempt_workers(self, it->second)) {
+          ++st.foreign_messages;
+          return;
+        }
         if (!f.retryable)
           return fail_request(self, f.request, error(errc::invalid_argument, f.reason));
         redispatch(self, it->second, f.reason);
@@ -397,6 +420,7 @@ router_actor::behavior_type router_behavior(router_pointer self, router_config c
         out.detail = nlohmann::json{
             {"completed", st.completed},
             {"redispatched", st.redispatched},
+            {"foreign_messages", st.foreign_messages},
             {"cache",
              cache}}.dump();
         return out;

@@ -36,6 +36,12 @@ struct generation_job {
   std::shared_ptr<serve::generation_sink> sink;
 };
 
+/// The service edge cancels a request it submitted (the client went away). A type that never
+/// crosses nodes, so that only this process can cancel its own requests.
+struct service_cancel {
+  int64_t service_id = 0;
+};
+
 /// The router's answer to a submission: accepted, or refused with an errc value and a message.
 struct submit_result {
   bool accepted = true;
@@ -64,7 +70,7 @@ typename Inspector::result_type inspect(Inspector& f, worker_up& x) {
 
 using router_actor = caf::typed_actor<
     caf::replies_to<submit_atom, generation_job>::with<submit_result>,
-    caf::reacts_to<cancel_atom, int64_t>, caf::reacts_to<std::vector<token_update>>,
+    caf::reacts_to<service_cancel>, caf::reacts_to<std::vector<token_update>>,
     caf::reacts_to<job_failed>, caf::reacts_to<worker_atom, worker_up>, caf::reacts_to<tick_atom>,
     /// A prefill worker's cache changes and hits.
     caf::reacts_to<prefill_cache_report>, caf::replies_to<status_atom>::with<role_status>>;
@@ -89,3 +95,4 @@ router_actor spawn_router(caf::actor_system& sys, router_config config);
 }  // namespace brigade::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(brigade::actors::generation_job)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(brigade::actors::service_cancel)

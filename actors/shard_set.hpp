@@ -1,7 +1,9 @@
 // The expert shards a worker sends activations to, with the layout that maps experts to them.
 #pragma once
 
+#include <caf/error.hpp>
 #include <caf/meta/load_callback.hpp>
+#include <caf/sec.hpp>
 #include <caf/meta/type_name.hpp>
 #include <caf/typed_actor.hpp>
 
@@ -19,8 +21,11 @@ using layout_ack_actor = caf::typed_actor<caf::reacts_to<switched_atom, std::str
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, expert_layout& x) {
-  // log2phy is derived: rebuilt after loading, never sent.
+  // log2phy is derived: rebuilt after loading, never sent. A layout from a peer is checked first,
+  // since indexing trusts its entries: a bad one fails deserialization and CAF drops the message.
   auto rebuild = [&]() -> caf::error {
+    if (status ok = x.check(); !ok)
+      return caf::make_error(caf::sec::invalid_argument, "expert layout: " + ok.err().message);
     x.index();
     return caf::none;
   };

@@ -8,6 +8,7 @@
 #include "actors/decode_worker.hpp"
 #include "actors/expert_shard.hpp"
 #include "actors/prefill_worker.hpp"
+#include "actors/sender_check.hpp"
 #include "actors/supervisor_state.hpp"
 #include "common/log.hpp"
 
@@ -28,6 +29,7 @@ expert_shard_config shard_config(supervisor_pointer self, const supervised_child
   // A shard always starts from the last complete layout; a migration in flight was rolled back.
   cfg.plan = plan_for_shard(st.balance->current(), c.index);
   cfg.sample_interval_steps = st.config.manifest.eplb.sample_interval_steps;
+  cfg.first_window = st.balance->next_window();
   cfg.copy_interval_ms = st.config.manifest.eplb.copy_interval_ms;
   cfg.load_sink = caf::actor_cast<load_sink_actor>(self);
   return cfg;
@@ -335,7 +337,8 @@ std::string events_since(const supervisor_state& st, uint64_t since) {
                    {"duration_s", e.duration_s},
                    {"detail", e.detail}});
   }
-  return out.dump();
+  // A detail may quote a peer's error text: bytes that are not UTF-8 are replaced, not thrown on.
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace
@@ -381,9 +384,13 @@ static supervisor_actor::behavior_type supervisor_behavior(supervisor_pointer se
   });
   add_children(self);
   return {
-      [=](kill_atom, const std::string& name) { return kill_child(self, name); },
+      [=](kill_atom, const std::string& name) {
+        // Fault injection is the local admin API's, never another node's.
+        return sent_locally(self->current_sender(), self->node()) && kill_child(self, name);
+      },
       [=](restart_atom, const std::string& name) {
         auto& s = self->state;
+        if (!sent_by(self->current_sender(), self)) return;  // its own backoff timer only
         auto it = s.children.find(name);
         if (s.shutting_down || it == s.children.end() || it->second.alive || it->second.spawning) {
           return;
@@ -397,6 +404,9 @@ static supervisor_actor::behavior_type supervisor_behavior(supervisor_pointer se
       },
       [=](replan_atom, uint64_t seed, double move_fraction, const std::string& kill) {
         auto& s = self->state;
+        if (!sent_locally(self->current_sender(), self->node())) {
+          return static_cast<int32_t>(replan_outcome::busy);
+        }
         if (!kill.empty() && !is_alive(s, kill)) {
           return static_cast<int32_t>(replan_outcome::no_such_actor);
         }

@@ -10,6 +10,7 @@
 
 #include "actors/decode_worker.hpp"
 #include "actors/prefill_worker.hpp"
+#include "actors/sender_check.hpp"
 #include "actors/supervisor_state.hpp"
 #include "common/log.hpp"
 
@@ -164,6 +165,13 @@ void roll_back(supervisor_pointer self, const std::string& why) {
 
 void on_load_sample(supervisor_pointer self, const load_sample& sample) {
   auto& st = self->state;
+  // Only the shard itself reports its loads, they steer where experts go; a sample of an earlier
+  // generation of the shard (sent before it died) is stale.
+  const auto& shards = st.shards.shards;
+  if (sample.shard < 0 || static_cast<size_t>(sample.shard) >= shards.size() ||
+      !sent_by(self->current_sender(), shards[static_cast<size_t>(sample.shard)])) {
+    return;
+  }
   if (!st.balance->add_sample(sample.shard, sample.window, sample.tokens)) return;
   if (st.moving || !st.config.manifest.eplb.enabled) return;
   if (auto proposal = st.balance->plan_if_due()) start_migration(self, std::move(*proposal));

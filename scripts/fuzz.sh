@@ -24,8 +24,9 @@ if ! command -v clang++ > /dev/null; then
 fi
 if [ ! -f "$build/build.ninja" ]; then
   echo "configuring $build with clang and libFuzzer"
+  mkdir -p "$build"
   CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DBRIGADE_FUZZ=ON -DBRIGADE_WERROR=OFF -DBRIGADE_SANITIZER_TESTS=OFF > "$build.configure.log"
+    -DBRIGADE_FUZZ=ON -DBRIGADE_WERROR=OFF -DBRIGADE_SANITIZER_TESTS=OFF > "$build/configure.log"
 fi
 cmake --build "$build" --target "${targets[@]}"
 

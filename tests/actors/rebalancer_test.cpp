@@ -75,3 +75,40 @@ TEST_CASE("a load sample with too few layers or a negative count is ignored", "[
   CHECK(r.last_balancedness() == reference.last_balancedness());
   CHECK(r.to_json("null") == reference.to_json("null"));
 }
+
+TEST_CASE("a load sample of no shard or far ahead of the others is ignored", "[eplb]") {
+  actors::rebalancer r(config(), initial_layout(), {});
+  const std::vector<std::vector<int64_t>> good(4, std::vector<int64_t>(32, 5));
+  CHECK(r.next_window() == 0);
+  CHECK_FALSE(r.add_sample(-1, 0, good));
+  CHECK_FALSE(r.add_sample(4, 0, good));
+  CHECK(r.next_window() == 0);
+  // A window far past any reported one would never close: it is not let in, and moves nothing.
+  CHECK_FALSE(r.add_sample(0, actors::rebalancer::max_window_lead + 1, good));
+  CHECK_FALSE(r.add_sample(0, UINT64_MAX, good));
+  CHECK(r.next_window() == 0);
+  for (int shard = 0; shard < 3; ++shard)
+    CHECK_FALSE(r.add_sample(shard, 0, good));
+  CHECK(r.add_sample(3, 0, good));
+  CHECK(r.next_window() == 1);
+  // Within the lead, a window may run ahead: one shard reported it, and it is the newest.
+  CHECK_FALSE(r.add_sample(2, 5, good));
+  CHECK(r.next_window() == 6);
+}
+
+TEST_CASE("windows a shard never reports do not pile up", "[eplb]") {
+  actors::rebalancer r(config(), initial_layout(), {});
+  const std::vector<std::vector<int64_t>> good(4, std::vector<int64_t>(32, 5));
+  // Shard 3 is gone for good: thousands of windows stay open, only the newest are kept, and once
+  // it is back the windows it reports close again.
+  for (uint64_t w = 0; w < 5000; ++w) {
+    for (int shard = 0; shard < 3; ++shard)
+      REQUIRE_FALSE(r.add_sample(shard, w, good));
+  }
+  CHECK(r.next_window() == 5000);
+  CHECK(r.open_windows() <= 2 * actors::rebalancer::max_window_lead);
+  const uint64_t back = r.next_window();
+  for (int shard = 0; shard < 3; ++shard)
+    CHECK_FALSE(r.add_sample(shard, back, good));
+  CHECK(r.add_sample(3, back, good));
+}

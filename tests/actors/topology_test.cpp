@@ -221,6 +221,55 @@ TEST_CASE("outputs stay identical across 100 random re-plans during generation",
   CHECK(indexed + sent == copied);
 }
 
+namespace {
+
+// The newest load-sample window the supervisor closed (every shard reported it); -1 before any.
+int64_t last_closed_window(deploy::topology& topo) {
+  const auto windows = nlohmann::json::parse(topo.experts_json())["windows"];
+  return windows.empty() ? -1 : windows.back()["window"].get<int64_t>();
+}
+
+// Polls the registry until `name` is alive in a later generation than `generation`.
+void wait_for_restart(deploy::topology& topo, const std::string& name, int generation) {
+  for (int tries = 0; tries < 400; ++tries) {
+    const auto snapshot = nlohmann::json::parse(topo.actors_json());
+    for (const auto& a : snapshot["actors"]) {
+      if (a["name"] == name && a["alive"].get<bool>() && a["generation"].get<int>() > generation) {
+        return;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  FAIL(name << " was not restarted within 20 s: " << topo.actors_json());
+}
+
+}  // namespace
+
+TEST_CASE("load samples go on closing windows after an expert shard restarts",
+          "[topology][eplb]") {
+  model_fixture f;
+  deploy::manifest m = manifest_for(f.dir.path(), 4, 1);
+  m.eplb.enabled = false;  // sampling alone: no migration in the way
+  m.eplb.sample_interval_steps = 4;
+  auto topo = deploy::topology::start(m);
+  REQUIRE(topo.ok());
+  auto run_requests = [&] {
+    for (const auto& sink : submit_all(topo.value()->service(), 4, 30)) {
+      REQUIRE(sink->wait());
+      CHECK_FALSE(sink->failed());
+    }
+  };
+  run_requests();
+  const int64_t before = last_closed_window(*topo.value());
+  REQUIRE(before >= 0);
+  REQUIRE(topo.value()->kill("expert_shard-1").ok());
+  wait_for_restart(*topo.value(), "expert_shard-1", 1);
+  run_requests();
+  // The restarted shard numbers its windows on from the supervisor's, so they close with the
+  // others' instead of never.
+  CHECK(last_closed_window(*topo.value()) > before + 2);
+}
+
 TEST_CASE("an expert shard killed mid-migration: rollback, serving goes on, outputs identical",
           "[topology][eplb]") {
   model_fixture f;
