@@ -27,10 +27,9 @@ status expert_layout::check() const {
   if (!any_slots) return ok_status();  // a model without MoE layers routes nothing
   if (shards < 1 || slots_per_shard < 1 || experts < 1 || experts > max_experts ||
       static_cast<int64_t>(shards) * slots_per_shard > max_slots) {
-    return error(errc::invalid_argument,
-                 "a layout of " + std::to_string(shards) + " shards of " +
-                     std::to_string(slots_per_shard) + " slots for " + std::to_string(experts) +
-                     " experts is impossible");
+    return error(errc::invalid_argument, "a layout of " + std::to_string(shards) + " shards of " +
+                                             std::to_string(slots_per_shard) + " slots for " +
+                                             std::to_string(experts) + " experts is impossible");
   }
   const size_t slots = static_cast<size_t>(shards) * static_cast<size_t>(slots_per_shard);
   for (size_t l = 0; l < phy2log.size(); ++l) {
@@ -46,8 +45,8 @@ status expert_layout::check() const {
       const int32_t e = phy2log[l][slot];
       if (e < 0 || e >= experts) {
         return error(errc::invalid_argument, "layer " + std::to_string(l) + " slot " +
-                                         std::to_string(slot) + " holds expert " +
-                                         std::to_string(e));
+                                                 std::to_string(slot) + " holds expert " +
+                                                 std::to_string(e));
       }
       if (!per_shard[static_cast<size_t>(shard_of(static_cast<int>(slot)))].insert(e).second) {
         return error(errc::invalid_argument, "layer " + std::to_string(l) + ": expert " +

@@ -11,6 +11,7 @@
 
 #include "actors/expert_loader.hpp"
 #include "actors/expert_share_index.hpp"
+#include "actors/sender_check.hpp"
 #include "common/log.hpp"
 #include "model/transformer.hpp"
 
@@ -51,6 +52,13 @@ struct shard_state {
 
 using shard_pointer = expert_shard_actor::stateful_pointer<shard_state>;
 
+// Epochs are the supervisor's to prepare, release and abort (any sender when the shard has no
+// supervisor: tests drive shards directly).
+bool from_supervisor(shard_pointer self) {
+  const auto& sink = self->state.config.load_sink;
+  return !sink || sent_by(self->current_sender(), sink);
+}
+
 void ensure_rows(shard_state& st, int rows) {
   if (st.in.capacity_rows() >= rows) return;
   const auto& c = st.ctx->config;
@@ -71,15 +79,24 @@ std::map<std::pair<int32_t, int32_t>, weights_ptr> held_weights(const shard_stat
   return out;
 }
 
-// Builds an epoch's slot map from held and freshly loaded weights.
-slot_map assemble(const shard_plan& plan,
-                  const std::map<std::pair<int32_t, int32_t>, weights_ptr>& held,
-                  const loaded_experts& loaded) {
+// Builds an epoch's slot map from held and freshly loaded weights; an error when an expert is in
+// neither (an epoch holding it was released while this one was loading).
+result<slot_map> assemble(const shard_plan& plan,
+                          const std::map<std::pair<int32_t, int32_t>, weights_ptr>& held,
+                          const loaded_experts& loaded) {
   slot_map out;
   for (const auto& a : plan.slots) {
     const std::pair<int32_t, int32_t> key{a.layer, a.expert};
     auto it = held.find(key);
-    weights_ptr w = it != held.end() ? it->second : loaded.weights.at(key);
+    weights_ptr w;
+    if (it != held.end()) {
+      w = it->second;
+    } else if (auto got = loaded.weights.find(key); got != loaded.weights.end()) {
+      w = got->second;
+    } else {
+      return error(errc::not_found, "expert " + std::to_string(a.expert) + " of layer " +
+                                        std::to_string(a.layer) + " was neither held nor loaded");
+    }
     out[{a.layer, a.slot}] = held_slot{a.expert, std::move(w)};
   }
   return out;
@@ -91,7 +108,8 @@ slot_map assemble(const shard_plan& plan,
 // one early sample, never a flood of them or an overflow.
 void count_steps(shard_pointer self, const expert_request& req) {
   auto& st = self->state;
-  const auto interval = static_cast<uint64_t>(std::max<int64_t>(1, st.config.sample_interval_steps));
+  const auto interval =
+      static_cast<uint64_t>(std::max<int64_t>(1, st.config.sample_interval_steps));
   uint64_t& last = st.last_step[self->current_sender()];
   if (req.step > last) {
     const uint64_t advance = last == 0 ? 1 : req.step - last;
@@ -211,9 +229,12 @@ bool start_prepare(shard_pointer self, shard_plan plan) {
   for (const auto& [key, w] : held)
     have.insert(key);
   if (auto shared = shared_in_process(st, plan, have)) {
-    st.copied += shared->counts;
-    adopt_epoch(st, plan.epoch, assemble(plan, held, *shared));
-    return true;
+    auto slots = assemble(plan, held, *shared);
+    if (slots) {
+      st.copied += shared->counts;
+      adopt_epoch(st, plan.epoch, std::move(slots.value()));
+      return true;
+    }
   }
   st.preparing[plan.epoch] = plan;
   auto spawn = [&] {
@@ -230,13 +251,20 @@ void on_loaded(shard_pointer self, uint64_t epoch, const std::shared_ptr<loaded_
   auto reply = st.prepare_replies.find(epoch);
   if (plan == st.preparing.end() || reply == st.prepare_replies.end()) return;  // aborted
   st.copied += loaded->counts;
-  if (loaded->error.empty()) {
-    adopt_epoch(st, epoch, assemble(plan->second, held_weights(st), *loaded));
-    reply->second.deliver(true);
-  } else {
+  std::string why = loaded->error;
+  if (why.empty()) {
+    auto slots = assemble(plan->second, held_weights(st), *loaded);
+    if (slots) {
+      adopt_epoch(st, epoch, std::move(slots.value()));
+      reply->second.deliver(true);
+    } else {
+      why = slots.err().message;
+    }
+  }
+  if (!why.empty()) {
     log::error(st.config.name,
-               "cannot load experts for epoch " + std::to_string(epoch) + ": " + loaded->error);
-    reply->second.deliver(caf::make_error(caf::sec::runtime_error, loaded->error));
+               "cannot load experts for epoch " + std::to_string(epoch) + ": " + why);
+    reply->second.deliver(caf::make_error(caf::sec::runtime_error, why));
   }
   st.preparing.erase(plan);
   st.prepare_replies.erase(reply);
@@ -284,12 +312,14 @@ expert_shard_actor::behavior_type shard_behavior(shard_pointer self,
                               std::vector<int64_t>(static_cast<size_t>(c.num_experts), 0));
   st.window = st.config.first_window;
   auto initial = load_from_checkpoint(*st.ctx, st.config.plan, {});
-  if (!initial->error.empty()) {
+  auto first = initial->error.empty() ? assemble(st.config.plan, {}, *initial)
+                                      : result<slot_map>(error(errc::internal, initial->error));
+  if (!first) {
     // The shard cannot serve: it stops, and the supervisor sees why.
-    log::error(st.config.name, initial->error);
-    self->quit(caf::make_error(caf::sec::runtime_error, initial->error));
+    log::error(st.config.name, first.err().message);
+    self->quit(caf::make_error(caf::sec::runtime_error, first.err().message));
   } else {
-    adopt_epoch(st, st.config.plan.epoch, assemble(st.config.plan, {}, *initial));
+    adopt_epoch(st, st.config.plan.epoch, std::move(first.value()));
   }
   return {
       [=](expert_request& req) -> caf::result<expert_reply> {
@@ -307,6 +337,9 @@ expert_shard_actor::behavior_type shard_behavior(shard_pointer self,
       },
       [=](prepare_atom, shard_plan& plan) -> caf::result<bool> {
         auto& s = self->state;
+        if (!from_supervisor(self)) {
+          return caf::make_error(caf::sec::invalid_argument, "only the supervisor plans slots");
+        }
         if (s.epochs.count(plan.epoch)) return true;
         const uint64_t epoch = plan.epoch;
         if (start_prepare(self, std::move(plan))) return true;
@@ -316,11 +349,15 @@ expert_shard_actor::behavior_type shard_behavior(shard_pointer self,
       },
       [=](release_atom, uint64_t keep) {
         auto& s = self->state;
+        // Epochs before the one kept are freed; one the shard does not hold keeps them all.
+        if (!from_supervisor(self) || !s.epochs.count(keep)) return;
         s.epochs.erase(s.epochs.begin(), s.epochs.lower_bound(keep));
       },
       [=](abort_atom, uint64_t epoch) {
         auto& s = self->state;
-        s.epochs.erase(epoch);
+        if (!from_supervisor(self)) return;
+        // The last layout the shard holds is the one workers route with: it is never dropped.
+        if (s.epochs.size() > 1 || !s.epochs.count(epoch)) s.epochs.erase(epoch);
         s.preparing.erase(epoch);
         if (s.loader) caf::anon_send(s.loader, abort_atom_v, epoch);
         auto reply = s.prepare_replies.find(epoch);

@@ -10,9 +10,9 @@
 
 #include "actors/cache_report.hpp"
 #include "actors/expert_dispatch.hpp"
+#include "actors/handoff_check.hpp"
 #include "actors/prefix_cache.hpp"
 #include "actors/remote_link.hpp"
-#include "actors/handoff_check.hpp"
 #include "actors/retention_table.hpp"
 #include "actors/sender_check.hpp"
 #include "actors/step_resources.hpp"
@@ -529,7 +529,8 @@ prefill_worker_actor::behavior_type prefill_behavior(prefill_pointer self,
       [=](prefill_job& job) {
         auto& s = self->state;
         if (s.config.router && !sent_by(self->current_sender(), s.config.router)) {
-          return log::warn(s.config.name, "ignored a prefill job that did not come from the router");
+          return log::warn(s.config.name,
+                           "ignored a prefill job that did not come from the router");
         }
         if (status ok = check_prefill_job(job, s.ctx->config); !ok) {
           log::warn(s.config.name, ok.err().message);
@@ -567,7 +568,8 @@ prefill_worker_actor::behavior_type prefill_behavior(prefill_pointer self,
         auto& s = self->state;
         // Only the supervisor names the store: blocks demoted to it hold users' KV.
         if (s.config.layout_acks && !sent_by(self->current_sender(), s.config.layout_acks)) {
-          return log::warn(s.config.name, "ignored a KV store that did not come from the supervisor");
+          return log::warn(s.config.name,
+                           "ignored a KV store that did not come from the supervisor");
         }
         s.config.cache.store = std::move(store);
       },

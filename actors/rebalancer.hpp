@@ -98,7 +98,7 @@ class rebalancer {
   expert_layout current_;
   rebalance_options options_;
   std::map<uint64_t, window> open_;
-  std::optional<uint64_t> newest_window_;  // the newest window any shard reported
+  std::optional<uint64_t> newest_window_;        // the newest window any shard reported
   std::vector<std::vector<double>> since_plan_;  // [moe layer][expert]
   int windows_since_plan_ = 0;
   std::deque<closed_window> history_;

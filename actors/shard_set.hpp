@@ -3,8 +3,8 @@
 
 #include <caf/error.hpp>
 #include <caf/meta/load_callback.hpp>
-#include <caf/sec.hpp>
 #include <caf/meta/type_name.hpp>
+#include <caf/sec.hpp>
 #include <caf/typed_actor.hpp>
 
 #include <string>

@@ -34,7 +34,7 @@ void finish_migration(supervisor_pointer self) {
   const uint64_t epoch = st.moving->target.epoch;
   const double secs = seconds_since(st.moving->started);
   for (auto& shard : st.shards.shards)
-    caf::anon_send(shard, release_atom_v, epoch);
+    self->send(shard, release_atom_v, epoch);
   st.balance->adopt(st.moving->target, secs);
   log::info("supervisor", "layout epoch " + std::to_string(epoch) +
                               " adopted: " + std::to_string(st.moving->moved_slots) +
@@ -153,7 +153,7 @@ void roll_back(supervisor_pointer self, const std::string& why) {
   const uint64_t epoch = st.moving->target.epoch;
   log::warn("supervisor", "migration to epoch " + std::to_string(epoch) + " rolled back: " + why);
   for (auto& shard : st.shards.shards)
-    caf::anon_send(shard, abort_atom_v, epoch);
+    self->send(shard, abort_atom_v, epoch);
   const bool workers_moved = st.moving->at == migration::phase::switching;
   st.balance->rolled_back(epoch, seconds_since(st.moving->started), why);
   st.moving.reset();

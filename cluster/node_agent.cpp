@@ -9,6 +9,7 @@
 #include <set>
 
 #include "actors/model_context.hpp"
+#include "actors/spawn_checks.hpp"
 #include "cluster/data_plane.hpp"
 #include "cluster/join_secret.hpp"
 #include "common/log.hpp"
@@ -18,6 +19,9 @@ namespace brigade::cluster {
 using namespace actors;
 
 namespace {
+
+// Handshakes a node keeps open at once (a hello answered, its join not yet come).
+constexpr size_t max_pending_hellos = 16;
 
 struct agent_state {
   node_agent_config config;
@@ -44,6 +48,13 @@ caf::error check_admitted(agent_pointer self, const char* what) {
                                                    to_string(sender_node(self)) +
                                                    ": it has not proven the join secret");
   return caf::make_error(caf::sec::request_receiver_down, "not joined: prove the join secret");
+}
+
+// A spawn the node cannot honour: logged, and the coordinator gets the reason.
+caf::error refused(agent_pointer self, const status& checked) {
+  if (checked.ok()) return caf::none;
+  log::warn("node " + self->state.config.name, checked.err().message);
+  return caf::make_error(caf::sec::invalid_argument, checked.err().message);
 }
 
 // The model, loaded once per node on the first spawn that needs it.
@@ -97,9 +108,19 @@ Handle registered(agent_pointer self, Handle h, const std::string& name) {
 node_agent_actor::behavior_type agent_behavior(agent_pointer self, node_agent_config config) {
   self->state.config = std::move(config);
   return {
-      [=](hello_atom, const std::string& coordinator_nonce) {
+      [=](hello_atom, const std::string& coordinator_nonce) -> caf::result<node_hello> {
         auto& st = self->state;
+        // Anyone may say hello: keep what it costs bounded, a nonce of the size coordinators
+        // send and a handshake in flight for a few peers at most.
+        if (coordinator_nonce.size() != random_nonce().size()) {
+          return caf::make_error(caf::sec::invalid_argument,
+                                 "a hello carries a nonce of " +
+                                     std::to_string(random_nonce().size()) + " characters");
+        }
         const std::string ours = random_nonce();
+        if (!st.nonces.count(sender_node(self)) && st.nonces.size() >= max_pending_hellos) {
+          st.nonces.erase(st.nonces.begin());
+        }
         st.nonces[sender_node(self)] = {coordinator_nonce, ours};
         node_hello h;
         h.name = st.config.name;
@@ -134,6 +155,7 @@ node_agent_actor::behavior_type agent_behavior(agent_pointer self, node_agent_co
           actors::expert_shard_config& cfg) -> caf::result<actors::expert_shard_actor> {
         if (auto err = check_admitted(self, "a spawn")) return err;
         if (auto err = ensure_model(self, dir)) return err;
+        if (auto err = refused(self, actors::check_spawn(self->state.ctx->config, cfg))) return err;
         const std::string name = cfg.name;
         return registered(self, actors::spawn_expert_shard(self->system(), self->state.ctx, cfg),
                           name);
@@ -142,6 +164,9 @@ node_agent_actor::behavior_type agent_behavior(agent_pointer self, node_agent_co
           actors::shard_set& shards) -> caf::result<actors::decode_worker_actor> {
         if (auto err = check_admitted(self, "a spawn")) return err;
         if (auto err = ensure_model(self, dir)) return err;
+        if (auto err = refused(self, actors::check_spawn(self->state.ctx->config, cfg, shards))) {
+          return err;
+        }
         const std::string name = cfg.name;
         return registered(
             self, actors::spawn_decode_worker(self->system(), self->state.ctx, cfg, shards), name);
@@ -150,6 +175,9 @@ node_agent_actor::behavior_type agent_behavior(agent_pointer self, node_agent_co
           actors::shard_set& shards) -> caf::result<actors::prefill_worker_actor> {
         if (auto err = check_admitted(self, "a spawn")) return err;
         if (auto err = ensure_model(self, dir)) return err;
+        if (auto err = refused(self, actors::check_spawn(self->state.ctx->config, cfg, shards))) {
+          return err;
+        }
         const std::string name = cfg.name;
         return registered(
             self, actors::spawn_prefill_worker(self->system(), self->state.ctx, cfg, shards), name);

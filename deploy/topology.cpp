@@ -99,7 +99,9 @@ class actor_service final : public serve::inference_service {
             });
     return out;
   }
-  void cancel(int64_t request_id) override { caf::anon_send(router_, actors::service_cancel{request_id}); }
+  void cancel(int64_t request_id) override {
+    caf::anon_send(router_, actors::service_cancel{request_id});
+  }
   serve::service_info info() const override { return info_; }
   bool ready() const override { return ready_; }
   std::string actors_json() const override {

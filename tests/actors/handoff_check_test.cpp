@@ -1,7 +1,8 @@
-// A decode worker refuses a KV handoff whose fields it cannot trust, naming the field; a
-// well-formed one passes. Handoffs come from peers over the data plane.
+// A decode worker refuses a KV handoff whose fields it cannot trust, naming the field, and a
+// prefill worker a job; well-formed ones pass. Both may come from peers on other nodes.
 #include "actors/handoff_check.hpp"
 
+#include <caf/all.hpp>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
@@ -84,4 +85,49 @@ TEST_CASE("each untrustworthy field of a KV handoff is refused by name", "[actor
              Catch::Contains("top_p"));
   CHECK_THAT(refusal([](kv_handoff& h) { h.params.sampling.top_k = -3; }),
              Catch::Contains("top_k -3"));
+}
+
+namespace {
+
+prefill_job valid_job() {
+  prefill_job job;
+  job.tokens = {1, 2, 3, 4, 5};
+  job.params.max_tokens = 3;
+  job.params.sampling.temperature = 0.7f;
+  return job;
+}
+
+std::string job_refusal(const std::function<void(prefill_job&)>& spoil, const caf::actor& some) {
+  prefill_job job = valid_job();
+  job.decode = caf::actor_cast<decode_worker_actor>(some);  // the check only asks for one
+  spoil(job);
+  const status s = check_prefill_job(job, small_config());
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.err().code == errc::invalid_argument);
+  return s.err().message;
+}
+
+}  // namespace
+
+TEST_CASE("a prefill job is checked like a handoff before its tokens index anything",
+          "[actors][handoff]") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto some = sys.spawn([]() -> caf::behavior { return {[](int) {}}; });
+  prefill_job job = valid_job();
+  job.decode = caf::actor_cast<decode_worker_actor>(some);
+  CHECK(check_prefill_job(job, small_config()).ok());
+  CHECK_THAT(job_refusal([](prefill_job& j) { j.tokens.clear(); }, some),
+             Catch::Contains("prefill job refused: it holds no tokens"));
+  CHECK_THAT(job_refusal([](prefill_job& j) { j.tokens.assign(65, 1); }, some),
+             Catch::Contains("65 tokens, past the model's context of 64"));
+  CHECK_THAT(job_refusal([](prefill_job& j) { j.tokens[4] = 1 << 30; }, some),
+             Catch::Contains("outside the vocabulary"));
+  CHECK_THAT(job_refusal([](prefill_job& j) { j.decode = decode_worker_actor{}; }, some),
+             Catch::Contains("no decode worker"));
+  CHECK_THAT(job_refusal([](prefill_job& j) { j.params.max_tokens = -5; }, some),
+             Catch::Contains("max_tokens -5"));
+  CHECK_THAT(job_refusal([](prefill_job& j) { j.params.sampling.top_p = 2; }, some),
+             Catch::Contains("top_p"));
+  caf::anon_send_exit(some, caf::exit_reason::user_shutdown);
 }

@@ -245,8 +245,7 @@ void wait_for_restart(deploy::topology& topo, const std::string& name, int gener
 
 }  // namespace
 
-TEST_CASE("load samples go on closing windows after an expert shard restarts",
-          "[topology][eplb]") {
+TEST_CASE("load samples go on closing windows after an expert shard restarts", "[topology][eplb]") {
   model_fixture f;
   deploy::manifest m = manifest_for(f.dir.path(), 4, 1);
   m.eplb.enabled = false;  // sampling alone: no migration in the way

@@ -86,7 +86,9 @@ def write_manifest(path, model, secret, nodes, roles, tls, devices):
                 # The prefill pool keeps one cached block: the rest go to the node's KV store.
                 f"kv_cache: {{pool_bytes: 1, host_bytes: 64MiB}}\n"
                 # Paced copies make a migration last long enough to kill a node in the middle.
-                f"eplb: {{copy_interval_ms: {COPY_INTERVAL_MS}}}\nnodes:\n")
+                # Short sample windows: the loads of shards on every node reach the supervisor.
+                f"eplb: {{copy_interval_ms: {COPY_INTERVAL_MS}, sample_interval_steps: 4}}\n"
+                f"nodes:\n")
         for n, r in zip(nodes, roles):
             f.write(f"  - {{name: {n.name}, address: '{n.address}', roles: {r}}}\n")
 
@@ -122,9 +124,12 @@ def check_outputs(c, expected):
                                 "temperature": 0, "ignore_eos": True}), range(PROMPTS)))
     bad = [i for i, a in enumerate(answers) if a["choices"][0]["text"] != expected[i]]
     placement = {n: a["node"] for n, a in c.coord.actors().items()}
+    # A window closes once every shard, on whichever node, has sent its load sample.
+    windows = len(c.coord.get("/v1/experts")["windows"])
     print(f"  {PROMPTS} concurrent prompts over 3 nodes: "
-          f"{'identical to generate' if not bad else f'{len(bad)} differ'}; placement {placement}")
-    return not bad
+          f"{'identical to generate' if not bad else f'{len(bad)} differ'}; placement {placement}; "
+          f"{windows} load-sample windows closed")
+    return not bad and windows > 0
 
 
 def check_speculation(c, brigade, model):

@@ -84,3 +84,57 @@ TEST_CASE("join secrets: files, proofs", "[cluster]") {
   CHECK_FALSE(cluster::proofs_equal(a, cluster::join_proof(secret, "node", "y", "x")));
   CHECK(cluster::random_nonce() != cluster::random_nonce());
 }
+
+TEST_CASE("a layout naming experts that cannot exist, or an outsized hello, costs the node nothing",
+          "[cluster]") {
+  system_with_middleman node, rogue;
+  auto agent = cluster::spawn_node_agent(*node.sys, {"n1", secret});
+  auto port = node.sys->middleman().publish(agent, 0, "127.0.0.1");
+  REQUIRE(port);
+  auto remote = rogue.sys->middleman().remote_actor<actors::node_agent_actor>("127.0.0.1", *port);
+  REQUIRE(remote);
+  caf::scoped_actor self{*rogue.sys};
+
+  // Layouts are indexed as they are read, before the agent could refuse the unjoined sender:
+  // a slot past the expert count was written past a vector, a negative count ended the process.
+  std::vector<actors::expert_layout> bad(4);
+  for (auto& l : bad) {
+    l.shards = 2;
+    l.slots_per_shard = 2;
+    l.experts = 4;
+    l.phy2log = {{0, 1, 2, 3}};
+  }
+  bad[0].phy2log[0][2] = 4000000;
+  bad[1].experts = -1;
+  bad[2].slots_per_shard = 0;
+  bad[3].shards = 1 << 30;
+  for (const auto& layout : bad) {
+    actors::shard_set shards;
+    shards.layout = layout;
+    actors::decode_worker_config cfg;
+    cfg.name = "decode-0";
+    bool spawned = false;
+    std::string refusal;
+    self->request(*remote, std::chrono::seconds(10), actors::spawn_atom_v,
+                  std::string("/nonexistent"), cfg, shards)
+        .receive([&](actors::decode_worker_actor&) { spawned = true; },
+                 [&](caf::error& err) { refusal = rogue.sys->render(err); });
+    // The layout never reaches the agent's handler (which would refuse the unjoined sender):
+    // what arrives is no message it knows.
+    CHECK_FALSE(spawned);
+    CHECK_THAT(refusal, Catch::Contains("unexpected_message"));
+  }
+  // A hello must carry a nonce of the coordinators' size: the node keeps it until the join.
+  std::string hello_refusal;
+  self->request(*remote, std::chrono::seconds(10), actors::hello_atom_v, std::string(1 << 20, 'x'))
+      .receive([&](actors::node_hello&) {},
+               [&](caf::error& err) { hello_refusal = rogue.sys->render(err); });
+  CHECK_THAT(hello_refusal, Catch::Contains("nonce of 32 characters"));
+  // The node is still there and answers.
+  std::optional<actors::node_hello> hello;
+  self->request(*remote, std::chrono::seconds(10), actors::hello_atom_v, cluster::random_nonce())
+      .receive([&](actors::node_hello& h) { hello = h; }, [&](caf::error&) {});
+  REQUIRE(hello);
+  CHECK(hello->name == "n1");
+  caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
+}

@@ -1,0 +1,91 @@
+#include "actors/spawn_checks.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace brigade::actors {
+namespace {
+
+// The first failure of a chain of checks, each naming the field it is about.
+class checker {
+ public:
+  explicit checker(std::string role) : role_(std::move(role)) {}
+
+  checker& in_range(const char* field, int64_t value, int64_t lo, int64_t hi) {
+    if (failed() || (value >= lo && value <= hi)) return *this;
+    return fail(std::string(field) + " is " + std::to_string(value) + ", not in [" +
+                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  checker& ok(const status& s) {
+    if (failed() || s.ok()) return *this;
+    return fail(s.err().message);
+  }
+  checker& shards(const shard_set& set, const model::model_config& model) {
+    ok(set.layout.fits(model));
+    if (failed() || set.shards.size() == static_cast<size_t>(std::max(0, set.layout.shards))) {
+      return *this;
+    }
+    return fail("the shard set names " + std::to_string(set.shards.size()) +
+                " shards for a layout of " + std::to_string(set.layout.shards));
+  }
+  status result() const {
+    if (!failed()) return ok_status();
+    return error(errc::invalid_argument, "cannot spawn " + role_ + ": " + why_);
+  }
+
+ private:
+  bool failed() const { return !why_.empty(); }
+  checker& fail(std::string why) {
+    why_ = std::move(why);
+    return *this;
+  }
+  std::string role_;
+  std::string why_;
+};
+
+checker& common(checker& c, int block_tokens, int kv_tokens, int64_t stall_timeout_ms) {
+  return c.in_range("block_tokens", block_tokens, 1, 4096)
+      .in_range("kv_tokens", kv_tokens, 1, 1 << 28)
+      .in_range("stall_timeout_ms", stall_timeout_ms, 0, int64_t{24} * 3600 * 1000);
+}
+
+}  // namespace
+
+status check_spawn(const model::model_config& model, const expert_shard_config& config) {
+  checker c(config.name);
+  c.in_range("sample_interval_steps", config.sample_interval_steps, 1, int64_t{1} << 40)
+      .in_range("copy_interval_ms", config.copy_interval_ms, 0, 60 * 1000);
+  for (const auto& a : config.plan.slots) {
+    const bool exists = a.layer >= 0 && a.layer < model.num_layers && model.is_moe_layer(a.layer) &&
+                        a.expert >= 0 && a.expert < model.num_experts;
+    if (!exists) {
+      c.ok(error(errc::invalid_argument, "its plan places expert " + std::to_string(a.expert) +
+                                             " of layer " + std::to_string(a.layer) +
+                                             ", which the model does not have"));
+      break;
+    }
+  }
+  return c.result();
+}
+
+status check_spawn(const model::model_config& model, const decode_worker_config& config,
+                   const shard_set& shards) {
+  checker c(config.name);
+  common(c, config.block_tokens, config.kv_tokens, config.stall_timeout_ms)
+      .in_range("max_running", config.max_running, 1, 4096)
+      .in_range("speculation.max_draft", config.speculation.max_draft, 0, 64)
+      .shards(shards, model);
+  return c.result();
+}
+
+status check_spawn(const model::model_config& model, const prefill_worker_config& config,
+                   const shard_set& shards) {
+  checker c(config.name);
+  common(c, config.block_tokens, config.kv_tokens, config.stall_timeout_ms)
+      .in_range("max_step_tokens", config.max_step_tokens, 1, 1 << 20)
+      .in_range("max_queue", config.max_queue, 0, 1 << 20)
+      .shards(shards, model);
+  return c.result();
+}
+
+}  // namespace brigade::actors
