@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/retention_table.hpp"
+#include "actors/sender_check.hpp"
 #include "common/log.hpp"
 #include "kvcache/tiered_store.hpp"
 
@@ -85,7 +86,7 @@ void try_open(kv_store_pointer self) {
   caf::weak_actor_ptr weak = caf::actor_cast<caf::weak_actor_ptr>(self);
   tc.on_job_done = [weak](uint64_t ticket) {
     if (auto strong = caf::actor_cast<caf::strong_actor_ptr>(weak)) {
-      caf::anon_send(caf::actor_cast<kv_store_actor>(strong), tick_atom_v, ticket);
+      caf::anon_send(caf::actor_cast<kv_store_actor>(strong), promotions_done{ticket});
     }
   };
   auto opened = kvcache::tiered_store::open(tc, *c.clock, st.retention);
@@ -124,7 +125,7 @@ caf::result<kv_found> lookup(kv_store_pointer self, kv_lookup& request) {
   waiting_lookup w{std::move(request), std::move(found), promise,
                    std::chrono::steady_clock::now() + st.config.promotion_timeout};
   st.waiting.emplace(ticket, std::move(w));
-  self->delayed_send(self, st.config.promotion_timeout, tick_atom_v, uint64_t{0});
+  self->delayed_send(self, st.config.promotion_timeout, promotions_done{0});
   return promise;
 }
 
@@ -215,13 +216,14 @@ kv_store_actor::behavior_type kv_store_behavior(kv_store_pointer self, kv_store_
   return {
       [=](kv_demotion& d) { demote(self, d); },
       [=](kv_lookup& request) { return lookup(self, request); },
-      [=](tick_atom, uint64_t ticket) {
+      [=](promotions_done done) {
         auto& s = self->state;
-        s.done_ticket = std::max(s.done_ticket, ticket);
+        s.done_ticket = std::max(s.done_ticket, done.ticket);
         answer_ready(self);
       },
       [=](tick_atom) {
         auto& s = self->state;
+        if (!sent_by(self->current_sender(), self)) return;  // its own timers: one chain of them
         if (!s.store) return try_open(self);
         s.store->expire();
         self->delayed_send(self, sweep_interval, tick_atom_v);

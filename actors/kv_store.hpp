@@ -12,6 +12,7 @@
 #pragma once
 
 #include <caf/actor.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/fwd.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
@@ -75,10 +76,15 @@ typename Inspector::result_type inspect(Inspector& f, kv_found& x) {
   return f(caf::meta::type_name("kv_found"), x.blocks, x.host_blocks, x.ssd_blocks, x.bytes);
 }
 
+/// Internal: the tiered store finished its jobs up to this ticket (0: a lookup's wait is over).
+/// A type that never crosses nodes: no peer can tell the store its promotions are done.
+struct promotions_done {
+  uint64_t ticket = 0;
+};
+
 using kv_store_actor =
     caf::typed_actor<caf::reacts_to<kv_demotion>, caf::replies_to<kv_lookup>::with<kv_found>,
-                     /// Internal: the tiered store finished the job with this ticket.
-                     caf::reacts_to<tick_atom, uint64_t>,
+                     caf::reacts_to<promotions_done>,
                      /// Internal: try opening the tiers again, or sweep expired blocks.
                      caf::reacts_to<tick_atom>, caf::replies_to<status_atom>::with<role_status>>;
 
@@ -112,3 +118,5 @@ typename Inspector::result_type inspect(Inspector& f, kv_store_config& x) {
 kv_store_actor spawn_kv_store(caf::actor_system& sys, kv_store_config config);
 
 }  // namespace brigade::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(brigade::actors::promotions_done)
