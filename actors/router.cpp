@@ -322,8 +322,8 @@ void on_cache_report(router_pointer self, const prefill_cache_report& report) {
     tracked_request& r = it->second;
     // Tokens the worker computes itself, within [0, prompt] whatever the report says.
     const int64_t cached = int64_t{hit.pool_tokens} + hit.host_tokens + hit.ssd_tokens;
-    const int64_t actual = std::clamp<int64_t>(hit.prompt_tokens - cached, 0,
-                                               std::max<int64_t>(0, hit.prompt_tokens));
+    const int64_t actual =
+        std::clamp<int64_t>(hit.prompt_tokens - cached, 0, std::max<int64_t>(0, hit.prompt_tokens));
     st.placement->correct(report.worker, r.prefill_tokens, actual);
     if (r.at == phase::prefill) slot.load += actual - r.prefill_tokens;
     r.prefill_tokens = actual;

@@ -82,3 +82,43 @@ TEST_CASE("a shard's loader reads sourceless experts from the checkpoint, pausin
           [&](caf::error& err) { FAIL(sys.render(err)); });
   caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
 }
+
+TEST_CASE("a step number far ahead costs a shard one load sample, not a flood", "[experts]") {
+  testing::small_model f{"expert-steps", 9};
+  auto ctx = actors::model_context::load(f.dir.path(), {});
+  REQUIRE(ctx.ok());
+  caf::actor_system_config cfg;
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  actors::register_message_types(cfg);
+  caf::actor_system sys{cfg};
+  // Counts the samples it gets; asked, says how many came before the question.
+  auto sink = sys.spawn([]() -> caf::behavior {
+    auto samples = std::make_shared<int>(0);
+    return {[samples](actors::load_sample&) { ++*samples; },
+            [samples](actors::status_atom) { return *samples; }};
+  });
+  actors::expert_shard_config config;
+  config.name = "expert_shard-0";
+  config.plan = first_plan();
+  config.sample_interval_steps = 4;
+  config.load_sink = caf::actor_cast<actors::load_sink_actor>(sink);
+  auto shard = actors::spawn_expert_shard(sys, ctx.value(), config);
+  caf::scoped_actor self{sys};
+  // Requests without rows: only their step numbers matter here. Steps 1 and 2, then a number
+  // from a broken or hostile peer, then on from it.
+  for (uint64_t step : {uint64_t{1}, uint64_t{2}, uint64_t{1} << 62, (uint64_t{1} << 62) + 1}) {
+    actors::expert_request req;
+    req.step = step;
+    req.input.cols = ctx.value()->config.hidden_size;
+    self->request(shard, std::chrono::seconds(30), std::move(req))
+        .receive([](actors::expert_reply&) {}, [&](caf::error& err) { FAIL(sys.render(err)); });
+  }
+  // The shard sent its samples before it answered: they are in the sink's mailbox before this.
+  int samples = -1;
+  self->request(sink, std::chrono::seconds(30), actors::status_atom_v)
+      .receive([&](int n) { samples = n; }, [&](caf::error& err) { FAIL(sys.render(err)); });
+  // The jump counts one window (2 + 4 steps), where it used to count 2^60 of them.
+  CHECK(samples == 1);
+  caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
+}
