@@ -22,7 +22,7 @@ int64_t unix_ms() {
 
 rebalancer::rebalancer(const model::model_config& config, expert_layout initial,
                        rebalance_options options)
-    : config_(config), current_(std::move(initial)), options_(options) {
+    : current_(std::move(initial)), options_(options) {
   for (int l = 0; l < config.num_layers; ++l) {
     if (config.is_moe_layer(l)) moe_layers_.push_back(l);
   }

@@ -93,7 +93,6 @@ class rebalancer {
   result<eplb::layout> to_eplb(const expert_layout& l) const;
   expert_layout from_eplb(const eplb::layout& l) const;
 
-  const model::model_config& config_;
   std::vector<int> moe_layers_;
   expert_layout current_;
   rebalance_options options_;
