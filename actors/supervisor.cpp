@@ -62,6 +62,7 @@ prefill_worker_config prefill_config(supervisor_pointer self, const supervised_c
 
 void spawn_workers(supervisor_pointer self);
 void spawn_child(supervisor_pointer self, supervised_child& c);
+void spawn_failed(supervisor_pointer self, const std::string& name, const std::string& why);
 
 // A child is up (spawned here or on a node): monitor it and tell whoever needs its handle.
 void child_up(supervisor_pointer self, const std::string& name, caf::actor handle) {
@@ -71,6 +72,7 @@ void child_up(supervisor_pointer self, const std::string& name, caf::actor handl
     self->send_exit(handle, caf::exit_reason::user_shutdown);
     return;
   }
+  if (!handle) return spawn_failed(self, name, "the node answered with no actor");
   supervised_child& c = it->second;
   c.handle = std::move(handle);
   c.alive = true;
@@ -129,7 +131,6 @@ std::string replacement_node(const supervisor_state& st) {
   return best;
 }
 
-void spawn_failed(supervisor_pointer self, const std::string& name, const std::string& why);
 
 // Spawns (or re-spawns) one child, here or through its node's agent.
 void spawn_child(supervisor_pointer self, supervised_child& c) {
