@@ -131,7 +131,6 @@ std::string replacement_node(const supervisor_state& st) {
   return best;
 }
 
-
 // Spawns (or re-spawns) one child, here or through its node's agent.
 void spawn_child(supervisor_pointer self, supervised_child& c) {
   auto& st = self->state;

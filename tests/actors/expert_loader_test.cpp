@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "actors/expert_shard.hpp"
@@ -36,6 +37,23 @@ actors::shard_plan next_plan() {
   return p;
 }
 
+// A small model's context, and an actor system that knows brigade's messages.
+struct shard_fixture {
+  testing::small_model model;
+  std::shared_ptr<const actors::model_context> ctx;
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+
+  explicit shard_fixture(const std::string& name) : model(name, 9) {
+    auto loaded = actors::model_context::load(model.dir.path(), {});
+    REQUIRE(loaded.ok());
+    ctx = loaded.value();
+    cfg.set("logger.verbosity", caf::atom("quiet"));
+    actors::register_message_types(cfg);
+    sys = std::make_unique<caf::actor_system>(cfg);
+  }
+};
+
 // Asks `shard` to prepare the next epoch and returns how long until it was ready.
 std::chrono::milliseconds prepare_time(caf::actor_system& sys,
                                        const actors::expert_shard_actor& shard) {
@@ -53,18 +71,13 @@ std::chrono::milliseconds prepare_time(caf::actor_system& sys,
 
 TEST_CASE("a shard's loader reads sourceless experts from the checkpoint, pausing between them",
           "[experts]") {
-  testing::small_model f{"expert-loader", 9};
-  auto ctx = actors::model_context::load(f.dir.path(), {});
-  REQUIRE(ctx.ok());
-  caf::actor_system_config cfg;
-  cfg.set("logger.verbosity", caf::atom("quiet"));
-  actors::register_message_types(cfg);
-  caf::actor_system sys{cfg};
+  shard_fixture f{"expert-loader"};
+  caf::actor_system& sys = *f.sys;
   actors::expert_shard_config config;
   config.name = "expert_shard-0";
   config.plan = first_plan();
   config.copy_interval_ms = GENERATE(0, 150);
-  auto shard = actors::spawn_expert_shard(sys, ctx.value(), config);
+  auto shard = actors::spawn_expert_shard(sys, f.ctx, config);
   const auto took = prepare_time(sys, shard);
   INFO("copy interval " << config.copy_interval_ms << " ms, ready after " << took.count() << " ms");
   // Three experts read, a pause before the first (the prepares of a migration go out to every
@@ -84,13 +97,8 @@ TEST_CASE("a shard's loader reads sourceless experts from the checkpoint, pausin
 }
 
 TEST_CASE("a step number far ahead costs a shard one load sample, not a flood", "[experts]") {
-  testing::small_model f{"expert-steps", 9};
-  auto ctx = actors::model_context::load(f.dir.path(), {});
-  REQUIRE(ctx.ok());
-  caf::actor_system_config cfg;
-  cfg.set("logger.verbosity", caf::atom("quiet"));
-  actors::register_message_types(cfg);
-  caf::actor_system sys{cfg};
+  shard_fixture f{"expert-steps"};
+  caf::actor_system& sys = *f.sys;
   // Counts the samples it gets; asked, says how many came before the question.
   auto sink = sys.spawn([]() -> caf::behavior {
     auto samples = std::make_shared<int>(0);
@@ -102,14 +110,14 @@ TEST_CASE("a step number far ahead costs a shard one load sample, not a flood", 
   config.plan = first_plan();
   config.sample_interval_steps = 4;
   config.load_sink = caf::actor_cast<actors::load_sink_actor>(sink);
-  auto shard = actors::spawn_expert_shard(sys, ctx.value(), config);
+  auto shard = actors::spawn_expert_shard(sys, f.ctx, config);
   caf::scoped_actor self{sys};
   // Requests without rows: only their step numbers matter here. Steps 1 and 2, then a number
   // from a broken or hostile peer, then on from it.
   for (uint64_t step : {uint64_t{1}, uint64_t{2}, uint64_t{1} << 62, (uint64_t{1} << 62) + 1}) {
     actors::expert_request req;
     req.step = step;
-    req.input.cols = ctx.value()->config.hidden_size;
+    req.input.cols = f.ctx->config.hidden_size;
     self->request(shard, std::chrono::seconds(30), std::move(req))
         .receive([](actors::expert_reply&) {}, [&](caf::error& err) { FAIL(sys.render(err)); });
   }

@@ -4,6 +4,7 @@
 #include <caf/io/all.hpp>
 
 #include <catch2/catch.hpp>
+#include <optional>
 
 #include "actors/message_types.hpp"
 #include "cluster/join_secret.hpp"
@@ -27,15 +28,31 @@ struct system_with_middleman {
 
 const std::string secret = "the-cluster-secret-0123456789";
 
+// A node agent published on loopback and a rogue process connected to it that does not know the
+// secret: two actor systems in this process.
+struct node_and_rogue {
+  system_with_middleman node, rogue;
+  actors::node_agent_actor agent;
+  std::optional<actors::node_agent_actor> remote;
+
+  node_and_rogue() {
+    agent = cluster::spawn_node_agent(*node.sys, {"n1", secret});
+    auto port = node.sys->middleman().publish(agent, 0, "127.0.0.1");
+    REQUIRE(port);
+    auto connected =
+        rogue.sys->middleman().remote_actor<actors::node_agent_actor>("127.0.0.1", *port);
+    REQUIRE(connected);
+    remote = *connected;
+  }
+  ~node_and_rogue() { caf::anon_send_exit(agent, caf::exit_reason::user_shutdown); }
+};
+
 }  // namespace
 
 TEST_CASE("a coordinator with the wrong proof is refused and gets nothing spawned", "[cluster]") {
-  system_with_middleman node, rogue;
-  auto agent = cluster::spawn_node_agent(*node.sys, {"n1", secret});
-  auto port = node.sys->middleman().publish(agent, 0, "127.0.0.1");
-  REQUIRE(port);
-  auto remote = rogue.sys->middleman().remote_actor<actors::node_agent_actor>("127.0.0.1", *port);
-  REQUIRE(remote);
+  node_and_rogue n;
+  auto& rogue = n.rogue;
+  auto& remote = n.remote;
   caf::scoped_actor self{*rogue.sys};
   const auto timeout = std::chrono::seconds(10);
 
@@ -73,7 +90,6 @@ TEST_CASE("a coordinator with the wrong proof is refused and gets nothing spawne
                [&](caf::error& err) { refusal = rogue.sys->render(err); });
   CHECK_FALSE(spawned);
   CHECK_THAT(refusal, Catch::Contains("join secret"));
-  caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
 }
 
 TEST_CASE("join secrets: files, proofs", "[cluster]") {
@@ -87,12 +103,9 @@ TEST_CASE("join secrets: files, proofs", "[cluster]") {
 
 TEST_CASE("a layout naming experts that cannot exist, or an outsized hello, costs the node nothing",
           "[cluster]") {
-  system_with_middleman node, rogue;
-  auto agent = cluster::spawn_node_agent(*node.sys, {"n1", secret});
-  auto port = node.sys->middleman().publish(agent, 0, "127.0.0.1");
-  REQUIRE(port);
-  auto remote = rogue.sys->middleman().remote_actor<actors::node_agent_actor>("127.0.0.1", *port);
-  REQUIRE(remote);
+  node_and_rogue n;
+  auto& rogue = n.rogue;
+  auto& remote = n.remote;
   caf::scoped_actor self{*rogue.sys};
 
   // Layouts are indexed as they are read, before the agent could refuse the unjoined sender:
@@ -136,5 +149,4 @@ TEST_CASE("a layout naming experts that cannot exist, or an outsized hello, cost
       .receive([&](actors::node_hello& h) { hello = h; }, [&](caf::error&) {});
   REQUIRE(hello);
   CHECK(hello->name == "n1");
-  caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
 }
