@@ -135,6 +135,7 @@ void dispatch_layer(Self* self, expert_client& c, model::step_driver& driver, ui
     if (step_slots[s].empty()) continue;
     expert_request req;
     req.step = step;
+    req.caller = self->id();
     req.epoch = layout.epoch;
     req.layer = layer;
     req.slots = std::move(phys[s]);

@@ -34,8 +34,9 @@ struct shard_state {
   std::map<uint64_t, slot_map> epochs;  // the layouts this shard can serve
   std::map<uint64_t, shard_plan> preparing;
   std::map<uint64_t, caf::response_promise> prepare_replies;
-  // Load sampling: steps are counted per sending worker from the step numbers it sends.
-  std::map<caf::strong_actor_ptr, uint64_t> last_step;
+  // Load sampling: steps are counted per calling worker from the step numbers it sends (keyed
+  // by the sender and the caller it names: calls from other nodes share one sender).
+  std::map<std::pair<caf::strong_actor_ptr, uint64_t>, uint64_t> last_step;
   int64_t steps = 0;
   uint64_t window = 0;
   std::vector<std::vector<int64_t>> tokens_per_expert;  // [layer][expert], this window
@@ -110,7 +111,7 @@ void count_steps(shard_pointer self, const expert_request& req) {
   auto& st = self->state;
   const auto interval =
       static_cast<uint64_t>(std::max<int64_t>(1, st.config.sample_interval_steps));
-  uint64_t& last = st.last_step[self->current_sender()];
+  uint64_t& last = st.last_step[{self->current_sender(), req.caller}];
   if (req.step > last) {
     const uint64_t advance = last == 0 ? 1 : req.step - last;
     st.steps += static_cast<int64_t>(std::min(advance, interval));

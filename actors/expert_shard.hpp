@@ -22,8 +22,10 @@ namespace brigade::actors {
 
 /// Rows of one MoE layer for this shard: each row goes through the expert in its slot.
 struct expert_request {
-  uint64_t step = 0;   ///< The sender's step number (load samples count steps).
-  uint64_t epoch = 0;  ///< The layout the sender routed with.
+  uint64_t step = 0;    ///< The caller's step number (load samples count steps).
+  uint64_t caller = 0;  ///< Whose steps those are: the worker's actor id, or for calls that came
+                        ///< over the data plane a mix of it and the calling node's id.
+  uint64_t epoch = 0;   ///< The layout the sender routed with.
   int32_t layer = 0;
   std::vector<int32_t> slots;  ///< Physical slot of each input row.
   tensor_rows input;           ///< [rows, hidden]
@@ -31,7 +33,8 @@ struct expert_request {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, expert_request& x) {
-  return f(caf::meta::type_name("expert_request"), x.step, x.epoch, x.layer, x.slots, x.input);
+  return f(caf::meta::type_name("expert_request"), x.step, x.caller, x.epoch, x.layer, x.slots,
+           x.input);
 }
 
 /// The FFN output of every input row, in the same order.

@@ -51,6 +51,7 @@ caf::result<actors::expert_reply> forward_expert(proxy_pointer self, data_plane:
   h.correlation = correlation;
   h.target = target;
   h.step = req.step;
+  h.caller = static_cast<uint32_t>(req.caller);
   h.epoch = req.epoch;
   h.layer = req.layer;
   h.rows = req.input.rows;
@@ -233,6 +234,9 @@ void serve_expert_call(caf::event_based_actor* self, data_plane::impl* dp, exper
   const size_t cols = static_cast<size_t>(in.header.cols);
   actors::expert_request req;
   req.step = in.header.step;
+  // Every call from another node comes through this actor: the caller names the worker on its
+  // node, so that the shard counts each worker's steps apart.
+  req.caller = in.from ^ (uint64_t{in.header.caller} * 0x9E3779B97F4A7C15ULL);
   req.epoch = in.header.epoch;
   req.layer = in.header.layer;
   const auto* slots = reinterpret_cast<const int32_t*>(in.payload.data());

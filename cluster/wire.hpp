@@ -33,7 +33,7 @@ struct expert_call_header {
   int32_t layer = 0;
   int32_t rows = 0;
   int32_t cols = 0;
-  int32_t reserved = 0;
+  uint32_t caller = 0;  ///< The calling worker's actor id (its low bits): steps count per worker.
 };
 
 /// The outcome of a call: ok with rows (expert answers), or an error message.

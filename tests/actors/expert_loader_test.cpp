@@ -52,7 +52,46 @@ struct shard_fixture {
     actors::register_message_types(cfg);
     sys = std::make_unique<caf::actor_system>(cfg);
   }
+
+  // A shard holding first_plan() that sends `sink` a load sample every 4 steps.
+  actors::expert_shard_actor sampling_shard(const caf::actor& sink) {
+    actors::expert_shard_config config;
+    config.name = "expert_shard-0";
+    config.plan = first_plan();
+    config.sample_interval_steps = 4;
+    config.load_sink = caf::actor_cast<actors::load_sink_actor>(sink);
+    return actors::spawn_expert_shard(*sys, ctx, config);
+  }
 };
+
+// A load sink that counts the samples it gets; asked, it says how many came before the question.
+caf::behavior counting_sink() {
+  auto samples = std::make_shared<int>(0);
+  return {[samples](actors::load_sample&) { ++*samples; },
+          [samples](actors::status_atom) { return *samples; }};
+}
+
+// Sends `shard` a request without rows: only its step number and caller matter here.
+void send_step(caf::scoped_actor& self, const actors::expert_shard_actor& shard,
+               const actors::model_context& ctx, uint64_t step, uint64_t caller) {
+  actors::expert_request req;
+  req.step = step;
+  req.caller = caller;
+  req.input.cols = ctx.config.hidden_size;
+  self->request(shard, std::chrono::seconds(30), std::move(req))
+      .receive([](actors::expert_reply&) {},
+               [&](caf::error& err) { FAIL(self->system().render(err)); });
+}
+
+// The samples `sink` got; the shard sent them before it answered the last request, so they are in
+// the sink's mailbox before this question.
+int samples_sent(caf::scoped_actor& self, const caf::actor& sink) {
+  int samples = -1;
+  self->request(sink, std::chrono::seconds(30), actors::status_atom_v)
+      .receive([&](int n) { samples = n; },
+               [&](caf::error& err) { FAIL(self->system().render(err)); });
+  return samples;
+}
 
 // Asks `shard` to prepare the next epoch and returns how long until it was ready.
 std::chrono::milliseconds prepare_time(caf::actor_system& sys,
@@ -99,34 +138,32 @@ TEST_CASE("a shard's loader reads sourceless experts from the checkpoint, pausin
 TEST_CASE("a step number far ahead costs a shard one load sample, not a flood", "[experts]") {
   shard_fixture f{"expert-steps"};
   caf::actor_system& sys = *f.sys;
-  // Counts the samples it gets; asked, says how many came before the question.
-  auto sink = sys.spawn([]() -> caf::behavior {
-    auto samples = std::make_shared<int>(0);
-    return {[samples](actors::load_sample&) { ++*samples; },
-            [samples](actors::status_atom) { return *samples; }};
-  });
-  actors::expert_shard_config config;
-  config.name = "expert_shard-0";
-  config.plan = first_plan();
-  config.sample_interval_steps = 4;
-  config.load_sink = caf::actor_cast<actors::load_sink_actor>(sink);
-  auto shard = actors::spawn_expert_shard(sys, f.ctx, config);
+  auto sink = sys.spawn(counting_sink);
+  auto shard = f.sampling_shard(sink);
   caf::scoped_actor self{sys};
-  // Requests without rows: only their step numbers matter here. Steps 1 and 2, then a number
-  // from a broken or hostile peer, then on from it.
-  for (uint64_t step : {uint64_t{1}, uint64_t{2}, uint64_t{1} << 62, (uint64_t{1} << 62) + 1}) {
-    actors::expert_request req;
-    req.step = step;
-    req.input.cols = f.ctx->config.hidden_size;
-    self->request(shard, std::chrono::seconds(30), std::move(req))
-        .receive([](actors::expert_reply&) {}, [&](caf::error& err) { FAIL(sys.render(err)); });
-  }
-  // The shard sent its samples before it answered: they are in the sink's mailbox before this.
-  int samples = -1;
-  self->request(sink, std::chrono::seconds(30), actors::status_atom_v)
-      .receive([&](int n) { samples = n; }, [&](caf::error& err) { FAIL(sys.render(err)); });
+  // Steps 1 and 2, then a number from a broken or hostile peer, then on from it.
+  for (uint64_t step : {uint64_t{1}, uint64_t{2}, uint64_t{1} << 62, (uint64_t{1} << 62) + 1})
+    send_step(self, shard, *f.ctx, step, 7);
   // The jump counts one window (2 + 4 steps), where it used to count 2^60 of them.
-  CHECK(samples == 1);
+  CHECK(samples_sent(self, sink) == 1);
+  caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("a shard counts the steps of each caller apart, also when they share a sender",
+          "[experts]") {
+  shard_fixture f{"expert-callers"};
+  caf::actor_system& sys = *f.sys;
+  auto sink = sys.spawn(counting_sink);
+  auto shard = f.sampling_shard(sink);
+  caf::scoped_actor self{sys};
+  // Two workers on another node reach the shard through one data-plane actor: one sender. Their
+  // steps interleave; counted together, each would hide the other's.
+  for (uint64_t step = 1; step <= 8; ++step) {
+    send_step(self, shard, *f.ctx, step, 1);
+    send_step(self, shard, *f.ctx, step, 2);
+  }
+  CHECK(samples_sent(self, sink) == 4);  // 16 steps, 4 per window
   caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
 }
