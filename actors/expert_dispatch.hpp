@@ -9,7 +9,6 @@
 
 #include <caf/all.hpp>
 
-#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -64,11 +63,8 @@ bool acceptable_shards(Self* self, const expert_client& c, const shard_set& next
   std::string why;
   if (c.acks && !sent_by(sender, c.acks)) {
     why = "it did not come from the supervisor";
-  } else if (status fits = next.layout.fits(model); !fits) {
+  } else if (status fits = check_shards(next, model); !fits) {
     why = fits.err().message;
-  } else if (next.shards.size() != static_cast<size_t>(std::max(0, next.layout.shards))) {
-    why = "it names " + std::to_string(next.shards.size()) + " shards for a layout of " +
-          std::to_string(next.layout.shards);
   }
   if (why.empty()) return true;
   log::warn(c.owner, "ignored a shard set from " +

@@ -7,6 +7,7 @@
 #include <caf/sec.hpp>
 #include <caf/typed_actor.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,15 @@ struct shard_set {
   std::vector<expert_shard_actor> shards;  ///< Indexed like the layout's shards.
   expert_layout layout;
 };
+
+/// OK when the set's layout fits `model` and the set names a shard for each of the layout's.
+inline status check_shards(const shard_set& set, const model::model_config& model) {
+  if (status fits = set.layout.fits(model); !fits) return fits;
+  if (set.shards.size() == static_cast<size_t>(std::max(0, set.layout.shards))) return ok_status();
+  return error(errc::invalid_argument, "the shard set names " + std::to_string(set.shards.size()) +
+                                           " shards for a layout of " +
+                                           std::to_string(set.layout.shards));
+}
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_set& x) {

@@ -1,6 +1,5 @@
 #include "actors/spawn_checks.hpp"
 
-#include <algorithm>
 #include <string>
 
 namespace brigade::actors {
@@ -19,14 +18,6 @@ class checker {
   checker& ok(const status& s) {
     if (failed() || s.ok()) return *this;
     return fail(s.err().message);
-  }
-  checker& shards(const shard_set& set, const model::model_config& model) {
-    ok(set.layout.fits(model));
-    if (failed() || set.shards.size() == static_cast<size_t>(std::max(0, set.layout.shards))) {
-      return *this;
-    }
-    return fail("the shard set names " + std::to_string(set.shards.size()) +
-                " shards for a layout of " + std::to_string(set.layout.shards));
   }
   status result() const {
     if (!failed()) return ok_status();
@@ -74,7 +65,7 @@ status check_spawn(const model::model_config& model, const decode_worker_config&
   common(c, config.block_tokens, config.kv_tokens, config.stall_timeout_ms)
       .in_range("max_running", config.max_running, 1, 4096)
       .in_range("speculation.max_draft", config.speculation.max_draft, 0, 64)
-      .shards(shards, model);
+      .ok(check_shards(shards, model));
   return c.result();
 }
 
@@ -84,7 +75,7 @@ status check_spawn(const model::model_config& model, const prefill_worker_config
   common(c, config.block_tokens, config.kv_tokens, config.stall_timeout_ms)
       .in_range("max_step_tokens", config.max_step_tokens, 1, 1 << 20)
       .in_range("max_queue", config.max_queue, 0, 1 << 20)
-      .shards(shards, model);
+      .ok(check_shards(shards, model));
   return c.result();
 }
 
