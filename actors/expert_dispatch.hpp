@@ -141,11 +141,14 @@ void dispatch_layer(Self* self, expert_client& c, model::step_driver& driver, ui
     auto slots = std::make_shared<std::vector<int32_t>>(std::move(step_slots[s]));
     const size_t expected_floats = req.input.data.size();  // one output row per input row
     model::step_driver* d = &driver;
+    const uint64_t req_epoch = layout.epoch;
     auto fail = [=](const std::string& why) {
       if (p->failed || *current_step != step) return;
       p->failed = true;
-      log::warn(client->owner, "expert shard failed at layer " + std::to_string(layer) + ": " +
-                                   why + "; waiting for the supervisor");
+      log::warn(client->owner, "expert shard " + std::to_string(s) + " (layout epoch " +
+                                   std::to_string(req_epoch) + ") failed at layer " +
+                                   std::to_string(layer) + " of step " + std::to_string(step) +
+                                   ": " + why + "; waiting for the supervisor");
       client->stalled = true;
       self->delayed_send(self, client->stall_timeout, tick_atom_v, step);
     };

@@ -83,6 +83,8 @@ void child_up(supervisor_pointer self, const std::string& name, caf::actor handl
     if (!st.workers_started) {
       spawn_workers(self);
     } else {
+      log::info("supervisor",
+                c.name + " is up again on " + c.node + ": workers get the new shard set");
       broadcast_shards(self);  // workers resend any layer stalled on the old shard
     }
   } else if (c.role == "kv_store") {
