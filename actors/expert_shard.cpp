@@ -103,7 +103,7 @@ result<slot_map> assemble(const shard_plan& plan,
   return out;
 }
 
-// Counts the sender's steps and sends a load sample whenever a window completes. A worker's step
+// Counts each caller's steps and sends a load sample whenever a window completes. A worker's step
 // numbers grow one at a time, with gaps where its steps routed nothing here; one request advances
 // the count by at most a window, so a wild step number (a peer's bug or forgery) costs at most
 // one early sample, never a flood of them or an overflow.

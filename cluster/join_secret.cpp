@@ -33,7 +33,7 @@ result<std::string> read_join_secret(const std::string& path) {
 }
 
 std::string random_nonce() {
-  unsigned char bytes[16];
+  unsigned char bytes[nonce_chars / 2];
   if (RAND_bytes(bytes, sizeof bytes) != 1) {
     // RAND_bytes fails only without an entropy source; refuse to run with a guessable nonce.
     throw std::runtime_error("no random source for join nonces");

@@ -2,6 +2,7 @@
 // HMAC-SHA256 over both sides' fresh nonces. A peer that cannot prove it gets nothing spawned.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "common/result.hpp"
@@ -11,7 +12,10 @@ namespace brigade::cluster {
 /// Reads a secret file: its contents without the trailing newline, at least 16 bytes.
 result<std::string> read_join_secret(const std::string& path);
 
-/// 32 hex characters from the kernel's random source.
+/// The length of a nonce: 16 random bytes in hex.
+constexpr std::size_t nonce_chars = 32;
+
+/// nonce_chars hex characters from the kernel's random source.
 std::string random_nonce();
 
 /// The proof `role` ("node" or "coordinator") gives for the nonce pair (first, second).

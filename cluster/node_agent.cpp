@@ -112,10 +112,10 @@ node_agent_actor::behavior_type agent_behavior(agent_pointer self, node_agent_co
         auto& st = self->state;
         // Anyone may say hello: keep what it costs bounded, a nonce of the size coordinators
         // send and a handshake in flight for a few peers at most.
-        if (coordinator_nonce.size() != random_nonce().size()) {
-          return caf::make_error(caf::sec::invalid_argument,
-                                 "a hello carries a nonce of " +
-                                     std::to_string(random_nonce().size()) + " characters");
+        if (coordinator_nonce.size() != nonce_chars) {
+          return caf::make_error(
+              caf::sec::invalid_argument,
+              "a hello carries a nonce of " + std::to_string(nonce_chars) + " characters");
         }
         const std::string ours = random_nonce();
         if (!st.nonces.count(sender_node(self)) && st.nonces.size() >= max_pending_hellos) {
