@@ -81,9 +81,19 @@ find_nccl() {
   done
 }
 
+# On the GPU machine every case must run: a skip there means the device could not be used (a
+# driver older than the build's CUDA, say), and a binary that cannot even list its cases (a
+# missing shared library) must not pass as "0 failed".
 run_cases() {
-  local tests=$1 passed=0 failed=0 skipped=0 failures=()
+  local tests=$1 passed=0 failed=0 skipped=0 failures=() names
   local runner=()
+  # Catch2 exits with the number of cases it lists, so only an empty list tells a failure.
+  names=$("$tests" --list-test-names-only 2>"$carry/list-errors") || true
+  if [ -z "$names" ]; then
+    printf 'FAIL: %s listed no test cases:\n' "$tests"
+    cat "$carry/list-errors"
+    return 1
+  fi
   [ "${SANITIZE:-0}" = 1 ] && runner=(compute-sanitizer --error-exitcode 99 --tool memcheck)
   while IFS= read -r name; do
     [ -z "$name" ] && continue
@@ -92,7 +102,8 @@ run_cases() {
     out=$(timeout 600 "${runner[@]}" "$tests" "${name//,/\\,}" 2>&1) || rc=$?
     if [ $rc -eq 0 ] && grep -q 'no CUDA device:' <<<"$out"; then
       skipped=$((skipped + 1))
-      printf 'SKIP %4ss  %s\n' $((SECONDS - start)) "$name"
+      printf 'SKIP %4ss  %s: %s\n' $((SECONDS - start)) "$name" \
+        "$(grep -m1 -o 'no CUDA device:.*' <<<"$out")"
     elif [ $rc -eq 0 ]; then
       passed=$((passed + 1))
       printf 'ok   %4ss  %s\n' $((SECONDS - start)) "$name"
@@ -101,11 +112,15 @@ run_cases() {
       failures+=("$name")
       printf 'FAIL %4ss  %s (exit %s)\n%s\n' $((SECONDS - start)) "$name" "$rc" "$out"
     fi
-  done < <("$tests" --list-test-names-only)
+  done <<<"$names"
   log "summary"
   for f in "${failures[@]}"; do echo "failed: $f"; done
   echo "$passed passed, $failed failed, $skipped skipped"
-  [ $failed -eq 0 ]
+  if [ $skipped -gt 0 ]; then
+    echo "FAIL: $skipped cases found no usable CUDA device (the reason is on their SKIP lines)"
+  fi
+  if [ $passed -eq 0 ]; then echo "FAIL: no case ran"; fi
+  [ $failed -eq 0 ] && [ $skipped -eq 0 ] && [ $passed -gt 0 ]
 }
 
 run() {

@@ -34,7 +34,8 @@ void launch_attention(cudaStream_t stream, const tensor& q, const device_kv& kv,
                       const tensor& out) {
   const kv_layout& l = kv.layout();
   if (layer < 0 || layer >= l.layers || l.head_dim > max_attention_head_dim || heads <= 0 ||
-      heads % l.kv_heads != 0 || q.cols < heads * l.head_dim || out.cols < heads * l.head_dim) {
+      l.kv_heads <= 0 || heads % l.kv_heads != 0 || q.cols < heads * l.head_dim ||
+      out.cols < heads * l.head_dim) {
     throw std::invalid_argument(
         "cuda attention: " + std::to_string(heads) + " heads of " + std::to_string(l.head_dim) +
         " over " + std::to_string(l.kv_heads) + " KV heads at layer " + std::to_string(layer) +

@@ -23,6 +23,14 @@ device_report probe_cuda() {
     cudaRuntimeGetVersion(&runtime);
     r.reason = cuda::describe(e, "cudaGetDeviceCount") + "; driver API version " +
                std::to_string(driver) + ", runtime " + std::to_string(runtime);
+    // A driver older than the runtime is a GPU machine that cannot run this build: say what
+    // to do, so that nobody mistakes it for a machine without a GPU.
+    if (driver > 0 && driver < runtime) {
+      r.reason +=
+          " (the NVIDIA driver is older than the CUDA runtime this binary was built "
+          "with: install a driver that supports CUDA " +
+          std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10) + " or newer)";
+    }
     return r;
   }
   if (count == 0) {

@@ -60,6 +60,12 @@ status check_counts(const row_exchange& x, int ranks) {
   return ok_status();
 }
 
+// Whether `device` is this thread's current device (after a device_guard that may have failed).
+bool is_current(int device) {
+  int current = -1;
+  return cudaGetDevice(&current) == cudaSuccess && current == device;
+}
+
 }  // namespace
 
 nccl_comm::nccl_comm(std::unique_ptr<handle> h, int rank, int ranks)
@@ -126,8 +132,10 @@ result<std::unique_ptr<nccl_comm>> nccl_comm::init_rank(const std::vector<uint8_
   auto h = std::make_unique<handle>();
   h->device = c.value()->device();
   h->stream = c.value()->stream();
-  // NCCL binds the communicator to the calling thread's current device.
-  if (cudaSetDevice(h->device) != cudaSuccess) {
+  // NCCL binds the communicator to the calling thread's current device; the caller's own
+  // current device is restored afterwards.
+  device_guard guard(h->device, false);
+  if (!is_current(h->device)) {
     return error(errc::unavailable,
                  "init_rank: cannot select CUDA device " + std::to_string(h->device));
   }
@@ -137,7 +145,8 @@ result<std::unique_ptr<nccl_comm>> nccl_comm::init_rank(const std::vector<uint8_
 }
 
 status nccl_comm::enqueue(const row_exchange& x) {
-  if (cudaSetDevice(h_->device) != cudaSuccess) {
+  device_guard guard(h_->device, false);
+  if (!is_current(h_->device)) {
     return error(errc::unavailable,
                  "all_to_all: cannot select CUDA device " + std::to_string(h_->device));
   }

@@ -3,7 +3,8 @@
 //
 // Plain C++: no CUDA or NCCL headers, so actor code may include it. Every operation is queued
 // on the stream of the backend the communicator was made for, ordered with that backend's
-// kernels; backend::synchronize() waits for it.
+// kernels; backend::synchronize() waits for it. The communicator borrows that stream: destroy
+// communicators before their backends.
 //
 //   init_local(backends)          one process drives every local GPU (ncclCommInitAll)
 //   make_unique_id() -> bytes     rank 0 makes an id, the caller sends it to the others,

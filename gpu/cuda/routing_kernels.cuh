@@ -11,11 +11,14 @@
 namespace brigade::gpu::cuda {
 namespace {
 
-// True when expert i with probability p ranks below the previous pick (p_prev, i_prev) in the
-// order "higher probability first, then lower index": exactly the experts the CPU backend's
-// selection loop has not taken yet.
-__device__ inline bool ranks_below(float p, int i, float p_prev, int i_prev) {
-  return p < p_prev || (p == p_prev && i > i_prev);
+// Whether expert i is among the first `count` picks of this row. A scan of the picks rather
+// than a "ranks below the previous pick" test: that test takes nothing once a probability is
+// NaN (every comparison is false), where the CPU backend goes on taking the lowest free index.
+__device__ inline bool already_picked(const int32_t* ids, int count, int i) {
+  for (int j = 0; j < count; ++j) {
+    if (ids[j] == i) return true;
+  }
+  return false;
 }
 
 // One thread per token row. Probabilities are recomputed rather than stored, so any number of
@@ -34,14 +37,12 @@ __global__ void router_topk_kernel(tensor logits, int top_k, bool normalize, int
     int32_t* ids = experts + r * top_k;
     float* w = weights + r * top_k;
     float selected = 0.0f;
-    float prev_p = 0.0f;
-    int prev_i = -1;
     for (int j = 0; j < top_k; ++j) {
       int best = -1;
       float best_p = 0.0f;
       for (int i = 0; i < n; ++i) {
         const float p = expf(l[i] - max) / sum;
-        if (j > 0 && !ranks_below(p, i, prev_p, prev_i)) continue;
+        if (already_picked(ids, j, i)) continue;
         if (best < 0 || p > best_p) {
           best = i;
           best_p = p;
@@ -50,8 +51,6 @@ __global__ void router_topk_kernel(tensor logits, int top_k, bool normalize, int
       ids[j] = best;
       w[j] = best_p;
       selected = selected + best_p;
-      prev_p = best_p;
-      prev_i = best;
     }
     if (normalize) {
       for (int j = 0; j < top_k; ++j)

@@ -5,6 +5,7 @@
 // The emulator must come first: it defines the CUDA built-ins the kernel headers use.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -309,6 +310,19 @@ TEST_CASE("emulated embedding, routing and combine kernels match the CPU backend
         CHECK(std::fabs(cw[i] - gw[i]) <= 1e-6f);
     }
   }
+
+  // An infinite logit makes the softmax NaN for the whole row: no comparison holds, and both
+  // backends must still pick distinct experts, lowest index first (an id of -1 would index
+  // outside the expert table).
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> wild = {inf, 0.0f, 0.0f, 0.0f, 0.0f, -inf, inf, 1.0f};
+  const tensor wt{wild.data(), 2, 4, 4};
+  std::vector<int32_t> ce(4), ge(4);
+  std::vector<float> cw(4), gw(4);
+  cpu->router_topk(wt, router_spec{2, false}, ce.data(), cw.data());
+  dispatch_router_topk(wt, 2, false, ge.data(), gw.data(), emulated());
+  CHECK(ce == ge);
+  CHECK(ge == std::vector<int32_t>{0, 1, 0, 1});
 
   const int tokens = 5, cols = 24, k = 3;
   const std::vector<float> x = randoms(rng, static_cast<size_t>(tokens) * cols);
