@@ -51,10 +51,15 @@ struct serve_options {
   std::string model_dir;
   std::string listen;
   std::vector<std::string> api_keys;
+  std::string served_model_name;
   bool engine = false;
-  int speculate = -1;  ///< Overrides roles.decode.speculation.max_draft when set.
+  // Overrides of the manifest's values; -1 keeps the manifest's.
+  int speculate = -1;
+  int max_queued = -1;
+  int max_running = -1;
+  int kv_tokens = -1;
+  int max_step_tokens = -1;
   int drain_timeout_s = 30;
-  serve::engine_service_options service;
   serve::http_server_options http;
 };
 
@@ -74,16 +79,26 @@ void add_options(CLI::App& app, serve_options& o) {
                  "(overrides the manifest's roles.decode.speculation.max_draft)")
       ->check(CLI::Range(0, 64))
       ->default_str("the manifest's");
-  app.add_option("--served-model-name", o.service.model_name,
-                 "the name clients send as \"model\" (default: the directory's name)");
-  app.add_option("--max-queued", o.service.max_queued, "requests waiting to run before 429")
-      ->capture_default_str();
-  app.add_option("--max-running", o.service.engine.max_running, "sequences decoding at once")
-      ->capture_default_str();
-  app.add_option("--kv-tokens", o.service.engine.kv_tokens, "KV cache capacity in tokens")
-      ->capture_default_str();
-  app.add_option("--max-step-tokens", o.service.engine.max_step_tokens, "tokens per engine step")
-      ->capture_default_str();
+  app.add_option("--served-model-name", o.served_model_name,
+                 "the name clients send as \"model\" (overrides serve.model_name; default the "
+                 "model directory's name)")
+      ->default_str("");
+  app.add_option("--max-queued", o.max_queued,
+                 "requests waiting to run before 429 (overrides serve.admission_queue)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->default_str("the manifest's");
+  app.add_option("--max-running", o.max_running,
+                 "sequences in one decode step (overrides roles.decode.max_running)")
+      ->check(CLI::Range(1, 4096))
+      ->default_str("the manifest's");
+  app.add_option("--kv-tokens", o.kv_tokens,
+                 "KV capacity of a decode worker in tokens (overrides roles.decode.kv_tokens)")
+      ->check(CLI::Range(1, 1 << 28))
+      ->default_str("the manifest's");
+  app.add_option("--max-step-tokens", o.max_step_tokens,
+                 "prompt tokens per prefill step (overrides roles.prefill.max_step_tokens)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->default_str("the manifest's");
   app.add_option("--io-threads", o.http.io_threads, "HTTP I/O threads")->capture_default_str();
   app.add_option("--max-connections", o.http.max_connections, "open connections at most")
       ->capture_default_str();
@@ -111,7 +126,12 @@ result<deploy::manifest> manifest_for(const serve_options& o) {
   if (!o.model_dir.empty()) m.model = o.model_dir;
   if (!o.listen.empty()) m.listen = o.listen;
   if (!o.api_keys.empty()) m.api_keys = o.api_keys;
+  if (!o.served_model_name.empty()) m.served_model_name = o.served_model_name;
   if (o.speculate >= 0) m.decode.speculation.max_draft = o.speculate;
+  if (o.max_queued > 0) m.admission_queue = o.max_queued;
+  if (o.max_running > 0) m.decode.max_running = o.max_running;
+  if (o.kv_tokens > 0) m.decode.kv_tokens = o.kv_tokens;
+  if (o.max_step_tokens > 0) m.prefill.max_step_tokens = o.max_step_tokens;
   return m;
 }
 
@@ -143,8 +163,13 @@ result<backend_service> start_service(const serve_options& o, const deploy::mani
     auto loaded = model::loaded_model::load(m.model, *b.dev, true, progress);
     if (!loaded) return loaded.err();
     b.model = std::move(loaded.value());
-    serve::engine_service_options opt = o.service;
+    // The engine runs what the manifest gives one decode worker and one prefill worker.
+    serve::engine_service_options opt;
+    opt.model_name = m.served_model_name;
     opt.max_queued = m.admission_queue;
+    opt.engine.max_running = m.decode.max_running;
+    opt.engine.kv_tokens = m.decode.kv_tokens;
+    opt.engine.max_step_tokens = m.prefill.max_step_tokens;
     opt.engine.block_tokens = m.block_tokens;
     opt.engine.speculation = m.decode.speculation;
     b.engine = std::make_unique<serve::engine_service>(*b.model, *b.dev, opt);
@@ -177,7 +202,6 @@ void shut_down(serve::http_server& server, backend_service& service, int drain_t
 
 int serve(int argc, char** argv) {
   serve_options o;
-  o.service.engine.kv_tokens = 65536;
   CLI::App app{"Serve the OpenAI API (/v1/completions, /v1/chat/completions) over HTTP",
                "brigade serve"};
   app.option_defaults()->always_capture_default();

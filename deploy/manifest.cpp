@@ -366,6 +366,7 @@ result<manifest> parse_manifest(const std::string& yaml, const std::string& sour
   top.child("serve", [&](section& s) {
     s.text("listen", m.listen);
     s.texts("api_keys", m.api_keys);
+    s.text("model_name", m.served_model_name);
     s.integer("admission_queue", m.admission_queue, 1, 1 << 20);
   });
   top.child("roles", [&](section& roles) {

@@ -95,6 +95,8 @@ struct manifest {
   std::string model;                          ///< Checkpoint directory.
   std::string listen = "127.0.0.1:8000";
   std::vector<std::string> api_keys;
+  std::string
+      served_model_name;      ///< What clients send as "model"; empty: the model directory's name.
   int admission_queue = 256;  ///< Requests waiting for a worker; beyond it the API answers 429.
   int block_tokens = 16;      ///< Tokens per KV block.
   prefill_role prefill;

@@ -280,7 +280,7 @@ result<std::unique_ptr<topology>> topology::start(const deploy::manifest& m,
   caf::anon_send(p->registry, register_atom_v, router_entry);
   p->supervisor = spawn_supervisor(*p->sys, p->ctx, std::move(sc), p->registry, p->router);
   serve::service_info info;
-  info.model_name = last_path_part(m.model);
+  info.model_name = m.served_model_name.empty() ? last_path_part(m.model) : m.served_model_name;
   info.model_type = c.model_type;
   info.context_tokens = c.max_positions;
   info.vocab_size = c.vocab_size;

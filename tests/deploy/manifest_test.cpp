@@ -19,7 +19,7 @@ TEST_CASE("a full manifest parses", "[manifest]") {
   auto m = deploy::parse_manifest(R"(
 model: /models/x
 block_tokens: 32
-serve: {listen: "0.0.0.0:9000", api_keys: [a, b], admission_queue: 10}
+serve: {listen: "0.0.0.0:9000", api_keys: [a, b], admission_queue: 10, model_name: my-moe}
 roles:
   prefill: {count: 2, max_step_tokens: 256}
   decode: {count: 3, max_running: 16, kv_tokens: 1024}
@@ -32,6 +32,8 @@ restart: {max_restarts: 2, window_s: 5.5, backoff_ms: 10, max_backoff_ms: 100}
   CHECK(m->block_tokens == 32);
   CHECK(m->listen == "0.0.0.0:9000");
   CHECK(m->api_keys == std::vector<std::string>{"a", "b"});
+  CHECK(m->served_model_name == "my-moe");
+  CHECK(m->admission_queue == 10);
   CHECK(m->prefill.count == 2);
   CHECK(m->decode.count == 3);
   CHECK(m->decode.max_running == 16);

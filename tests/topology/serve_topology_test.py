@@ -3,7 +3,8 @@
 equal `brigade generate` for each prompt, with experts over 1, 2, 4 and 8 shards and 1 and 2
 decode workers; a decode worker killed mid-stream loses and repeats nothing; prefix cache hits
 over HTTP give generate's text and report their cached tokens; and `brigade serve --speculate 4`,
-over the topology and over the engine, answers with plain decoding's text.
+over the topology and over the engine, answers with plain decoding's text; and serve's
+--served-model-name, --max-queued and --max-running take effect in both modes.
 
 Usage: serve_topology_test.py BRIGADE_BIN WORKDIR [--quick]
 """
@@ -13,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -246,6 +248,40 @@ def check_speculation(brigade, model, workdir):
     return ok
 
 
+def check_serve_flags(brigade, model, workdir):
+    """`--served-model-name` names the model and `--max-queued`/`--max-running` bound admission,
+    over the topology and over the engine: with one running and one waiting, eight requests sent
+    at once get both answers and 429s."""
+    manifest = os.path.join(workdir, "flags.yaml")
+    write_manifest(manifest, model, 2, 1)
+    ok = True
+    for mode, extra in (("topology", []), ("engine", ["--engine"])):
+        srv = brigade_server(brigade, manifest, os.path.join(workdir, f"flags-{mode}.log"),
+                             extra_args=["--served-model-name", "my-moe", "--max-queued", "1",
+                                         "--max-running", "1"] + extra)
+        start = threading.Barrier(8)
+
+        def one(i):
+            start.wait()
+            try:
+                srv.post("/v1/completions", {"model": "my-moe", "prompt": prompt_ids(i),
+                                             "max_tokens": 200, "ignore_eos": True})
+                return 200
+            except urllib.error.HTTPError as e:
+                return e.code
+        try:
+            names = [m["id"] for m in srv.get("/v1/models")["data"]]
+            with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+                codes = sorted(pool.map(one, range(8)))
+        finally:
+            srv.stop()
+        good = names == ["my-moe"] and 200 in codes and 429 in codes and set(codes) <= {200, 429}
+        print(f"serve flags ({mode}): models {names}, statuses {codes}: "
+              f"{'ok' if good else 'FAILED (want my-moe, and both 200 and 429)'}")
+        ok = ok and good
+    return ok
+
+
 def main():
     brigade, workdir = sys.argv[1], sys.argv[2]
     quick = "--quick" in sys.argv
@@ -260,6 +296,7 @@ def main():
     ok = check_replan(brigade, model, workdir, expected) and ok
     ok = check_cache(brigade, model, workdir) and ok
     ok = check_speculation(brigade, model, workdir) and ok
+    ok = check_serve_flags(brigade, model, workdir) and ok
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 
