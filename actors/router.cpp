@@ -247,6 +247,7 @@ void on_update(router_pointer self, token_update& u) {
   if (first > have) {
     return redispatch(self, r, "token stream has a gap");
   }
+  if (u.cached_tokens != r.cached_tokens) r.sink->on_cached(u.cached_tokens);
   r.cached_tokens = u.cached_tokens;
   r.streamed.insert(r.streamed.end(), fresh.begin(), fresh.end());
   if (!fresh.empty()) r.sink->on_tokens(fresh);

@@ -214,15 +214,33 @@ http_reply api_handler::admin_replan(std::string_view body) {
   return r;
 }
 
-std::string api_handler::next_events(uint64_t& since) {
-  const auto events = nlohmann::json::parse(service_.events_json(since), nullptr, false);
-  std::string out;
-  if (!events.is_array()) return out;
-  for (const auto& ev : events) {
-    out += "event: " + ev.value("kind", std::string("event")) + "\ndata: " + ev.dump() + "\n\n";
-    since = std::max<uint64_t>(since, ev.value("seq", since));
+// Runs on an I/O thread outside handle()'s try: nothing here may throw, whatever the service
+// returns (an event of the wrong shape is skipped; text that is not UTF-8 is replaced).
+std::string api_handler::next_events(uint64_t& since) noexcept {
+  try {
+    const auto events = nlohmann::json::parse(service_.events_json(since), nullptr, false);
+    std::string out;
+    if (!events.is_array()) return out;
+    for (const auto& ev : events) {
+      if (!ev.is_object()) continue;
+      const auto kind = ev.find("kind");
+      const auto seq = ev.find("seq");
+      // A line break in the name would end the SSE field early.
+      const bool named =
+          kind != ev.end() && kind->is_string() &&
+          kind->get_ref<const std::string&>().find_first_of("\r\n") == std::string::npos;
+      out += "event: " + (named ? kind->get<std::string>() : std::string("event")) +
+             "\ndata: " + ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+             "\n\n";
+      if (seq != ev.end() && seq->is_number_unsigned()) {
+        since = std::max<uint64_t>(since, seq->get<uint64_t>());
+      }
+    }
+    return out;
+  } catch (const std::exception& e) {
+    log::warn("http", std::string("could not read the service's events: ") + e.what());
+    return {};
   }
-  return out;
 }
 
 http_reply api_handler::get_route(std::string_view path) {

@@ -81,8 +81,8 @@ class api_handler {
   /// A reply to write now, a generation to submit, or an event stream to run. It never throws:
   /// an exception while answering becomes a 500 for this request alone.
   outcome handle(const http_request_view& req, clock::time_point received);
-  /// SSE events for everything after `since`, which moves to the last event sent.
-  std::string next_events(uint64_t& since);
+  /// SSE events for everything after `since`, which moves to the last event sent. Never throws.
+  std::string next_events(uint64_t& since) noexcept;
   /// The reply when submit() refused a generation (400, 429 or 503).
   http_reply refused(const error& err);
   /// A reply holding an OpenAI error object.

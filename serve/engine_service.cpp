@@ -283,7 +283,9 @@ void engine_service::collect_metrics(metrics::registry& into) const {
   auto& steps = into.add_counter("brigade_engine_steps_total", "Engine steps run.").get();
   steps.inc(static_cast<double>(steps_.load()) - steps.value());
   auto& cancels =
-      into.add_counter("brigade_requests_cancelled_total", "Requests cancelled while in flight.")
+      into.add_counter(
+              "brigade_requests_cancelled_total",
+              "Requests stopped while in flight: the client left or a stop string matched.")
           .get();
   cancels.inc(static_cast<double>(cancels_applied_.load()) - cancels.value());
   model::speculation_stats speculation;

@@ -56,7 +56,7 @@ std::string generation_stream::on_tokens(const std::vector<int32_t>& tokens) {
   std::string out = text_chunk(r.text);
   if (r.matched) {
     stop_matched_ = true;
-    out += finish_with("stop", {prompt_tokens_, tokens_, 0});
+    out += finish_with("stop", {prompt_tokens_, tokens_, cached_tokens_});
   }
   return out;
 }
@@ -85,7 +85,10 @@ std::string generation_stream::finish_with(const char* openai_reason,
 std::string generation_stream::on_error(const error& err) {
   if (complete_) return {};
   complete_ = true;
-  metrics_.failed(err.code == errc::unavailable ? "shutdown" : "error");
+  // A cancel this stream did not ask for (it would be complete by now) is the service
+  // stopping, as unavailable is.
+  const bool shutdown = err.code == errc::unavailable || err.code == errc::cancelled;
+  metrics_.failed(shutdown ? "shutdown" : "error");
   api_error e = from_service_error(err);
   if (!streaming_) {
     whole_status_ = e.http_status;

@@ -33,6 +33,8 @@ class generation_stream {
   std::string open();
   /// Bytes to send now: SSE events when streaming, "" for a whole answer until it completes.
   std::string on_tokens(const std::vector<int32_t>& tokens);
+  /// The prompt tokens the prefix cache served, for the usage of an answer a stop string ends.
+  void on_cached(int cached_tokens) { cached_tokens_ = cached_tokens; }
   /// The rest of the answer: the last chunks and [DONE], or the whole JSON body.
   std::string on_finished(finish_reason reason, const generation_usage& usage);
   /// An error event and [DONE] when streaming; the error body otherwise.
@@ -59,6 +61,7 @@ class generation_stream {
   clock::time_point first_token_at_;
   clock::time_point last_token_at_;
   int tokens_ = 0;
+  int cached_tokens_ = 0;
   std::string text_;  // Whole answers only: the text so far.
   bool complete_ = false;
   bool stop_matched_ = false;

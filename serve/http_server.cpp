@@ -1,6 +1,7 @@
 // The only translation unit of the server that includes Beast (they compile slowly).
 #include "serve/http_server.hpp"
 
+#include <array>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -24,6 +25,10 @@ namespace {
 constexpr size_t header_limit_bytes = 16 * 1024;
 // Bytes a client may send while its answer is generated (a pipelined next request).
 constexpr size_t pipelined_limit_bytes = 64 * 1024;
+// How long, and for how many bytes, a connection closing after an error answer goes on
+// discarding what its client sends (see session::linger_close).
+constexpr int linger_seconds = 2;
+constexpr size_t linger_max_bytes = size_t{64} << 20;
 
 std::string_view sv(beast::string_view s) {
   return {s.data(), s.size()};
@@ -107,6 +112,7 @@ class session : public std::enable_shared_from_this<session> {
       e.type = "server_overloaded";
       e.message = "the server has too many open connections; retry later";
       self->keep_alive_ = false;
+      self->close_after_ = true;
       self->busy_begin();
       self->write_whole(api_handler::error_reply(e));
     });
@@ -114,6 +120,7 @@ class session : public std::enable_shared_from_this<session> {
 
   void close();
   void deliver_tokens(int64_t id, const std::vector<int32_t>& tokens);
+  void deliver_cached(int64_t id, int cached_tokens);
   void deliver_finished(int64_t id, finish_reason reason, const generation_usage& usage);
   void deliver_error(int64_t id, const error& err);
 
@@ -137,6 +144,9 @@ class session : public std::enable_shared_from_this<session> {
   void on_watch(beast::error_code ec, size_t n);
   void client_gone();
   void arm_timer(int seconds);
+  void disarm_timer();
+  void linger_close();
+  void drain_then_close();
   void busy_begin() {
     if (!busy_) ++st_.busy;
     busy_ = true;
@@ -163,7 +173,11 @@ class session : public std::enable_shared_from_this<session> {
   std::unique_ptr<generation_stream> gen_;
   int64_t gen_id_ = 0;
   bool keep_alive_ = true;
-  bool close_after_ = false;  // The request could not be read whole: answer, then close.
+  bool close_after_ = false;       // The request could not be read whole: answer, then close.
+  bool head_request_ = false;      // HEAD: answer as GET would, without the body.
+  uint64_t timer_generation_ = 0;  // Which arming of timer_ a firing belongs to.
+  size_t drained_bytes_ = 0;       // Discarded while lingering before the close.
+  std::array<char, 4096> drain_buf_{};
   bool closed_ = false;
   bool busy_ = false;
   bool answered_ = false;  // The generation's last bytes are queued.
@@ -189,6 +203,10 @@ class session_sink final : public generation_sink {
     net::post(session_->executor(),
               [s = session_, id = id_, tokens] { s->deliver_tokens(id, tokens); });
   }
+  void on_cached(int cached_tokens) override {
+    net::post(session_->executor(),
+              [s = session_, id = id_, cached_tokens] { s->deliver_cached(id, cached_tokens); });
+  }
   void on_finished(finish_reason reason, const generation_usage& usage) override {
     net::post(session_->executor(),
               [s = session_, id = id_, reason, usage] { s->deliver_finished(id, reason, usage); });
@@ -206,13 +224,22 @@ class session_sink final : public generation_sink {
   int64_t id_;
 };
 
+// A firing counts only for the arming it belongs to: a timer that expired just as it was
+// cancelled or re-armed has its handler queued with success, and would otherwise drop a healthy
+// connection.
 void session::arm_timer(int seconds) {
+  const uint64_t armed = ++timer_generation_;
   timer_.expires_after(std::chrono::seconds(seconds));
-  timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
-    if (ec) return;  // Cancelled or re-armed.
+  timer_.async_wait([self = shared_from_this(), armed](beast::error_code ec) {
+    if (ec || armed != self->timer_generation_) return;  // Cancelled or re-armed.
     log::debug("http", "connection timed out");
     self->client_gone();
   });
+}
+
+void session::disarm_timer() {
+  ++timer_generation_;
+  timer_.cancel();
 }
 
 void session::do_read() {
@@ -246,13 +273,13 @@ void session::read_body() {
 }
 
 void session::on_read(beast::error_code ec) {
-  timer_.cancel();
+  disarm_timer();
   if (ec) return on_read_error(ec);
   handle_request();
 }
 
 void session::on_read_error(beast::error_code ec) {
-  timer_.cancel();
+  disarm_timer();
   if (ec == http::error::end_of_stream || ec == net::error::eof ||
       ec == net::error::operation_aborted || ec == net::error::connection_reset ||
       ec == net::error::bad_descriptor || closed_) {
@@ -281,13 +308,20 @@ void session::handle_request() {
   const auto received = api_handler::clock::now();
   auto& req = parser_->get();
   keep_alive_ = req.keep_alive();
+  head_request_ = req.method() == http::verb::head;
   http_request_view view;
-  view.method = sv(req.method_string());
+  view.method = head_request_ ? std::string_view("GET") : sv(req.method_string());
   view.target = sv(req.target());
   view.authorization = sv(req[http::field::authorization]);
   view.body = req.body();
   auto outcome = st_.handler.handle(view, received);
   if (auto* reply = std::get_if<http_reply>(&outcome)) return write_whole(*reply);
+  if (head_request_) {
+    // Only GET routes get here (HEAD is asked as GET): the event stream's head, no stream.
+    http_reply head;
+    head.content_type = "text/event-stream";
+    return write_whole(head);
+  }
   if (auto* ev = std::get_if<event_stream_start>(&outcome)) return start_events(ev->since);
   start_generation(std::move(std::get<generation_start>(outcome)));
 }
@@ -360,6 +394,11 @@ void session::deliver_tokens(int64_t id, const std::vector<int32_t>& tokens) {
   emit(bytes);
 }
 
+void session::deliver_cached(int64_t id, int cached_tokens) {
+  if (id != gen_id_ || !gen_ || closed_) return;
+  gen_->on_cached(cached_tokens);
+}
+
 void session::deliver_finished(int64_t id, finish_reason reason, const generation_usage& usage) {
   if (id != gen_id_ || !gen_ || closed_) return;
   emit(gen_->on_finished(reason, usage));
@@ -398,10 +437,13 @@ void session::write_whole(const http_reply& reply) {
   whole_->keep_alive(keep_alive_ && !close_after_);
   whole_->body() = reply.body;
   whole_->prepare_payload();
+  // A HEAD answer carries GET's Content-Length but no body: a body would be read as the start
+  // of the next response.
+  if (head_request_) whole_->body().clear();
   st_.handler.metrics().http_response(reply.status);
   arm_timer(st_.options.write_timeout_s);
   http::async_write(socket_, *whole_, [self = shared_from_this()](beast::error_code ec, size_t) {
-    self->timer_.cancel();
+    self->disarm_timer();
     if (ec) return self->client_gone();
     self->response_done();
   });
@@ -437,7 +479,7 @@ void session::pump() {
 }
 
 void session::on_stream_written(beast::error_code ec) {
-  timer_.cancel();
+  disarm_timer();
   writing_ = false;
   if (ec) return client_gone();
   head_sent_ = true;
@@ -450,7 +492,8 @@ void session::response_done() {
   stream_sr_.reset();
   stream_head_.reset();
   whole_.reset();
-  if (!keep_alive_ || close_after_) return close();
+  if (close_after_) return linger_close();
+  if (!keep_alive_) return close();
   if (watching_) {
     // The watch read must end before the next request is read from the same buffer.
     resume_after_watch_ = true;
@@ -478,6 +521,9 @@ void session::on_watch(beast::error_code ec, size_t n) {
     return do_read();
   }
   if (ec == net::error::operation_aborted && closed_) return;
+  // End of stream counts as the client gone, as in common servers and proxies: a closed socket
+  // and a half-closed one read the same, and a client that closed must not keep a long
+  // generation running (a half-closing client loses its answer; see docs/serve.md).
   if (ec) return client_gone();
   buffer_.commit(n);  // A pipelined request: keep it for the next read.
   if (gen_ || events_) start_watch();
@@ -491,11 +537,35 @@ void session::client_gone() {
   close();
 }
 
+// After an answer to a request that was not read whole (413, 431, 400, the 503 of a full
+// server): closing a socket with unread bytes makes the kernel send a reset, which can reach the
+// client before it has read the answer, and it then sees a broken connection rather than the
+// status. So send FIN, discard what the client still sends for a little while, then close.
+void session::linger_close() {
+  if (closed_) return;
+  busy_end();
+  beast::error_code ignored;
+  socket_.shutdown(tcp::socket::shutdown_send, ignored);
+  drained_bytes_ = 0;
+  arm_timer(linger_seconds);
+  drain_then_close();
+}
+
+void session::drain_then_close() {
+  socket_.async_read_some(net::buffer(drain_buf_),
+                          [self = shared_from_this()](beast::error_code ec, size_t n) {
+                            self->drained_bytes_ += n;
+                            if (ec || self->closed_ || self->drained_bytes_ > linger_max_bytes)
+                              return self->close();
+                            self->drain_then_close();
+                          });
+}
+
 void session::close() {
   if (closed_) return;
   closed_ = true;
   busy_end();
-  timer_.cancel();
+  disarm_timer();
   poll_timer_.cancel();
   beast::error_code ignored;
   socket_.shutdown(tcp::socket::shutdown_both, ignored);

@@ -66,6 +66,10 @@ class generation_sink {
   virtual ~generation_sink() = default;
   /// New tokens, in order (usually one per engine step).
   virtual void on_tokens(const std::vector<int32_t>& tokens) = 0;
+  /// How many prompt tokens the prefix cache served, once known (before the tokens that follow
+  /// it; again if a retry changed it). A request stopped early (a stop string) reports it from
+  /// here, as no on_finished comes.
+  virtual void on_cached(int cached_tokens) { (void)cached_tokens; }
   virtual void on_finished(finish_reason reason, const generation_usage& usage) = 0;
   /// errc::cancelled after cancel(), errc::unavailable when the service shuts down.
   virtual void on_error(const error& err) = 0;

@@ -208,3 +208,37 @@ TEST_CASE("API keys: 401 without a key or with a wrong one, 200 with a right one
     REQUIRE(r->status == 200);
   }
 }
+
+TEST_CASE("a client that sends a whole oversized body before reading still gets its 413",
+          "[serve]") {
+  // Closing at once with the body unread would reset the connection: the client's write would
+  // fail before it read the answer.
+  server_options o;
+  o.max_body_bytes = 4096;
+  test_server server(o);
+  const std::string body(16 << 20, 'a');
+  auto raw = raw_exchange("127.0.0.1", server.port(),
+                          "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                          "application/json\r\nContent-Length: " +
+                              std::to_string(body.size()) + "\r\n\r\n" + body);
+  REQUIRE(raw.ok());
+  INFO("answer: " << raw->substr(0, 200));
+  REQUIRE(raw->rfind("HTTP/1.1 413", 0) == 0);
+  auto client = server.client();
+  require_good_completion(*client);
+}
+
+TEST_CASE("HEAD is answered as GET without a body, and the next pipelined answer follows",
+          "[serve]") {
+  test_server server;
+  auto raw = raw_exchange("127.0.0.1", server.port(),
+                          "HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n"
+                          "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  REQUIRE(raw.ok());
+  INFO("answer: " << raw.value());
+  REQUIRE(raw->rfind("HTTP/1.1 200", 0) == 0);
+  const size_t head_end = raw->find("\r\n\r\n");
+  REQUIRE(head_end != std::string::npos);
+  REQUIRE(raw->compare(head_end + 4, 12, "HTTP/1.1 200") == 0);
+  REQUIRE(raw->find("\"status\"") > head_end + 4);
+}

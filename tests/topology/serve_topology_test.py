@@ -192,6 +192,18 @@ def check_cache(brigade, model, workdir):
             ok = ok and u["prompt_cache_hit_tokens"] + u["prompt_cache_miss_tokens"] == u["prompt_tokens"]
         hits = [a["usage"]["prompt_tokens_details"]["cached_tokens"] for a in answers]
         ok = ok and hits[0] == 0 and sum(hits[1:]) > 0
+        # An answer a stop string ends reports its hits too (it ends before the service's usage).
+        stop = expected[0][len(expected[0]) // 2:][:2]
+        stopped = srv.post("/v1/completions", {
+            "model": "model", "prompt": prompts[0], "max_tokens": MAX_TOKENS, "temperature": 0,
+            "ignore_eos": True, "stop": [stop]})
+        stopped_hits = stopped["usage"]["prompt_tokens_details"]["cached_tokens"]
+        stop_ok = (len(stop) == 2 and stopped["choices"][0]["finish_reason"] == "stop" and
+                   stopped_hits > 0)
+        if not stop_ok:
+            print(f"  stop string {stop!r}: finish {stopped['choices'][0]['finish_reason']}, "
+                  f"cached tokens {stopped_hits} (want stop, and more than 0)")
+        ok = ok and stop_ok
         try:
             srv.post("/v1/completions", {"model": "model", "prompt": shared, "max_tokens": 2,
                                          "scenario": "nightly"})
