@@ -226,8 +226,7 @@ void on_child_down(supervisor_pointer self, const caf::down_msg& dm) {
                                    std::to_string(policy.window_s) + " s: giving up");
       return;
     }
-    const int shift = std::min<int>(static_cast<int>(c.recent_restarts.size()), 20);
-    const int backoff_ms = std::min(policy.max_backoff_ms, policy.backoff_ms << shift);
+    const int backoff_ms = policy.delay_ms(c.recent_restarts.size());
     c.recent_restarts.push_back(supervisor_clock::now());
     log::warn("supervisor", c.name + " died (" + cause + "); restarting in " +
                                 std::to_string(backoff_ms) + " ms");

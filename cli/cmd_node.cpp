@@ -38,7 +38,10 @@ int node(int argc, char** argv) {
   const auto colon = listen.rfind(':');
   int port = -1;
   try {
-    port = colon == std::string::npos ? -1 : std::stoi(listen.substr(colon + 1));
+    size_t used = 0;
+    const std::string digits = colon == std::string::npos ? "" : listen.substr(colon + 1);
+    port = std::stoi(digits, &used);
+    if (used != digits.size()) port = -1;  // "7100abc"
   } catch (const std::exception&) {
   }
   if (port < 0 || port > 65535) return fail("--listen '" + listen + "' must be HOST:PORT");

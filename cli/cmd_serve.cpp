@@ -99,10 +99,14 @@ void add_options(CLI::App& app, serve_options& o) {
                  "prompt tokens per prefill step (overrides roles.prefill.max_step_tokens)")
       ->check(CLI::Range(1, 1 << 20))
       ->default_str("the manifest's");
-  app.add_option("--io-threads", o.http.io_threads, "HTTP I/O threads")->capture_default_str();
+  app.add_option("--io-threads", o.http.io_threads, "HTTP I/O threads")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   app.add_option("--max-connections", o.http.max_connections, "open connections at most")
+      ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   app.add_option("--max-body-bytes", o.http.max_body_bytes, "largest request body")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 34))
       ->capture_default_str();
   app.add_option("--drain-timeout-s", o.drain_timeout_s,
                  "on SIGINT/SIGTERM, how long in-flight requests may take to finish")

@@ -5,6 +5,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -13,6 +14,14 @@
 namespace brigade::cluster {
 
 result<std::string> read_join_secret(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return error(errc::invalid_argument,
+                 path +
+                     ": is a directory; the join secret file must be a file holding the "
+                     "secret (create one with, e.g., `head -c 32 /dev/urandom | base64 > "
+                     "FILE`)");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return error(errc::not_found, path +

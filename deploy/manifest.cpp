@@ -1,6 +1,7 @@
 #include "deploy/manifest.hpp"
 
 #include <yaml-cpp/yaml.h>
+#include <cmath>
 
 #include <chrono>
 
@@ -64,6 +65,7 @@ class section {
     read(key, [&](const YAML::Node& n) {
       double v = 0;
       if (!YAML::convert<double>::decode(n, v)) return fail(key, "must be a number");
+      if (!std::isfinite(v)) return fail(key, "must be a finite number (it is " + n.Scalar() + ")");
       if (v < min) return fail(key, "must be at least " + std::to_string(min));
       out = v;
     });
@@ -158,8 +160,11 @@ class section {
   /// Rejects keys nobody read.
   void finish() {
     if (!ok() || !node_.IsMap()) return;
+    std::set<std::string> seen;
     for (const auto& kv : node_) {
       const std::string key = key_text(kv.first);
+      // YAML parsers keep both of a repeated key; one of them would win without a word.
+      if (!key.empty() && !seen.insert(key).second) return fail(key.c_str(), "appears twice");
       if (key.empty()) {
         *err_ = error(errc::bad_format,
                       source_ + ": " + name() +
@@ -313,11 +318,20 @@ status check_nodes(manifest& m, const std::string& source) {
   int prefill = 0, decode = 0, shards = 0;
   for (const auto& n : m.nodes) {
     if (!names.insert(n.name).second) return bad("node name '" + n.name + "' appears twice");
+    if (n.name == "local") {
+      return bad(
+          "node name 'local' is reserved for roles in the coordinator's own process: "
+          "name the node otherwise");
+    }
     if (!addresses.insert(n.address).second) {
       return bad("node address '" + n.address + "' appears twice");
     }
     status addr = check_listen(n.address, source);
     if (!addr) return bad("node '" + n.name + "': address '" + n.address + "' must be HOST:PORT");
+    if (std::stoi(n.address.substr(n.address.rfind(':') + 1)) == 0) {
+      return bad("node '" + n.name + "': address '" + n.address +
+                 "' has port 0; give the port its agent listens on");
+    }
     prefill += n.prefill;
     decode += n.decode;
     shards += n.expert_shards;

@@ -3,6 +3,8 @@
 // the field and the problem.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,16 @@ struct restart_policy {
   double window_s = 60.0;
   int backoff_ms = 50;
   int max_backoff_ms = 5000;
+
+  /// The wait before the next restart of a role restarted `recent` times in the window:
+  /// backoff_ms doubled per restart, at most max_backoff_ms. In 64 bits: backoff_ms << 20
+  /// overflows an int from 2048 ms on.
+  int delay_ms(size_t recent) const {
+    const int shift = static_cast<int>(recent < 20 ? recent : 20);
+    const int64_t doubled = static_cast<int64_t>(backoff_ms) << shift;
+    const int64_t capped = doubled < max_backoff_ms ? doubled : max_backoff_ms;
+    return static_cast<int>(capped < 0 ? 0 : capped);
+  }
 };
 
 struct prefill_role {

@@ -57,6 +57,28 @@ TEST_CASE("manifest errors name the field and the problem", "[manifest]") {
   CHECK_THAT(parse_error("model: m\neplb: {copy_interval_ms: -5}"),
              Catch::Contains("eplb.copy_interval_ms"));
   CHECK_THAT(parse_error("model: m\nroles: [1, 2]"), Catch::Contains("'roles'"));
+  CHECK_THAT(parse_error("model: a\nmodel: b"),
+             Catch::Contains("'model'") && Catch::Contains("twice"));
+  CHECK_THAT(parse_error("model: m\nroles: {decode: {count: 1, count: 2}}"),
+             Catch::Contains("'roles.decode.count'") && Catch::Contains("twice"));
+  CHECK_THAT(parse_error("model: m\nrestart: {window_s: .nan}"),
+             Catch::Contains("'restart.window_s'") && Catch::Contains("finite"));
+  CHECK_THAT(parse_error("model: m\neplb: {margin: .inf}"),
+             Catch::Contains("'eplb.margin'") && Catch::Contains("finite"));
+  const std::string nodes =
+      "model: m\njoin_secret_file: /s\nnodes:\n"
+      "  - {name: a, address: '127.0.0.1:7100', roles: {prefill: 1, decode: 1}}\n";
+  CHECK_THAT(parse_error(nodes + "  - {name: local, address: '127.0.0.1:7101', "
+                                 "roles: {expert_shard: 1}}\n"),
+             Catch::Contains("'local' is reserved"));
+  CHECK_THAT(parse_error(nodes + "  - {name: b, address: '127.0.0.1:0', "
+                                 "roles: {expert_shard: 1}}\n"),
+             Catch::Contains("port 0"));
+  CHECK(deploy::parse_manifest(nodes + "  - {name: b, address: '127.0.0.1:7101', "
+                                       "roles: {expert_shard: 1}}\n",
+                               "m.yaml")
+            .ok());
+
   CHECK_THAT(parse_error("- a\n- b"), Catch::Contains("mapping"));
   CHECK_THAT(parse_error("model: m\nrestart: {window_s: -1}"), Catch::Contains("restart.window_s"));
   // YAML allows lists and mappings as keys; no field is named so (these threw from yaml-cpp).
@@ -196,4 +218,20 @@ TEST_CASE("bad speculation fields are refused, naming the field", "[manifest]") 
       Catch::Contains("'roles.decode.speculation.drafts'") && Catch::Contains("not a known field"));
   CHECK_THAT(parse_error(head + "4}}"),
              Catch::Contains("'roles.decode.speculation'") && Catch::Contains("mapping"));
+}
+
+TEST_CASE("restart delays double up to the cap without overflowing", "[manifest]") {
+  deploy::restart_policy p;
+  p.backoff_ms = 50;
+  p.max_backoff_ms = 5000;
+  CHECK(p.delay_ms(0) == 50);
+  CHECK(p.delay_ms(1) == 100);
+  CHECK(p.delay_ms(6) == 3200);
+  CHECK(p.delay_ms(7) == 5000);
+  CHECK(p.delay_ms(1000) == 5000);
+  p.backoff_ms = 2048;  // 2048 << 20 is past INT_MAX
+  p.max_backoff_ms = 3600 * 1000;
+  for (size_t n = 0; n < 40; ++n)
+    CHECK(p.delay_ms(n) >= 2048);
+  CHECK(p.delay_ms(30) == 3600 * 1000);
 }
