@@ -199,6 +199,9 @@ class section {
   std::set<std::string> known_;
 };
 
+// The least host tier an SSD tier works with (see read_kv_cache).
+constexpr uint64_t min_host_bytes_with_ssd = uint64_t{1} << 20;
+
 // Splits "12.5GiB" into its number and unit; false when the number part is missing.
 bool split_number(const std::string& text, double& number, std::string& unit) {
   size_t digits = 0;
@@ -270,6 +273,14 @@ void read_kv_cache(section& s, kv_cache_policy& kv) {
   if (!s.ok()) return;
   if (kv.ssd_bytes > 0 && kv.ssd_dir.empty()) {
     return s.invalid("ssd_dir", "is missing: ssd_bytes needs a directory for the SSD tier");
+  }
+  if (kv.ssd_bytes > 0 && kv.host_bytes < min_host_bytes_with_ssd) {
+    // A block read from SSD is handed to workers through the host tier: without room there it
+    // is demoted again before anyone fetches it, and no SSD hit is ever served.
+    return s.invalid("host_bytes",
+                     "is " + std::to_string(kv.host_bytes) +
+                         " bytes; with an SSD tier it must be at least 1MiB, as blocks read "
+                         "from SSD are served through host memory");
   }
   if (!kv.ssd_dir.empty() && kv.ssd_bytes == 0) {
     return s.invalid("ssd_bytes", "is missing or 0: ssd_dir needs a byte budget, e.g. 64GiB");

@@ -271,7 +271,10 @@ status ssd_tier::refresh(const block_key& key, scenario_id scenario, time_ns las
   entry updated;
   {
     std::lock_guard<std::mutex> lock(index_mutex_);
-    const entry& e = entries_.at(key);
+    auto found = entries_.find(key);
+    // Another thread may have evicted or dropped it since the caller looked.
+    if (found == entries_.end()) return error(errc::not_found, "the block left the SSD tier");
+    const entry& e = found->second;
     updated = e;
     updated.scenario = longer_retention(retention_, e.scenario, scenario);
     if (updated.scenario != e.scenario) updated.scenario_name = retention_.name(updated.scenario);
@@ -280,19 +283,29 @@ status ssd_tier::refresh(const block_key& key, scenario_id scenario, time_ns las
     new_path = path_for(key, updated.scenario_name);
   }
   status done = ok_status();
-  if (new_path != old_path && ::rename(old_path.c_str(), new_path.c_str()) != 0) {
+  bool moved = new_path == old_path;
+  if (!moved && ::rename(old_path.c_str(), new_path.c_str()) != 0) {
     const int err_no = errno;
     done = error(err_no == ENOENT ? errc::not_found : errc::io_error,
                  "cannot rename " + old_path + ": " + std::strerror(err_no));
+  } else {
+    moved = true;
   }
   if (done.ok()) done = ssd_block_file::set_last_use(new_path, updated.last_use_ns);
   std::lock_guard<std::mutex> lock(index_mutex_);
   auto it = entries_.find(key);
-  erase_locked(it);
-  if (done.ok()) {
+  if (it == entries_.end()) return done;  // Dropped meanwhile: nothing to keep.
+  if (!done.ok() && done.err().code == errc::not_found) {
+    erase_locked(it);  // The file is gone.
+    return done;
+  }
+  if (!done.ok()) ++stats_.io_errors;
+  // The index keeps describing the file where it is: the old entry when the rename failed, the
+  // updated one otherwise (its mtime may lag when only that failed). Dropping the entry would
+  // leave a file no budget counts and nothing evicts.
+  if (moved) {
+    erase_locked(it);
     insert_locked(key, std::move(updated));
-  } else if (done.err().code != errc::not_found) {
-    ++stats_.io_errors;
   }
   return done;
 }

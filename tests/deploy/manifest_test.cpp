@@ -166,6 +166,8 @@ TEST_CASE("bad kv_cache fields are refused, naming the field", "[manifest][kv_ca
              Catch::Contains("'kv_cache.host_bytes'"));
   CHECK_THAT(parse_error("model: m\nkv_cache: {ssd_bytes: 1GiB}"),
              Catch::Contains("'kv_cache.ssd_dir'") && Catch::Contains("missing"));
+  CHECK_THAT(parse_error("model: m\nkv_cache: {host_bytes: 0, ssd_bytes: 1GiB, ssd_dir: /tmp}"),
+             Catch::Contains("'kv_cache.host_bytes'") && Catch::Contains("SSD"));
   CHECK_THAT(parse_error("model: m\nkv_cache: {ssd_dir: /tmp/x}"),
              Catch::Contains("'kv_cache.ssd_bytes'"));
   CHECK_THAT(parse_error("model: m\nkv_cache: {ssd_dir: [a]}"),
