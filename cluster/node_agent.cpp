@@ -31,6 +31,10 @@ struct agent_state {
   std::shared_ptr<const actors::model_context> ctx;
   std::string model_dir;
   int spawned = 0;
+  // The roles each coordinator's supervisor spawned here (weak: a role's exit ends it). Shared
+  // with the agent's exit hook, which runs after the state is gone.
+  std::shared_ptr<std::map<caf::actor_addr, std::vector<caf::actor_addr>>> roles_by_owner =
+      std::make_shared<std::map<caf::actor_addr, std::vector<caf::actor_addr>>>();
   static inline const char* name = "node_agent";
 };
 
@@ -96,10 +100,43 @@ caf::error ensure_data_plane(agent_pointer self, const data_plane_settings& sett
   return caf::none;
 }
 
+// Stops every role in `roles` that still runs.
+void stop_roles(const std::vector<caf::actor_addr>& roles) {
+  for (const auto& addr : roles) {
+    if (auto role = caf::actor_cast<caf::actor>(addr))
+      caf::anon_send_exit(role, caf::exit_reason::user_shutdown);
+  }
+}
+
+// The roles a coordinator spawned live only as long as its supervisor: when that dies (its
+// process crashed or was killed, or the network to it is gone), they go too. Left running they
+// would hold the node's memory and threads for good, and keep the node from stopping.
+void owner_down(agent_pointer self, const caf::down_msg& dm) {
+  auto& st = self->state;
+  auto it = st.roles_by_owner->find(dm.source);
+  if (it == st.roles_by_owner->end()) return;
+  log::warn("node " + st.config.name,
+            "the supervisor that spawned " + std::to_string(it->second.size()) +
+                " roles here is gone (" + self->system().render(dm.reason) + "): stopping them");
+  stop_roles(it->second);
+  st.spawned -= static_cast<int>(it->second.size());
+  st.roles_by_owner->erase(it);
+  st.admitted.erase(dm.source.node());
+  // With no coordinator left, a later one may bring another model.
+  if (st.roles_by_owner->empty()) {
+    st.ctx.reset();
+    st.model_dir.clear();
+  }
+}
+
 template <class Handle>
 Handle registered(agent_pointer self, Handle h, const std::string& name) {
   auto& st = self->state;
   st.plane->register_local(caf::actor_cast<caf::actor>(h));
+  const caf::actor_addr owner = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  auto [it, first] = st.roles_by_owner->try_emplace(owner);
+  if (first && owner) self->monitor(owner);
+  it->second.push_back(caf::actor_cast<caf::actor_addr>(h));
   ++st.spawned;
   log::info("node " + st.config.name, "spawned " + name);
   return h;
@@ -107,6 +144,12 @@ Handle registered(agent_pointer self, Handle h, const std::string& name) {
 
 node_agent_actor::behavior_type agent_behavior(agent_pointer self, node_agent_config config) {
   self->state.config = std::move(config);
+  self->set_down_handler([=](caf::down_msg& dm) { owner_down(self, dm); });
+  // The node stopping stops its roles, or the actor system would wait for them for good.
+  self->attach_functor([roles = self->state.roles_by_owner](const caf::error&) {
+    for (const auto& owned : *roles)
+      stop_roles(owned.second);
+  });
   return {
       [=](hello_atom, const std::string& coordinator_nonce) -> caf::result<node_hello> {
         auto& st = self->state;

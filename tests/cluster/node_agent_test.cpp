@@ -150,3 +150,61 @@ TEST_CASE("a layout naming experts that cannot exist, or an outsized hello, cost
   REQUIRE(hello);
   CHECK(hello->name == "n1");
 }
+
+TEST_CASE("the roles a coordinator spawned stop when its supervisor goes", "[cluster]") {
+  // Left running, a crashed coordinator's roles held the node's memory and threads for good,
+  // and kept `brigade node` from stopping.
+  node_and_rogue n;
+  auto& coordinator = n.rogue;
+  auto& remote = n.remote;
+  caf::scoped_actor self{*coordinator.sys};
+  const auto timeout = std::chrono::seconds(10);
+
+  std::optional<actors::node_hello> hello;
+  const std::string nonce = cluster::random_nonce();
+  self->request(*remote, timeout, actors::hello_atom_v, nonce)
+      .receive([&](actors::node_hello& h) { hello = h; }, [&](caf::error&) {});
+  REQUIRE(hello);
+  bool joined = false;
+  std::string join_failure;
+  self->request(*remote, timeout, actors::join_atom_v,
+                cluster::join_proof(secret, "coordinator", hello->nonce, nonce),
+                actors::data_plane_settings{"tcp", "lo"})
+      .receive([&](actors::node_joined&) { joined = true; },
+               [&](caf::error& err) { join_failure = coordinator.sys->render(err); });
+  INFO("join: " << join_failure);
+  REQUIRE(joined);
+
+  // A stand-in supervisor spawns a KV store on the node and hands its handle back.
+  actors::kv_store_config cfg;
+  cfg.name = "kv_store-0";
+  cfg.model_id = "m";
+  cfg.layers = 1;
+  cfg.kv_heads = 1;
+  cfg.head_dim = 8;
+  cfg.host_bytes = 1 << 20;
+  cfg.scenarios = {{"chat", 3600}, {"agent", 3600}};
+  auto agent = *remote;
+  caf::actor me = caf::actor_cast<caf::actor>(self);
+  auto supervisor = coordinator.sys->spawn([=](caf::event_based_actor* s) -> caf::behavior {
+    s->request(agent, timeout, actors::spawn_atom_v, cfg)
+        .then([=](actors::kv_store_actor& store) { s->send(me, store); },
+              [=](caf::error& err) { s->send(me, err); });
+    return {[](int) {}};
+  });
+  std::optional<actors::kv_store_actor> store;
+  std::string spawn_failure;
+  self->receive([&](actors::kv_store_actor& h) { store = h; },
+                [&](caf::error& err) { spawn_failure = coordinator.sys->render(err); },
+                caf::after(timeout) >> [&] { spawn_failure = "no answer"; });
+  INFO("spawn: " << spawn_failure);
+  REQUIRE(store);
+
+  self->monitor(*store);
+  caf::anon_send_exit(supervisor, caf::exit_reason::kill);
+  bool stopped = false;
+  self->receive(
+      [&](caf::down_msg& dm) { stopped = dm.source == caf::actor_cast<caf::actor_addr>(*store); },
+      caf::after(timeout) >> [] {});
+  CHECK(stopped);
+}
