@@ -62,7 +62,15 @@ prefill_worker_config prefill_config(supervisor_pointer self, const supervised_c
 
 void spawn_workers(supervisor_pointer self);
 void spawn_child(supervisor_pointer self, supervised_child& c);
-void spawn_failed(supervisor_pointer self, const std::string& name, const std::string& why);
+void spawn_failed(supervisor_pointer self, const std::string& name, const std::string& why,
+                  bool refused = false);
+
+// The node answered and said no (its checks or its model): not a sign that it is down.
+bool refused_by_node(const caf::error& err) {
+  return err.category() == caf::atom("system") &&
+         (err.code() == static_cast<uint8_t>(caf::sec::invalid_argument) ||
+          err.code() == static_cast<uint8_t>(caf::sec::runtime_error));
+}
 
 // A child is up (spawned here or on a node): monitor it and tell whoever needs its handle.
 void child_up(supervisor_pointer self, const std::string& name, caf::actor handle) {
@@ -137,7 +145,8 @@ std::string replacement_node(const supervisor_state& st) {
 void spawn_child(supervisor_pointer self, supervised_child& c) {
   auto& st = self->state;
   if (c.node != "local" && st.dead_nodes.count(c.node)) c.node = replacement_node(st);
-  if (c.node.empty()) return spawn_failed(self, c.name, "no live node left to run it on");
+  // Dead nodes do not come back: retrying is worth only what the restart policy allows.
+  if (c.node.empty()) return spawn_failed(self, c.name, "no live node left to run it on", true);
   c.spawning = true;
   const std::string name = c.name;
   if (c.node == "local") {
@@ -159,7 +168,9 @@ void spawn_child(supervisor_pointer self, supervised_child& c) {
   const node_agent_actor agent = st.config.agents.at(c.node);
   const std::string& dir = st.config.manifest.model;
   auto up = [self, name](caf::actor h) { child_up(self, name, std::move(h)); };
-  auto failed = [self, name](caf::error& err) { spawn_failed(self, name, to_string(err)); };
+  auto failed = [self, name](caf::error& err) {
+    spawn_failed(self, name, self->system().render(err), refused_by_node(err));
+  };
   const auto timeout = std::chrono::seconds(120);
   if (c.role == "kv_store") {
     self->request(agent, timeout, spawn_atom_v, kv_store_config_for(self, c))
@@ -235,17 +246,41 @@ void on_child_down(supervisor_pointer self, const caf::down_msg& dm) {
   }
 }
 
-void spawn_failed(supervisor_pointer self, const std::string& name, const std::string& why) {
+// A spawn that did not happen. A node that answered with a refusal (a bad model directory, a
+// spawn check) is alive and will refuse again: the retries count against the restart policy and
+// end in giving up, as for a role that keeps crashing. No answer at all marks the node dead, and
+// the role moves to another node.
+void spawn_failed(supervisor_pointer self, const std::string& name, const std::string& why,
+                  bool refused) {
   auto& st = self->state;
   auto it = st.children.find(name);
   if (it == st.children.end() || st.shutting_down) return;
   supervised_child& c = it->second;
   c.spawning = false;
-  log::error("supervisor", "cannot spawn " + name + " on " +
-                               (c.node.empty() ? "any node" : c.node) + ": " + why + "; retrying");
-  if (!c.node.empty() && c.node != "local") st.dead_nodes.insert(c.node);
-  self->delayed_send(self, std::chrono::milliseconds(st.config.manifest.restart.backoff_ms + 100),
-                     restart_atom_v, name);
+  const std::string where = c.node.empty() ? "any node" : c.node;
+  if (!refused) {
+    log::error("supervisor", "cannot spawn " + name + " on " + where + ": " + why + "; retrying");
+    if (!c.node.empty() && c.node != "local") st.dead_nodes.insert(c.node);
+    self->delayed_send(self, std::chrono::milliseconds(st.config.manifest.restart.backoff_ms + 100),
+                       restart_atom_v, name);
+    return;
+  }
+  const auto& policy = st.config.manifest.restart;
+  if (!may_restart(policy, c)) {
+    c.given_up = true;
+    caf::anon_send(st.registry, death_atom_v, c.name, "cannot spawn on " + where + ": " + why,
+                   true);
+    log::error("supervisor", "cannot spawn " + name + " on " + where + " (" + why + ") " +
+                                 std::to_string(policy.max_restarts) + " times in " +
+                                 std::to_string(policy.window_s) +
+                                 " s: giving up; fix the node or the manifest and deploy again");
+    return;
+  }
+  const int backoff_ms = policy.delay_ms(c.recent_restarts.size());
+  c.recent_restarts.push_back(supervisor_clock::now());
+  log::error("supervisor", "cannot spawn " + name + " on " + where + ": " + why + "; retrying in " +
+                               std::to_string(backoff_ms) + " ms");
+  self->delayed_send(self, std::chrono::milliseconds(backoff_ms), restart_atom_v, name);
 }
 
 void add_children(supervisor_pointer self) {
