@@ -1,5 +1,8 @@
 #include "actors/spawn_checks.hpp"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <string>
 
 namespace brigade::actors {
@@ -42,6 +45,34 @@ checker& common(checker& c, int block_tokens, int kv_tokens, int64_t stall_timeo
 
 }  // namespace
 
+uint64_t kv_storage_bytes(const model::model_config& model, int kv_tokens, int block_tokens) {
+  if (kv_tokens <= 0 || block_tokens <= 0) return 0;
+  const auto blocks = static_cast<uint64_t>((kv_tokens + block_tokens - 1) / block_tokens);
+  const uint64_t per_token = 2 * sizeof(float) * static_cast<uint64_t>(model.num_layers) *
+                             static_cast<uint64_t>(model.num_kv_heads) *
+                             static_cast<uint64_t>(model.head_dim);
+  return blocks * static_cast<uint64_t>(block_tokens) * per_token;
+}
+
+uint64_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
+
+status check_kv_fits(uint64_t bytes, const std::string& what) {
+  const uint64_t memory = physical_memory_bytes();
+  if (memory == 0 || bytes <= memory) return ok_status();
+  auto gib = [](uint64_t b) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f", static_cast<double>(b) / double(uint64_t{1} << 30));
+    return std::string(text);
+  };
+  return error(errc::resource_exhausted, what + " needs " + gib(bytes) +
+                                             " GiB, more than this machine's " + gib(memory) +
+                                             " GiB of memory: lower kv_tokens");
+}
+
 status check_spawn(const model::model_config& model, const expert_shard_config& config) {
   checker c(config.name);
   c.in_range("sample_interval_steps", config.sample_interval_steps, 1, int64_t{1} << 40)
@@ -65,7 +96,9 @@ status check_spawn(const model::model_config& model, const decode_worker_config&
   common(c, config.block_tokens, config.kv_tokens, config.stall_timeout_ms)
       .in_range("max_running", config.max_running, 1, 4096)
       .in_range("speculation.max_draft", config.speculation.max_draft, 0, 64)
-      .ok(check_shards(shards, model));
+      .ok(check_shards(shards, model))
+      .ok(check_kv_fits(kv_storage_bytes(model, config.kv_tokens, config.block_tokens),
+                        "KV storage for kv_tokens " + std::to_string(config.kv_tokens)));
   return c.result();
 }
 
@@ -75,7 +108,9 @@ status check_spawn(const model::model_config& model, const prefill_worker_config
   common(c, config.block_tokens, config.kv_tokens, config.stall_timeout_ms)
       .in_range("max_step_tokens", config.max_step_tokens, 1, 1 << 20)
       .in_range("max_queue", config.max_queue, 0, 1 << 20)
-      .ok(check_shards(shards, model));
+      .ok(check_shards(shards, model))
+      .ok(check_kv_fits(kv_storage_bytes(model, config.kv_tokens, config.block_tokens),
+                        "KV storage for kv_tokens " + std::to_string(config.kv_tokens)));
   return c.result();
 }
 

@@ -13,6 +13,14 @@
 namespace brigade::actors {
 
 status check_spawn(const model::model_config& model, const expert_shard_config& config);
+
+/// Bytes of KV storage (keys and values, float32, whole blocks) for `kv_tokens` tokens.
+uint64_t kv_storage_bytes(const model::model_config& model, int kv_tokens, int block_tokens);
+/// This machine's physical memory in bytes (0 when unknown).
+uint64_t physical_memory_bytes();
+/// Refuses KV storage of `bytes` (what `what` asks for) that this machine's memory cannot hold:
+/// the allocation would fail inside the role, which would then crash and restart for good.
+status check_kv_fits(uint64_t bytes, const std::string& what);
 status check_spawn(const model::model_config& model, const decode_worker_config& config,
                    const shard_set& shards);
 status check_spawn(const model::model_config& model, const prefill_worker_config& config,

@@ -12,6 +12,7 @@
 #include "actors/model_context.hpp"
 #include "actors/registry.hpp"
 #include "actors/router.hpp"
+#include "actors/spawn_checks.hpp"
 #include "actors/supervisor.hpp"
 #include "common/metrics.hpp"
 #include "deploy/coordinator.hpp"
@@ -260,6 +261,21 @@ result<std::unique_ptr<topology>> topology::start(const deploy::manifest& m,
   }
   auto layout = expert_layout::initial(c, m.experts.count, m.experts.slots_per_shard);
   if (!layout) return error(errc::invalid_argument, m.source + ": " + layout.err().message);
+  // Workers allocate their KV storage as they start: found too large there, they would crash
+  // and restart until given up while the server looked up. In one process all workers share
+  // its memory; on nodes, each node checks its own spawns.
+  if (!distributed) {
+    const uint64_t kv_here = static_cast<uint64_t>(m.decode.count) *
+                                 kv_storage_bytes(c, m.decode.kv_tokens, m.block_tokens) +
+                             static_cast<uint64_t>(m.prefill.count) *
+                                 kv_storage_bytes(c, m.prefill.kv_tokens, m.block_tokens);
+    if (status fits = check_kv_fits(kv_here,
+                                    "the workers' KV storage (roles.decode.kv_tokens and "
+                                    "roles.prefill.kv_tokens, times their counts)");
+        !fits) {
+      return error(errc::invalid_argument, m.source + ": " + fits.err().message);
+    }
+  }
   auto p = std::make_unique<impl>();
   p->ctx = ctx.value();
   p->cfg = make_config(distributed);

@@ -104,3 +104,31 @@ TEST_CASE("a spawn a node cannot honour is refused by field", "[actors][spawn]")
   CHECK_THAT(refusal(check_spawn(model, shard)),
              Catch::Contains("expert 3 of layer 0, which the model does not have"));
 }
+
+TEST_CASE("KV storage past this machine's memory is refused before any allocation",
+          "[actors][spawn]") {
+  model::model_config model = moe_config();
+  model.num_kv_heads = 8;
+  model.head_dim = 128;
+  const uint64_t per_token = 2 * 4 * static_cast<uint64_t>(model.num_layers) *
+                             static_cast<uint64_t>(model.num_kv_heads) *
+                             static_cast<uint64_t>(model.head_dim);
+  // Whole blocks: 17 tokens in blocks of 16 take two.
+  CHECK(actors::kv_storage_bytes(model, 17, 16) == 32 * per_token);
+  CHECK(actors::kv_storage_bytes(model, 0, 16) == 0);
+  REQUIRE(actors::physical_memory_bytes() > 0);
+  CHECK(actors::check_kv_fits(1 << 20, "a little").ok());
+  const status big = actors::check_kv_fits(actors::physical_memory_bytes() + 1, "too much");
+  REQUIRE_FALSE(big.ok());
+  CHECK_THAT(big.err().message, Catch::Contains("too much") && Catch::Contains("kv_tokens"));
+
+  actors::decode_worker_config cfg;
+  cfg.name = "decode-0";
+  cfg.kv_tokens = 1 << 28;
+  cfg.block_tokens = 16;
+  // 2^28 tokens of this model's KV: 8 TiB at 32 KiB a token, past any test machine.
+  REQUIRE(actors::kv_storage_bytes(model, cfg.kv_tokens, 16) > actors::physical_memory_bytes());
+  const status refused = actors::check_spawn(model, cfg, valid_shards());
+  REQUIRE_FALSE(refused.ok());
+  CHECK_THAT(refused.err().message, Catch::Contains("KV storage for kv_tokens"));
+}
