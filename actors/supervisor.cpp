@@ -200,6 +200,25 @@ bool may_restart(const deploy::restart_policy& policy, supervised_child& c) {
 
 void on_node_down(supervisor_pointer self, const std::string& node, const caf::down_msg& dm);
 
+// The restart policy after `what` happened to `c` (it died, or its spawn was refused): the next
+// try after the back-off, or giving up once the window holds max_restarts. True when it gave up.
+bool restart_or_give_up(supervisor_pointer self, supervised_child& c, const std::string& what) {
+  const auto& policy = self->state.config.manifest.restart;
+  if (!may_restart(policy, c)) {
+    c.given_up = true;
+    log::error("supervisor", c.name + " " + what + " and exceeded " +
+                                 std::to_string(policy.max_restarts) + " restarts in " +
+                                 std::to_string(policy.window_s) + " s: giving up");
+    return true;
+  }
+  const int backoff_ms = policy.delay_ms(c.recent_restarts.size());
+  c.recent_restarts.push_back(supervisor_clock::now());
+  log::warn("supervisor",
+            c.name + " " + what + "; restarting in " + std::to_string(backoff_ms) + " ms");
+  self->delayed_send(self, std::chrono::milliseconds(backoff_ms), restart_atom_v, c.name);
+  return false;
+}
+
 bool is_alive(const supervisor_state& st, const std::string& name) {
   auto it = st.children.find(name);
   return it != st.children.end() && it->second.alive;
@@ -227,21 +246,8 @@ void on_child_down(supervisor_pointer self, const caf::down_msg& dm) {
                                   ? "node " + c.node + " lost (" + to_string(dm.reason) + ")"
                                   : to_string(dm.reason);
     if (c.role == "expert_shard" && st.moving) roll_back(self, c.name + " died");
-    const auto& policy = st.config.manifest.restart;
-    const bool give_up = !may_restart(policy, c);
-    caf::anon_send(st.registry, death_atom_v, c.name, cause, give_up);
-    if (give_up) {
-      c.given_up = true;
-      log::error("supervisor", c.name + " died (" + cause + ") and exceeded " +
-                                   std::to_string(policy.max_restarts) + " restarts in " +
-                                   std::to_string(policy.window_s) + " s: giving up");
-      return;
-    }
-    const int backoff_ms = policy.delay_ms(c.recent_restarts.size());
-    c.recent_restarts.push_back(supervisor_clock::now());
-    log::warn("supervisor", c.name + " died (" + cause + "); restarting in " +
-                                std::to_string(backoff_ms) + " ms");
-    self->delayed_send(self, std::chrono::milliseconds(backoff_ms), restart_atom_v, c.name);
+    const bool gave_up = restart_or_give_up(self, c, "died (" + cause + ")");
+    caf::anon_send(st.registry, death_atom_v, c.name, cause, gave_up);
     return;
   }
 }
@@ -265,22 +271,10 @@ void spawn_failed(supervisor_pointer self, const std::string& name, const std::s
                        restart_atom_v, name);
     return;
   }
-  const auto& policy = st.config.manifest.restart;
-  if (!may_restart(policy, c)) {
-    c.given_up = true;
-    caf::anon_send(st.registry, death_atom_v, c.name, "cannot spawn on " + where + ": " + why,
-                   true);
-    log::error("supervisor", "cannot spawn " + name + " on " + where + " (" + why + ") " +
-                                 std::to_string(policy.max_restarts) + " times in " +
-                                 std::to_string(policy.window_s) +
-                                 " s: giving up; fix the node or the manifest and deploy again");
-    return;
+  const std::string cause = "cannot spawn on " + where + ": " + why;
+  if (restart_or_give_up(self, c, cause)) {
+    caf::anon_send(st.registry, death_atom_v, c.name, cause, true);
   }
-  const int backoff_ms = policy.delay_ms(c.recent_restarts.size());
-  c.recent_restarts.push_back(supervisor_clock::now());
-  log::error("supervisor", "cannot spawn " + name + " on " + where + ": " + why + "; retrying in " +
-                               std::to_string(backoff_ms) + " ms");
-  self->delayed_send(self, std::chrono::milliseconds(backoff_ms), restart_atom_v, name);
 }
 
 void add_children(supervisor_pointer self) {
