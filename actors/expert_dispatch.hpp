@@ -100,12 +100,15 @@ void apply_pending_layout(Self* self, expert_client& c) {
 }
 
 /// Sends the rows of driver.layer() to the shards holding their experts, and calls on_done()
-/// once every answer is stored in the driver. On a failure the layer stalls: the worker resends
-/// it when a new shard set arrives, and gets tick_atom(step) after the stall timeout. Answers
-/// arriving when *current_step has moved on are dropped.
+/// once every answer is stored in the driver. On a failure, if a newer shard set than the one the
+/// layer went out with has already arrived (the replacement of a shard that died, a new layout),
+/// on_retry() resends the layer at once; otherwise the layer stalls: the worker resends it when a
+/// new shard set arrives, and gets tick_atom(step) after the stall timeout. Answers arriving when
+/// *current_step has moved on are dropped.
 template <class Self>
 void dispatch_layer(Self* self, expert_client& c, model::step_driver& driver, uint64_t step,
-                    const uint64_t* current_step, std::function<void()> on_done) {
+                    const uint64_t* current_step, std::function<void()> on_done,
+                    std::function<void()> on_retry) {
   const model::routing& r = driver.routes();
   const expert_layout& layout = c.shards.layout;
   const int layer = driver.layer();
@@ -126,6 +129,8 @@ void dispatch_layer(Self* self, expert_client& c, model::step_driver& driver, ui
   for (size_t s = 0; s < shards; ++s)
     p->pending += step_slots[s].empty() ? 0 : 1;
   auto done = std::make_shared<std::function<void()>>(std::move(on_done));
+  auto retry = std::make_shared<std::function<void()>>(std::move(on_retry));
+  const uint64_t set_version = c.shards.version;
   expert_client* client = &c;
   for (size_t s = 0; s < shards; ++s) {
     if (step_slots[s].empty()) continue;
@@ -145,10 +150,20 @@ void dispatch_layer(Self* self, expert_client& c, model::step_driver& driver, ui
     auto fail = [=](const std::string& why) {
       if (p->failed || *current_step != step) return;
       p->failed = true;
-      log::warn(client->owner, "expert shard " + std::to_string(s) + " (layout epoch " +
-                                   std::to_string(req_epoch) + ") failed at layer " +
-                                   std::to_string(layer) + " of step " + std::to_string(step) +
-                                   ": " + why + "; waiting for the supervisor");
+      const std::string where = "expert shard " + std::to_string(s) + " (layout epoch " +
+                                std::to_string(req_epoch) + ") failed at layer " +
+                                std::to_string(layer) + " of step " + std::to_string(step) + ": " +
+                                why;
+      // The supervisor may have sent the shard's replacement while this call was in flight:
+      // then no newer set is coming, and waiting for one would stall the step for good.
+      if (client->pending && client->pending->version > client->shards.version) {
+        apply_pending_layout(self, *client);
+      }
+      if (client->shards.version != set_version) {
+        log::info(client->owner, where + "; resending with the newer shard set");
+        return (*retry)();
+      }
+      log::warn(client->owner, where + "; waiting for the supervisor");
       client->stalled = true;
       self->delayed_send(self, client->stall_timeout, tick_atom_v, step);
     };

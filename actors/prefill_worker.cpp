@@ -460,8 +460,9 @@ void abandon_step(prefill_pointer self, const std::string& reason) {
 
 void dispatch(prefill_pointer self) {
   auto& st = self->state;
-  dispatch_layer(self, st.experts, *st.run.driver, st.step, &st.step,
-                 [self] { continue_step(self); });
+  dispatch_layer(
+      self, st.experts, *st.run.driver, st.step, &st.step, [self] { continue_step(self); },
+      [self] { dispatch(self); });
 }
 
 void continue_step(prefill_pointer self) {

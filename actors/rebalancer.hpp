@@ -27,17 +27,22 @@ struct rebalance_options {
   int copy_interval_ms = 0;  ///< The shards' pause after each expert copied in (shown only).
 };
 
-/// Something introspection shows on /v1/events.
+/// Something introspection shows on /v1/events: expert balancing, and the cluster's faults and
+/// recoveries, which the supervisor records here so that one stream tells both in order.
 struct rebalance_event {
   int64_t unix_ms = 0;
   std::string kind;  ///< plan_adopted, plan_rejected, migration_started, migration_finished,
-                     ///< migration_rolled_back, balance_measured
+                     ///< migration_rolled_back, balance_measured; node_suspected, node_alive,
+                     ///< node_lost, node_rejoined, role_died, role_restarted, role_adopted,
+                     ///< role_moved_home, role_gave_up
   uint64_t epoch = 0;
   double predicted_balancedness = 0;  ///< For plans: the proposal's balancedness.
   double measured_balancedness = 0;   ///< For measurements: of the window just closed.
   int moved_slots = 0;
   double duration_s = 0;  ///< For finished or rolled-back migrations.
   std::string detail;
+  std::string node;   ///< For cluster events: the node concerned.
+  std::string actor;  ///< For role events: the role's name.
 };
 
 class rebalancer {
@@ -70,6 +75,8 @@ class rebalancer {
   int moved_slots(const expert_layout& to) const;
 
   const std::deque<rebalance_event>& events() const { return events_; }
+  /// Records a cluster event (node and role faults, recoveries), stamped now.
+  void add_event(rebalance_event ev) { record(std::move(ev)); }
   uint64_t events_total() const { return events_total_; }
   /// Current layout, per-shard load per window, balancedness history, as JSON.
   std::string to_json(const std::string& migration_json) const;

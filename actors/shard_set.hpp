@@ -37,6 +37,10 @@ typename Inspector::result_type inspect(Inspector& f, expert_layout& x) {
 struct shard_set {
   std::vector<expert_shard_actor> shards;  ///< Indexed like the layout's shards.
   expert_layout layout;
+  /// Grows with every set the supervisor sends out (a shard replaced, a layout switched). A
+  /// worker whose call failed on an older set than the one it now holds resends at once
+  /// instead of waiting for a newer one that may never come.
+  uint64_t version = 0;
 };
 
 /// OK when the set's layout fits `model` and the set names a shard for each of the layout's.
@@ -50,7 +54,7 @@ inline status check_shards(const shard_set& set, const model::model_config& mode
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_set& x) {
-  return f(caf::meta::type_name("shard_set"), x.shards, x.layout);
+  return f(caf::meta::type_name("shard_set"), x.shards, x.layout, x.version);
 }
 
 }  // namespace brigade::actors

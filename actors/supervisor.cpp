@@ -99,6 +99,13 @@ void child_up(supervisor_pointer self, const std::string& name, caf::actor handl
     announce_kv_store(self, c);
   } else {
     const bool decode = c.role == "decode";
+    // The set it was spawned with may have changed while the spawn was under way (a shard on a
+    // lost node replaced meanwhile): broadcasts went only to workers already up.
+    if (decode) {
+      self->send(caf::actor_cast<decode_worker_actor>(c.handle), shards_atom_v, st.shards);
+    } else {
+      self->send(caf::actor_cast<prefill_worker_actor>(c.handle), shards_atom_v, st.shards);
+    }
     self->send(st.router, worker_atom_v,
                worker_up{c.role, c.index, c.name, c.handle,
                          decode ? st.config.manifest.decode.max_running : 0});
@@ -366,6 +373,8 @@ std::string events_since(const supervisor_state& st, uint64_t since) {
                    {"moved_slots", e.moved_slots},
                    {"duration_s", e.duration_s},
                    {"detail", e.detail}});
+    if (!e.node.empty()) out.back()["node"] = e.node;
+    if (!e.actor.empty()) out.back()["actor"] = e.actor;
   }
   // A detail may quote a peer's error text: bytes that are not UTF-8 are replaced, not thrown on.
   return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -375,6 +384,7 @@ std::string events_since(const supervisor_state& st, uint64_t since) {
 
 void broadcast_shards(supervisor_pointer self) {
   auto& st = self->state;
+  ++st.shards.version;
   for (auto& [name, other] : st.children) {
     if (other.alive && other.role == "decode") {
       self->send(caf::actor_cast<decode_worker_actor>(other.handle), shards_atom_v, st.shards);
