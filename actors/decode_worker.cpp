@@ -296,6 +296,26 @@ decode_worker_actor::behavior_type decode_behavior(decode_pointer self,
         auto& s = self->state;
         if (s.experts.stalled && s.step == step) abandon_step(self, "expert shard unavailable");
       },
+      [=](rebind_atom, router_actor& router, layout_ack_actor& acks) {
+        auto& s = self->state;
+        if (!sent_by(self->current_sender(), s.config.layout_acks)) return;
+        s.config.router = std::move(router);
+        s.config.layout_acks = acks;
+        s.experts.acks = std::move(acks);
+        std::vector<uint64_t> running;
+        for (auto& [request, seq] : s.seqs)
+          running.push_back(request);
+        for (uint64_t request : running) {
+          if (s.busy) {
+            s.seqs.at(request).cancelled = true;  // dropped when the step ends
+          } else {
+            release(s, request);
+          }
+        }
+        log::info(s.config.name, "adopted again by its supervisor; dropped " +
+                                     std::to_string(running.size()) +
+                                     " sequences the router re-dispatched");
+      },
       [=](status_atom) {
         const auto& s = self->state;
         role_status out;

@@ -56,6 +56,11 @@ using decode_worker_actor =
     caf::typed_actor<caf::replies_to<kv_handoff>::with<bool>, caf::reacts_to<cancel_atom, uint64_t>,
                      caf::reacts_to<shards_atom, shard_set>, caf::reacts_to<step_atom>,
                      caf::reacts_to<tick_atom, uint64_t>,
+                     /// From its supervisor after contact with the coordinator was lost and came
+                     /// back: fresh handles of the router and the supervisor (the old ones went
+                     /// with the connection). Every sequence it runs is dropped: the router
+                     /// re-dispatched them when it lost sight of this worker.
+                     caf::reacts_to<rebind_atom, router_actor, layout_ack_actor>,
                      caf::replies_to<status_atom>::with<role_status>>;
 
 struct decode_worker_config {

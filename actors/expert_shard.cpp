@@ -367,6 +367,29 @@ expert_shard_actor::behavior_type shard_behavior(shard_pointer self,
           s.prepare_replies.erase(reply);
         }
       },
+      [=](rebind_atom, load_sink_actor& sink, uint64_t epoch) {
+        auto& s = self->state;
+        if (!from_supervisor(self)) return false;
+        s.config.load_sink = std::move(sink);
+        std::vector<uint64_t> later;
+        for (const auto& [e, slots] : s.epochs) {
+          if (e > epoch) later.push_back(e);
+        }
+        for (const auto& [e, reply] : s.prepare_replies) {
+          if (e > epoch) later.push_back(e);
+        }
+        for (uint64_t e : later) {
+          s.epochs.erase(e);
+          s.preparing.erase(e);
+          if (s.loader) caf::anon_send(s.loader, abort_atom_v, e);
+          auto reply = s.prepare_replies.find(e);
+          if (reply != s.prepare_replies.end()) {
+            reply->second.deliver(caf::make_error(caf::sec::runtime_error, "aborted"));
+            s.prepare_replies.erase(reply);
+          }
+        }
+        return s.epochs.count(epoch) > 0;
+      },
       [=](loaded_atom, uint64_t epoch, std::shared_ptr<loaded_experts>& loaded) {
         on_loaded(self, epoch, loaded);
       },

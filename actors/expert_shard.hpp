@@ -127,6 +127,12 @@ using expert_shard_actor =
                      /// The weights of (layer, expert) for a peer that needs them: shared when
                      /// the flag says the peer is in this process, otherwise a copy.
                      caf::replies_to<weights_atom, int32_t, int32_t, bool>::with<expert_weights>,
+                     /// After a lost contact with the coordinator came back: a fresh handle of
+                     /// the supervisor for load samples (the old one went with the connection),
+                     /// and the layout epoch workers route with. Epochs after it (a migration
+                     /// that rolled back meanwhile) are dropped; replies whether the shard holds
+                     /// that epoch, i.e. whether it may serve again as it is.
+                     caf::replies_to<rebind_atom, load_sink_actor, uint64_t>::with<bool>,
                      caf::replies_to<status_atom>::with<role_status>>;
 
 struct expert_shard_config {

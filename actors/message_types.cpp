@@ -41,11 +41,16 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<kv_store_config>("brigade::kv_store_config");
   cfg.add_message_type<actor_entry>("brigade::actor_entry");
   cfg.add_message_type<registry_snapshot>("brigade::registry_snapshot");
+  cfg.add_message_type<node_entry>("brigade::node_entry");
+  cfg.add_message_type<std::vector<node_entry>>("std::vector<brigade::node_entry>");
   cfg.add_message_type<registry_event>("brigade::registry_event");
   cfg.add_message_type<node_hello>("brigade::node_hello");
   cfg.add_message_type<data_plane_settings>("brigade::data_plane_settings");
   cfg.add_message_type<node_joined>("brigade::node_joined");
   cfg.add_message_type<peer_info>("brigade::peer_info");
+  cfg.add_message_type<held_role>("brigade::held_role");
+  cfg.add_message_type<std::vector<held_role>>("std::vector<brigade::held_role>");
+  cfg.add_message_type<node_fault>("brigade::node_fault");
   cfg.add_message_type<std::vector<peer_info>>("std::vector<brigade::peer_info>");
   cfg.add_message_type<std::vector<uint8_t>>("std::vector<uint8_t>");
   cfg.add_message_type<std::vector<int32_t>>("std::vector<int32_t>");

@@ -4,12 +4,19 @@
 //
 //   listening --hello/join (proofs match)--> joined: spawns, peers, peer_down accepted
 //            \--wrong proof--> refused, logged; nothing is ever spawned for that peer
+//
+// The roles a coordinator spawned here, as the node sees its coordinator:
+//
+//   in contact --connection lost--> held (grace_ms) --same coordinator joins again--> adopt:
+//       ^                              |                 kept roles in contact, others stop
+//       +------------------------------+
+//                                      \--grace over, or another coordinator joins--> stopped
+//   in contact --its supervisor exits (shutdown, kill)--> stopped
 #pragma once
 
 #include <caf/fwd.hpp>
 #include <caf/node_id.hpp>
 #include <caf/replies_to.hpp>
-#include <caf/type_id.hpp>
 #include <caf/typed_actor.hpp>
 
 #include <cstdint>
@@ -22,12 +29,6 @@
 #include "actors/payloads.hpp"
 #include "actors/prefill_worker.hpp"
 #include "actors/shard_set.hpp"
-
-CAF_ADD_ATOM(brigade, brigade::actors, hello_atom, "hello")
-CAF_ADD_ATOM(brigade, brigade::actors, join_atom, "join")
-CAF_ADD_ATOM(brigade, brigade::actors, spawn_atom, "spawn")
-CAF_ADD_ATOM(brigade, brigade::actors, peers_atom, "peers")
-CAF_ADD_ATOM(brigade, brigade::actors, peer_down_atom, "peerdown")
 
 namespace brigade::actors {
 
@@ -43,15 +44,43 @@ typename Inspector::result_type inspect(Inspector& f, node_hello& x) {
   return f(caf::meta::type_name("node_hello"), x.name, x.nonce, x.proof);
 }
 
-/// How the coordinator wants the data plane: the manifest's UCX settings.
+/// How the coordinator wants the node: the manifest's UCX settings for the data plane, and how
+/// long the node keeps its roles when it loses contact with the coordinator.
 struct data_plane_settings {
   std::string tls;
   std::string net_devices;
+  int64_t grace_ms = 30000;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, data_plane_settings& x) {
-  return f(caf::meta::type_name("data_plane_settings"), x.tls, x.net_devices);
+  return f(caf::meta::type_name("data_plane_settings"), x.tls, x.net_devices, x.grace_ms);
+}
+
+/// A role a node holds for a coordinator (alive, in contact or within its grace period).
+struct held_role {
+  std::string name;  ///< "decode-0"
+  std::string role;  ///< "prefill", "decode", "expert_shard" or "kv_store"
+  caf::actor handle;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, held_role& x) {
+  return f(caf::meta::type_name("held_role"), x.name, x.role, x.handle);
+}
+
+/// A fault to switch on in this node's process for a while: a data-plane rule in the text form
+/// of transport::fault_points ("drop rate=0.05 to=ID"), or a disk rule of the KV store's SSD
+/// tier ("disk slow ms=50", "disk full").
+struct node_fault {
+  std::string name;    ///< Replaces a fault of the same name; "" with an empty spec clears all.
+  std::string spec;    ///< Empty: clears the fault called `name`.
+  int64_t for_ms = 0;  ///< Cleared by itself after this long; 0: until cleared.
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_fault& x) {
+  return f(caf::meta::type_name("node_fault"), x.name, x.spec, x.for_ms);
 }
 
 /// A joined node's data plane, which the coordinator tells the other nodes about.
@@ -96,6 +125,17 @@ using node_agent_actor = caf::typed_actor<
     caf::replies_to<peers_atom, std::vector<peer_info>>::with<bool>,
     /// A node is gone: data in flight to it fails now.
     caf::reacts_to<peer_down_atom, uint64_t, std::string>,
-    caf::replies_to<status_atom>::with<role_status>>;
+    /// The coordinator's heartbeat; the answer is the node's monotonic clock in milliseconds.
+    caf::replies_to<ping_atom>::with<int64_t>,
+    /// The roles this node holds for coordinators of the asking process.
+    caf::replies_to<holdings_atom>::with<std::vector<held_role>>,
+    /// A coordinator that contact was lost with is back: the named roles are its again (under
+    /// the given supervisor, which the node monitors), its other roles here stop. Replies with
+    /// the number of roles kept.
+    caf::replies_to<adopt_atom, caf::actor, std::vector<std::string>>::with<int32_t>,
+    /// Fault injection in this node's process (from an admitted coordinator only).
+    caf::replies_to<fault_atom, node_fault>::with<bool>,
+    /// Internal: a grace period ended (the number names which loss of contact it was).
+    caf::reacts_to<grace_atom, uint64_t>, caf::replies_to<status_atom>::with<role_status>>;
 
 }  // namespace brigade::actors

@@ -565,6 +565,21 @@ prefill_worker_actor::behavior_type prefill_behavior(prefill_pointer self,
         self->send(self, step_atom_v);
       },
       [=](step_atom) { start_step(self); },
+      [=](rebind_atom, router_actor& router, layout_ack_actor& acks) {
+        auto& s = self->state;
+        if (!sent_by(self->current_sender(), s.config.layout_acks)) return;
+        s.config.router = std::move(router);
+        s.config.layout_acks = acks;
+        s.experts.acks = std::move(acks);
+        const size_t dropped = s.queue.size() + s.active.size() + (s.cached.front ? 1 : 0);
+        s.queue.clear();
+        if (s.cached.front) cancel_admitting(self, s.cached.front->job.request);
+        for (auto& a : s.active)
+          a.cancelled = true;
+        self->send(self, step_atom_v);  // gives the cancelled jobs' blocks back
+        log::info(s.config.name, "adopted again by its supervisor; dropped " +
+                                     std::to_string(dropped) + " jobs the router re-dispatched");
+      },
       [=](store_atom, kv_store_actor& store) {
         auto& s = self->state;
         // Only the supervisor names the store: blocks demoted to it hold users' KV.

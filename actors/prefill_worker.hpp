@@ -53,6 +53,10 @@ using prefill_worker_actor =
                      caf::reacts_to<tick_atom, uint64_t>,
                      /// The node's KV store (again, after a restart).
                      caf::reacts_to<store_atom, kv_store_actor>,
+                     /// After a lost contact with the coordinator came back: fresh handles of
+                     /// the router and the supervisor; every job it holds is dropped (the router
+                     /// re-dispatched them).
+                     caf::reacts_to<rebind_atom, router_actor, layout_ack_actor>,
                      caf::replies_to<status_atom>::with<role_status>>;
 
 /// The prefix cache of a prefill worker.

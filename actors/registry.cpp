@@ -12,6 +12,7 @@ namespace {
 struct registry_state {
   uint64_t version = 0;
   std::map<std::string, actor_entry> entries;
+  std::map<std::string, node_entry> nodes;
   std::vector<caf::actor> subscribers;
   static inline const char* name = "registry";
 };
@@ -55,11 +56,28 @@ static registry_actor::behavior_type registry_behavior(registry_pointer self) {
         publish(self, final ? "gave_up" : "died", entry);
         return st.version;
       },
+      [=](adopt_atom, const std::string& name, const std::string& node) -> uint64_t {
+        auto& st = self->state;
+        auto& entry = st.entries[name];
+        if (entry.name.empty()) entry.name = name;
+        entry.alive = true;
+        entry.node = node;
+        ++st.version;
+        publish(self, "adopted", entry);
+        return st.version;
+      },
+      [=](node_atom, node_entry& node) -> uint64_t {
+        auto& st = self->state;
+        st.nodes[node.name] = std::move(node);
+        return ++st.version;
+      },
       [=](snapshot_atom) {
         registry_snapshot snap;
         snap.version = self->state.version;
         for (const auto& [name, entry] : self->state.entries)
           snap.actors.push_back(entry);
+        for (const auto& [name, node] : self->state.nodes)
+          snap.nodes.push_back(node);
         return snap;
       },
       [=](subscribe_atom, caf::actor subscriber) {
@@ -95,7 +113,16 @@ std::string to_json(const registry_snapshot& snapshot) {
                                                                  : nlohmann::json(e.death_cause)},
                            {"restarts", e.restarts}});
   }
-  return j.dump();
+  j["nodes"] = nlohmann::json::array();
+  for (const auto& n : snapshot.nodes) {
+    j["nodes"].push_back({{"name", n.name},
+                          {"address", n.address},
+                          {"state", n.state},
+                          {"since_ms", n.since_ms},
+                          {"joins", n.joins},
+                          {"detail", n.detail}});
+  }
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace brigade::actors

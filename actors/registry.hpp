@@ -35,17 +35,38 @@ typename Inspector::result_type inspect(Inspector& f, actor_entry& x) {
            x.alive, x.death_cause, x.restarts);
 }
 
+/// A node of the cluster as the coordinator sees it.
+///
+///   joining --handshake--> alive <--heartbeats on time--> suspected
+///                            |  \--connection closed--> lost --re-dial answered--> rejoining
+///                            +<------------------------------------------------------/ (adopted)
+struct node_entry {
+  std::string name;
+  std::string address;
+  std::string state;     ///< "joining", "alive", "suspected", "lost" or "rejoining"
+  int64_t since_ms = 0;  ///< Unix time of the last change of state.
+  uint32_t joins = 0;    ///< Times it joined: 1, plus one per rejoin.
+  std::string detail;    ///< Why it changed (a loss's cause, the suspicion level).
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_entry& x) {
+  return f(caf::meta::type_name("node_entry"), x.name, x.address, x.state, x.since_ms, x.joins,
+           x.detail);
+}
+
 struct registry_snapshot {
   uint64_t version = 0;
   std::vector<actor_entry> actors;
+  std::vector<node_entry> nodes;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, registry_snapshot& x) {
-  return f(caf::meta::type_name("registry_snapshot"), x.version, x.actors);
+  return f(caf::meta::type_name("registry_snapshot"), x.version, x.actors, x.nodes);
 }
 
-/// A change: "spawned", "died", "restarted" or "gave_up", with the entry after the change.
+/// A change: "spawned", "died", "restarted", "adopted" or "gave_up", with the entry after it.
 struct registry_event {
   uint64_t version = 0;
   std::string kind;
@@ -62,6 +83,11 @@ using registry_actor = caf::typed_actor<
     caf::replies_to<register_atom, actor_entry>::with<uint64_t>,
     /// `name` died of `cause`; `final` when the supervisor will not restart it.
     caf::replies_to<death_atom, std::string, std::string, bool>::with<uint64_t>,
+    /// `name`'s current generation, which lost contact with the coordinator, is its again
+    /// (adopted back on `node`): alive, same generation.
+    caf::replies_to<adopt_atom, std::string, std::string>::with<uint64_t>,
+    /// A node changed state.
+    caf::replies_to<node_atom, node_entry>::with<uint64_t>,
     caf::replies_to<snapshot_atom>::with<registry_snapshot>,
     /// Sends every later registry_event to the given actor.
     caf::reacts_to<subscribe_atom, caf::actor>, caf::replies_to<status_atom>::with<role_status>>;

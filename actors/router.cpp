@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "actors/cache_usage.hpp"
 #include "actors/decode_worker.hpp"
@@ -21,8 +22,10 @@ using clock_type = std::chrono::steady_clock;
 
 struct worker_slot {
   std::string name;
+  std::string node;
   caf::actor handle;
   bool alive = false;
+  bool suspected = false;  // its node's heartbeats are late
   int capacity = 0;
   int64_t load = 0;  // decode: sequences assigned; prefill: prompt tokens not yet prefilled
 };
@@ -61,17 +64,20 @@ struct router_state {
   int64_t cache_event_errors = 0;
   // Token updates and failures from actors that are not the request's workers: dropped.
   int64_t foreign_messages = 0;
+  std::set<std::string> suspected_nodes;
   static inline const char* name = "router";
 };
 
 using router_pointer = router_actor::stateful_pointer<router_state>;
 
+// The live worker with the least load, on a node not suspected when there is one.
 int pick(const std::vector<worker_slot>& slots, bool need_room) {
   int best = -1;
+  auto key = [&](size_t i) { return std::make_pair(slots[i].suspected, slots[i].load); };
   for (size_t i = 0; i < slots.size(); ++i) {
     const auto& s = slots[i];
     if (!s.alive || (need_room && s.load >= s.capacity)) continue;
-    if (best < 0 || s.load < slots[static_cast<size_t>(best)].load) best = static_cast<int>(i);
+    if (best < 0 || key(i) < key(static_cast<size_t>(best))) best = static_cast<int>(i);
   }
   return best;
 }
@@ -250,7 +256,12 @@ void on_update(router_pointer self, token_update& u) {
   if (u.cached_tokens != r.cached_tokens) r.sink->on_cached(u.cached_tokens);
   r.cached_tokens = u.cached_tokens;
   r.streamed.insert(r.streamed.end(), fresh.begin(), fresh.end());
-  if (!fresh.empty()) r.sink->on_tokens(fresh);
+  if (!fresh.empty()) {
+    r.sink->on_tokens(fresh);
+    // Attempts are counted while none makes progress: a long request that lives through many
+    // faults keeps going as long as each attempt streams something.
+    r.attempts = 0;
+  }
   if (u.finished == static_cast<int32_t>(finish::none)) return;
   serve::generation_usage usage;
   usage.prompt_tokens = static_cast<int>(r.req.prompt.size());
@@ -396,6 +407,8 @@ router_actor::behavior_type router_behavior(router_pointer self, router_config c
           group.resize(static_cast<size_t>(up.index) + 1);
         worker_slot& w = group[static_cast<size_t>(up.index)];
         w.name = up.name;
+        w.node = up.node;
+        w.suspected = st.suspected_nodes.count(up.node) > 0;
         w.handle = up.handle;
         w.alive = true;
         w.capacity = up.capacity;
@@ -405,6 +418,21 @@ router_actor::behavior_type router_behavior(router_pointer self, router_config c
         pump(self);
       },
       [=](tick_atom) { pump(self); },
+      [=](suspect_atom, const std::string& node, bool suspected) {
+        auto& st = self->state;
+        if (!sent_locally(self->current_sender(), self->node())) return;
+        if (suspected) {
+          st.suspected_nodes.insert(node);
+        } else {
+          st.suspected_nodes.erase(node);
+        }
+        for (auto* group : {&st.prefill, &st.decode}) {
+          for (auto& w : *group) {
+            if (w.node == node) w.suspected = suspected;
+          }
+        }
+        pump(self);
+      },
       [=](const prefill_cache_report& report) { on_cache_report(self, report); },
       [=](status_atom) {
         const auto& st = self->state;

@@ -61,23 +61,28 @@ struct worker_up {
   std::string name;
   caf::actor handle;
   int32_t capacity = 0;  ///< Decode workers: sequences they run at once.
+  std::string node;      ///< Where it runs: new work avoids suspected nodes.
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_up& x) {
-  return f(caf::meta::type_name("worker_up"), x.role, x.index, x.name, x.handle, x.capacity);
+  return f(caf::meta::type_name("worker_up"), x.role, x.index, x.name, x.handle, x.capacity,
+           x.node);
 }
 
 using router_actor = caf::typed_actor<
     caf::replies_to<submit_atom, generation_job>::with<submit_result>,
     caf::reacts_to<service_cancel>, caf::reacts_to<std::vector<token_update>>,
     caf::reacts_to<job_failed>, caf::reacts_to<worker_atom, worker_up>, caf::reacts_to<tick_atom>,
+    /// A node's heartbeats are late (true) or on time again: new work avoids suspected nodes
+    /// while any other worker can take it.
+    caf::reacts_to<suspect_atom, std::string, bool>,
     /// A prefill worker's cache changes and hits.
     caf::reacts_to<prefill_cache_report>, caf::replies_to<status_atom>::with<role_status>>;
 
 struct router_config {
   int admission_queue = 256;  ///< Requests waiting for a worker before submissions get 429.
-  int max_attempts = 8;       ///< Dispatches of one request before it fails for good.
+  int max_attempts = 8;       ///< Dispatches in a row without a new token before a request fails.
   std::chrono::milliseconds retry_backoff{20};
   int prefill_workers = 1;  ///< Prefill workers are indexed 0 .. prefill_workers - 1.
   int block_tokens = 16;    ///< KV block size of the workers' prefix caches.

@@ -61,7 +61,6 @@ prefill_worker_config prefill_config(supervisor_pointer self, const supervised_c
 }
 
 void spawn_workers(supervisor_pointer self);
-void spawn_child(supervisor_pointer self, supervised_child& c);
 void spawn_failed(supervisor_pointer self, const std::string& name, const std::string& why,
                   bool refused = false);
 
@@ -72,8 +71,11 @@ bool refused_by_node(const caf::error& err) {
           err.code() == static_cast<uint8_t>(caf::sec::runtime_error));
 }
 
-// A child is up (spawned here or on a node): monitor it and tell whoever needs its handle.
-void child_up(supervisor_pointer self, const std::string& name, caf::actor handle) {
+}  // namespace
+
+// A child is up (spawned here or on a node, or adopted back): monitor it and tell whoever needs
+// its handle.
+void child_up(supervisor_pointer self, const std::string& name, caf::actor handle, bool adopted) {
   auto& st = self->state;
   auto it = st.children.find(name);
   if (it == st.children.end() || st.shutting_down) {
@@ -82,9 +84,11 @@ void child_up(supervisor_pointer self, const std::string& name, caf::actor handl
   }
   if (!handle) return spawn_failed(self, name, "the node answered with no actor");
   supervised_child& c = it->second;
+  const bool again = c.handle != nullptr;
   c.handle = std::move(handle);
   c.alive = true;
   c.spawning = false;
+  c.awaiting_node = false;
   self->monitor(c.handle);
   if (c.role == "expert_shard") {
     st.shards.shards[static_cast<size_t>(c.index)] = caf::actor_cast<expert_shard_actor>(c.handle);
@@ -108,7 +112,12 @@ void child_up(supervisor_pointer self, const std::string& name, caf::actor handl
     }
     self->send(st.router, worker_atom_v,
                worker_up{c.role, c.index, c.name, c.handle,
-                         decode ? st.config.manifest.decode.max_running : 0});
+                         decode ? st.config.manifest.decode.max_running : 0, c.node});
+  }
+  if (adopted) {
+    caf::anon_send(st.registry, adopt_atom_v, c.name, c.node);
+    cluster_event(self, "role_adopted", c.node, c.name, "kept its state across the lost contact");
+    return;
   }
   actor_entry entry;
   entry.name = c.name;
@@ -116,7 +125,10 @@ void child_up(supervisor_pointer self, const std::string& name, caf::actor handl
   entry.node = c.node;
   entry.spawned_ms = unix_ms();
   caf::anon_send(st.registry, register_atom_v, entry);
+  if (again) cluster_event(self, "role_restarted", c.node, c.name, "");
 }
+
+namespace {
 
 // Workers are spawned once every shard is up, so that they start with a complete shard set.
 void spawn_workers(supervisor_pointer self) {
@@ -132,28 +144,25 @@ void spawn_workers(supervisor_pointer self) {
   }
 }
 
-// The live node with the fewest children, for a child whose node died.
-std::string replacement_node(const supervisor_state& st) {
-  std::map<std::string, int> load;
-  for (const auto& [name, agent] : st.config.agents) {
-    if (!st.dead_nodes.count(name)) load[name] = 0;
-  }
-  for (const auto& [name, c] : st.children) {
-    if (load.count(c.node)) ++load[c.node];
-  }
-  std::string best;
-  for (const auto& [node, n] : load) {
-    if (best.empty() || n < load[best]) best = node;
-  }
-  return best;
-}
+}  // namespace
 
-// Spawns (or re-spawns) one child, here or through its node's agent.
 void spawn_child(supervisor_pointer self, supervised_child& c) {
   auto& st = self->state;
-  if (c.node != "local" && st.dead_nodes.count(c.node)) c.node = replacement_node(st);
-  // Dead nodes do not come back: retrying is worth only what the restart policy allows.
-  if (c.node.empty()) return spawn_failed(self, c.name, "no live node left to run it on", true);
+  if (c.node != "local" && st.nodes[c.node].lost) {
+    if (st.nodes[c.node].window_open) {
+      c.awaiting_node = true;  // its node may answer yet: then it is adopted back
+      return;
+    }
+    const std::string other = replacement_node(st);
+    if (other.empty()) {
+      // Nowhere to run: it waits for any node to come back (on_node_back spawns it there).
+      log::warn("supervisor", c.name + " waits for a node: every node is out of contact");
+      c.awaiting_node = true;
+      return;
+    }
+    c.node = other;
+  }
+  c.awaiting_node = false;
   c.spawning = true;
   const std::string name = c.name;
   if (c.node == "local") {
@@ -194,6 +203,8 @@ void spawn_child(supervisor_pointer self, supervised_child& c) {
   }
 }
 
+namespace {
+
 // Restart intensity: true when the child may restart again within the policy's window.
 bool may_restart(const deploy::restart_policy& policy, supervised_child& c) {
   const auto now = supervisor_clock::now();
@@ -204,8 +215,6 @@ bool may_restart(const deploy::restart_policy& policy, supervised_child& c) {
   }
   return static_cast<int>(c.recent_restarts.size()) < policy.max_restarts;
 }
-
-void on_node_down(supervisor_pointer self, const std::string& node, const caf::down_msg& dm);
 
 // The restart policy after `what` happened to `c` (it died, or its spawn was refused): the next
 // try after the back-off, or giving up once the window holds max_restarts. True when it gave up.
@@ -242,19 +251,26 @@ bool kill_child(supervisor_pointer self, const std::string& name) {
 
 void on_child_down(supervisor_pointer self, const caf::down_msg& dm) {
   auto& st = self->state;
-  for (const auto& [node, agent] : st.config.agents) {
-    if (agent.address() == dm.source) return on_node_down(self, node, dm);
-  }
   for (auto& [name, c] : st.children) {
     if (!c.alive || c.handle.address() != dm.source) continue;
     c.alive = false;
     if (st.shutting_down) return;
-    const std::string cause = st.dead_nodes.count(c.node)
-                                  ? "node " + c.node + " lost (" + to_string(dm.reason) + ")"
-                                  : to_string(dm.reason);
     if (c.role == "expert_shard" && st.moving) roll_back(self, c.name + " died");
+    if (c.moving_home) {
+      c.moving_home = false;
+      c.node = c.home;
+      caf::anon_send(st.registry, death_atom_v, c.name, "moved back to node " + c.home, false);
+      cluster_event(self, "role_moved_home", c.home, c.name, "");
+      return spawn_child(self, c);
+    }
+    // A closed connection says nothing about the role: its node may answer again.
+    if (dm.reason == caf::exit_reason::remote_link_unreachable && c.node != "local") {
+      return child_unreachable(self, c, to_string(dm.reason));
+    }
+    const std::string cause = to_string(dm.reason);
     const bool gave_up = restart_or_give_up(self, c, "died (" + cause + ")");
     caf::anon_send(st.registry, death_atom_v, c.name, cause, gave_up);
+    cluster_event(self, gave_up ? "role_gave_up" : "role_died", c.node, c.name, cause);
     return;
   }
 }
@@ -272,8 +288,9 @@ void spawn_failed(supervisor_pointer self, const std::string& name, const std::s
   c.spawning = false;
   const std::string where = c.node.empty() ? "any node" : c.node;
   if (!refused) {
+    // No answer: the node may be going down. Its membership decides that; the retry looks at
+    // the node's state again.
     log::error("supervisor", "cannot spawn " + name + " on " + where + ": " + why + "; retrying");
-    if (!c.node.empty() && c.node != "local") st.dead_nodes.insert(c.node);
     self->delayed_send(self, std::chrono::milliseconds(st.config.manifest.restart.backoff_ms + 100),
                        restart_atom_v, name);
     return;
@@ -294,6 +311,7 @@ void add_children(supervisor_pointer self) {
     c.index = p.index;
     c.name = p.name;
     c.node = p.node;
+    c.home = p.node;
     st.children[c.name] = c;
   }
   if (st.config.manifest.kv_cache.has_store()) {
@@ -308,6 +326,7 @@ void add_children(supervisor_pointer self) {
       store.role = "kv_store";
       store.name = node == "local" ? "kv_store-0" : "kv_store-" + node;
       store.node = node;
+      store.home = node;
       st.children[store.name] = store;
     }
   }
@@ -318,19 +337,6 @@ void add_children(supervisor_pointer self) {
   // Shards first: workers are spawned once all of them are up (spawn_workers).
   for (auto& [name, c] : st.children) {
     if (c.role == "expert_shard") spawn_child(self, c);
-  }
-}
-
-// A node's agent died: the node is gone. Its actors' own down messages restart them elsewhere;
-// the other nodes' data planes fail what is in flight to it now.
-void on_node_down(supervisor_pointer self, const std::string& node, const caf::down_msg& dm) {
-  auto& st = self->state;
-  if (!st.dead_nodes.insert(node).second) return;
-  log::error("supervisor", "node " + node + " lost (" + to_string(dm.reason) + ")");
-  const auto peer = st.config.peer_ids.find(node);
-  for (const auto& [name, agent] : st.config.agents) {
-    if (name == node || st.dead_nodes.count(name) || peer == st.config.peer_ids.end()) continue;
-    self->send(agent, peer_down_atom_v, peer->second, "node " + node + " lost");
   }
 }
 
@@ -382,6 +388,17 @@ std::string events_since(const supervisor_state& st, uint64_t since) {
 
 }  // namespace
 
+void cluster_event(supervisor_pointer self, const std::string& kind, const std::string& node,
+                   const std::string& actor, const std::string& detail) {
+  rebalance_event ev;
+  ev.kind = kind;
+  ev.node = node;
+  ev.actor = actor;
+  ev.detail = detail;
+  ev.epoch = self->state.balance->current().epoch;
+  self->state.balance->add_event(std::move(ev));
+}
+
 void broadcast_shards(supervisor_pointer self) {
   auto& st = self->state;
   ++st.shards.version;
@@ -411,8 +428,6 @@ static supervisor_actor::behavior_type supervisor_behavior(supervisor_pointer se
                         e.copy_interval_ms});
   st.shards.layout = st.config.layout;
   self->set_down_handler([self](caf::down_msg& dm) { on_child_down(self, dm); });
-  for (const auto& [node, agent] : st.config.agents)
-    self->monitor(agent);
   self->set_exit_handler([self](caf::exit_msg& msg) {
     // Shutting down: stop restarting, take every child down, then go.
     auto& s = self->state;
@@ -478,6 +493,22 @@ static supervisor_actor::behavior_type supervisor_behavior(supervisor_pointer se
         return out;
       },
       [=](status_atom, bool) { return collect_statuses(self); },
+      [=](node_lost_atom, const std::string& node, const std::string& why, bool gone) {
+        if (sent_locally(self->current_sender(), self->node())) {
+          on_node_lost(self, node, why, gone);
+        }
+      },
+      [=](node_back_atom, const std::string& node, node_agent_actor& agent,
+          std::vector<held_role>& held) {
+        if (!sent_locally(self->current_sender(), self->node())) return;
+        on_node_back(self, node, std::move(agent), std::move(held));
+      },
+      [=](suspect_atom, const std::string& node, bool suspected) {
+        if (sent_locally(self->current_sender(), self->node())) on_suspect(self, node, suspected);
+      },
+      [=](rejoin_atom, const std::string& node, uint64_t loss) {
+        if (sent_by(self->current_sender(), self)) on_rejoin_window_over(self, node, loss);
+      },
   };
 }
 

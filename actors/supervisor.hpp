@@ -5,7 +5,15 @@
 // A supervised actor's life:
 //
 //   spawned --(dies)--> dead --(restarts within intensity: after backoff)--> spawned (gen + 1)
-//                          \--(intensity exceeded)--> given up (registry: final)
+//      |                   \--(intensity exceeded)--> given up (registry: final)
+//      |
+//      +--(its node unreachable)--> awaiting its node --(node answers within rejoin_window)-->
+//              adopted back (same generation; fresh handles to router and supervisor)
+//                 \--(window over, or the node lost it)--> spawned elsewhere (gen + 1)
+//
+// A node's roles are not restarted the moment its connection closes: a node that answers a
+// re-dial within the manifest's liveness.rejoin_window keeps them (a paused coordinator, a
+// network blip). Roles moved off a node go back to it (home) once it is in contact again.
 #pragma once
 
 #include <caf/actor.hpp>
@@ -56,16 +64,24 @@ using supervisor_actor = caf::typed_actor<
     /// GET /v1/events: the events after sequence number `since`, as a JSON array.
     caf::replies_to<events_atom, uint64_t>::with<std::string>,
     caf::replies_to<status_atom>::with<role_status>,
-    caf::replies_to<status_atom, bool>::with<std::vector<role_status>>>;
+    caf::replies_to<status_atom, bool>::with<std::vector<role_status>>,
+    /// From the coordinator's membership (this process only): a node's connection closed; with
+    /// `gone` its address refuses connections too (the process is not there: no point waiting).
+    caf::reacts_to<node_lost_atom, std::string, std::string, bool>,
+    /// A lost node answers again: its new agent handle, and the roles it still holds for us.
+    caf::reacts_to<node_back_atom, std::string, node_agent_actor, std::vector<held_role>>,
+    /// A node's heartbeats are late (true), or on time again (false).
+    caf::reacts_to<suspect_atom, std::string, bool>,
+    /// Internal: the rejoin window of a lost node ended (the number names which loss).
+    caf::reacts_to<rejoin_atom, std::string, uint64_t>>;
 
 struct supervisor_config {
   deploy::manifest manifest;
   expert_layout layout;
   /// Where each role instance runs ("local": in this process).
   std::vector<deploy::placed_role> placement;
-  /// The agents of the manifest's nodes, by node name, and their data-plane peer ids.
+  /// The agents of the manifest's nodes, by node name (replaced when a node rejoins).
   std::map<std::string, node_agent_actor> agents;
-  std::map<std::string, uint64_t> peer_ids;
   cache_options cache;
 };
 

@@ -25,11 +25,22 @@ struct supervised_child {
   std::string role;
   int index = 0;
   std::string node = "local";  ///< Where it runs (or is being spawned).
+  std::string home = "local";  ///< Where the placement puts it; it returns there when it can.
   caf::actor handle;
   bool alive = false;
   bool spawning = false;
   bool given_up = false;
+  bool awaiting_node = false;  ///< Its node went out of contact: adopted back or moved later.
+  bool moving_home = false;    ///< Stopped on purpose to run again on its home node.
   std::deque<supervisor_clock::time_point> recent_restarts;
+};
+
+/// What the supervisor knows of a node's contact.
+struct node_view {
+  bool lost = false;         ///< Its connection closed and it has not answered since.
+  bool window_open = false;  ///< Lost, and its roles still wait for it (rejoin window).
+  bool suspected = false;    ///< Heartbeats late: no new roles go there.
+  uint64_t loss = 0;         ///< Counts losses; names the rejoin timer of the current one.
 };
 
 /// A migration to a new layout, from preparation to the last worker's switch.
@@ -54,7 +65,7 @@ struct supervisor_state {
   std::unique_ptr<migration> moving;
   bool shutting_down = false;
   bool workers_started = false;  // workers spawn once every shard is up
-  std::set<std::string> dead_nodes;
+  std::map<std::string, node_view> nodes;
   int64_t restarts = 0;
   static inline const char* name = "supervisor";
 };
@@ -65,6 +76,29 @@ using supervisor_pointer = supervisor_actor::stateful_pointer<supervisor_state>;
 shard_plan plan_for_shard(const expert_layout& layout, int shard);
 /// Sends the current shard set to every live worker.
 void broadcast_shards(supervisor_pointer self);
+/// Spawns (or re-spawns) one child, here or through its node's agent; a child whose node is
+/// out of contact within its rejoin window waits for it instead.
+void spawn_child(supervisor_pointer self, supervised_child& c);
+/// A child is up: spawned, or adopted back from a node that came back. Monitors it and tells
+/// whoever needs its handle.
+void child_up(supervisor_pointer self, const std::string& name, caf::actor handle,
+              bool adopted = false);
+/// Records a cluster event (node and role faults and recoveries) for /v1/events.
+void cluster_event(supervisor_pointer self, const std::string& kind, const std::string& node,
+                   const std::string& actor, const std::string& detail);
+
+// Nodes going out of contact and coming back (supervisor_nodes.cpp).
+/// A child's node stopped answering (its connection closed): the child waits for the node.
+void child_unreachable(supervisor_pointer self, supervised_child& c, const std::string& why);
+/// A node's connection closed; `gone` when its address refuses connections (nothing to wait for).
+void on_node_lost(supervisor_pointer self, const std::string& node, const std::string& why,
+                  bool gone);
+void on_node_back(supervisor_pointer self, const std::string& node, node_agent_actor agent,
+                  std::vector<held_role> held);
+void on_rejoin_window_over(supervisor_pointer self, const std::string& node, uint64_t loss);
+void on_suspect(supervisor_pointer self, const std::string& node, bool suspected);
+/// The live node for a child whose node is lost: not suspected if possible, fewest children.
+std::string replacement_node(const supervisor_state& st);
 
 // Migrations (supervisor_migration.cpp).
 void on_load_sample(supervisor_pointer self, const load_sample& sample);

@@ -34,6 +34,13 @@ int node(int argc, char** argv) {
   app.add_option("--join-secret-file", secret_file, "file holding the cluster's join secret")
       ->required();
   app.add_option("--name", name, "node name reported to the coordinator (default HOST:PORT)");
+  int heartbeat_ms = 200, dead_after_ms = 3000;
+  app.add_option("--heartbeat-ms", heartbeat_ms, "heartbeats to the coordinator, every N ms")
+      ->check(CLI::Range(10, 60000));
+  app.add_option("--dead-after-ms", dead_after_ms,
+                 "the coordinator counts as out of contact after N ms of silence (its roles "
+                 "are then kept for the grace period it set)")
+      ->check(CLI::Range(100, 3600000));
   CLI11_PARSE(app, argc, argv);
   const auto colon = listen.rfind(':');
   int port = -1;
@@ -59,7 +66,7 @@ int node(int argc, char** argv) {
   cfg.set("logger.verbosity", caf::atom("quiet"));
   deploy::configure_scheduler(cfg);
   actors::register_message_types(cfg);
-  deploy::configure_middleman(cfg);
+  deploy::configure_middleman(cfg, heartbeat_ms, dead_after_ms);
   caf::actor_system sys{cfg};
   auto agent = cluster::spawn_node_agent(sys, {name.empty() ? listen : name, secret.value()});
   auto published = sys.middleman().publish(agent, static_cast<uint16_t>(port), host.c_str(), true);

@@ -115,6 +115,10 @@ status open_channels(data_plane::impl* dp) {
     if (!s) return s;
   }
   dp->net->on_peer_failure([dp](uint64_t peer, const error& why) {
+    {
+      std::lock_guard<std::mutex> lock(dp->mutex);
+      dp->connected.erase(peer);
+    }
     dp->fail_peer(peer, "the data plane lost peer " + std::to_string(peer) + ": " + why.message);
   });
   return ok_status();
@@ -241,6 +245,15 @@ std::vector<std::byte> data_plane::address() const {
 
 status data_plane::add_peer(const peer_entry& peer) {
   if (peer.id == self()) return ok_status();
+  {
+    // The coordinator sends the whole peer list again whenever a node rejoins: peers already
+    // connected keep their endpoint.
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    if (impl_->connected.count(peer.id)) {
+      impl_->peer_of_node[peer.node] = peer.id;
+      return ok_status();
+    }
+  }
   status connected = impl_->net->connect(peer.id, {peer.address.data(), peer.address.size()});
   if (!connected) {
     return error(connected.err().code,
@@ -248,10 +261,15 @@ status data_plane::add_peer(const peer_entry& peer) {
   }
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->peer_of_node[peer.node] = peer.id;
+  impl_->connected.insert(peer.id);
   return ok_status();
 }
 
 void data_plane::peer_down(uint64_t peer, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->connected.erase(peer);
+  }
   (void)impl_->net->disconnect(peer, why);
   impl_->fail_peer(peer, why);
 }

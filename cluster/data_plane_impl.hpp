@@ -7,6 +7,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "cluster/data_plane.hpp"
 #include "cluster/wire.hpp"
@@ -61,6 +62,7 @@ struct data_plane::impl {
 
   std::mutex mutex;  // guards everything below
   std::map<caf::node_id, uint64_t> peer_of_node;
+  std::set<uint64_t> connected;  // peers with an endpoint (not disconnected since)
   std::map<caf::actor_id, caf::actor> locals;
   std::map<std::pair<caf::node_id, caf::actor_id>, caf::actor> proxies;
   struct pending_call {

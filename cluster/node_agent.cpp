@@ -9,8 +9,10 @@
 #include <set>
 
 #include "actors/model_context.hpp"
+#include "actors/sender_check.hpp"
 #include "actors/spawn_checks.hpp"
 #include "cluster/data_plane.hpp"
+#include "cluster/fault_injection.hpp"
 #include "cluster/join_secret.hpp"
 #include "common/log.hpp"
 
@@ -23,6 +25,22 @@ namespace {
 // Handshakes a node keeps open at once (a hello answered, its join not yet come).
 constexpr size_t max_pending_hellos = 16;
 
+// A role spawned here, kept weakly: its exit ends it.
+struct owned_role {
+  std::string name;
+  std::string role;
+  caf::actor_addr addr;
+};
+
+// The roles one coordinator's supervisor spawned here, and whether the node still hears from it.
+struct owner_record {
+  std::vector<owned_role> roles;
+  bool in_contact = true;
+  uint64_t loss = 0;  // names the current loss of contact for its grace timer
+};
+
+using owner_map = std::map<caf::actor_addr, owner_record>;
+
 struct agent_state {
   node_agent_config config;
   std::unique_ptr<data_plane> plane;
@@ -30,11 +48,11 @@ struct agent_state {
   std::set<caf::node_id> admitted;
   std::shared_ptr<const actors::model_context> ctx;
   std::string model_dir;
-  int spawned = 0;
-  // The roles each coordinator's supervisor spawned here (weak: a role's exit ends it). Shared
-  // with the agent's exit hook, which runs after the state is gone.
-  std::shared_ptr<std::map<caf::actor_addr, std::vector<caf::actor_addr>>> roles_by_owner =
-      std::make_shared<std::map<caf::actor_addr, std::vector<caf::actor_addr>>>();
+  int64_t grace_ms = 30000;
+  uint64_t losses = 0;
+  // Keyed by the supervisor (an address equals any later handle to the same actor). Shared with
+  // the agent's exit hook, which runs after the state is gone.
+  std::shared_ptr<owner_map> owners = std::make_shared<owner_map>();
   static inline const char* name = "node_agent";
 };
 
@@ -101,43 +119,126 @@ caf::error ensure_data_plane(agent_pointer self, const data_plane_settings& sett
 }
 
 // Stops every role in `roles` that still runs.
-void stop_roles(const std::vector<caf::actor_addr>& roles) {
-  for (const auto& addr : roles) {
-    if (auto role = caf::actor_cast<caf::actor>(addr))
+void stop_roles(const std::vector<owned_role>& roles) {
+  for (const auto& r : roles) {
+    if (auto role = caf::actor_cast<caf::actor>(r.addr))
       caf::anon_send_exit(role, caf::exit_reason::user_shutdown);
   }
 }
 
-// The roles a coordinator spawned live only as long as its supervisor: when that dies (its
-// process crashed or was killed, or the network to it is gone), they go too. Left running they
-// would hold the node's memory and threads for good, and keep the node from stopping.
-void owner_down(agent_pointer self, const caf::down_msg& dm) {
+int spawned(const agent_state& st) {
+  int n = 0;
+  for (const auto& [owner, rec] : *st.owners)
+    n += static_cast<int>(rec.roles.size());
+  return n;
+}
+
+// Stops a coordinator's roles here and forgets them; with no coordinator left, a later one may
+// bring another model.
+void stop_owner(agent_pointer self, owner_map::iterator it, const std::string& why) {
   auto& st = self->state;
-  auto it = st.roles_by_owner->find(dm.source);
-  if (it == st.roles_by_owner->end()) return;
   log::warn("node " + st.config.name,
-            "the supervisor that spawned " + std::to_string(it->second.size()) +
-                " roles here is gone (" + self->system().render(dm.reason) + "): stopping them");
-  stop_roles(it->second);
-  st.spawned -= static_cast<int>(it->second.size());
-  st.roles_by_owner->erase(it);
-  st.admitted.erase(dm.source.node());
-  // With no coordinator left, a later one may bring another model.
-  if (st.roles_by_owner->empty()) {
+            "stopping " + std::to_string(it->second.roles.size()) + " roles: " + why);
+  stop_roles(it->second.roles);
+  st.owners->erase(it);
+  if (st.owners->empty()) {
     st.ctx.reset();
     st.model_dir.clear();
   }
 }
 
+// The roles a coordinator spawned live only as long as its supervisor. When the supervisor
+// exits, they go too: left running they would hold the node's memory and threads for good, and
+// keep the node from stopping. When only the connection to it was lost (a partition, a paused
+// or crashed coordinator), the node keeps them for the grace period, so that a coordinator that
+// comes back finds them as they were.
+void owner_down(agent_pointer self, const caf::down_msg& dm) {
+  auto& st = self->state;
+  auto it = st.owners->find(dm.source);
+  if (it == st.owners->end()) return;
+  st.admitted.erase(dm.source.node());
+  const std::string why = self->system().render(dm.reason);
+  if (dm.reason != caf::exit_reason::remote_link_unreachable || st.grace_ms <= 0) {
+    return stop_owner(self, it, "the supervisor that spawned them is gone (" + why + ")");
+  }
+  it->second.in_contact = false;
+  it->second.loss = ++st.losses;
+  log::warn("node " + st.config.name, "lost contact with the coordinator that spawned " +
+                                          std::to_string(it->second.roles.size()) +
+                                          " roles here (" + why + "); keeping them " +
+                                          std::to_string(st.grace_ms) + " ms for its return");
+  self->delayed_send(self, std::chrono::milliseconds(st.grace_ms), grace_atom_v, it->second.loss);
+}
+
+// A coordinator proved the secret: roles held for other coordinators out of contact can never
+// be adopted by this one, so they stop now instead of at the end of their grace.
+void on_admitted(agent_pointer self, const caf::node_id& coordinator) {
+  auto& st = self->state;
+  for (auto it = st.owners->begin(); it != st.owners->end();) {
+    auto next = std::next(it);
+    if (!it->second.in_contact && it->first.node() != coordinator) {
+      stop_owner(self, it, "another coordinator (" + to_string(coordinator) + ") joined");
+    }
+    it = next;
+  }
+}
+
+// The roles held for coordinators of the asking process.
+std::vector<held_role> holdings(agent_pointer self) {
+  std::vector<held_role> out;
+  const caf::node_id asker = sender_node(self);
+  for (const auto& [owner, rec] : *self->state.owners) {
+    if (owner.node() != asker) continue;
+    for (const auto& r : rec.roles) {
+      if (auto h = caf::actor_cast<caf::actor>(r.addr)) out.push_back({r.name, r.role, h});
+    }
+  }
+  return out;
+}
+
+// The asking coordinator's supervisor takes back the roles named in `keep`; its other roles
+// here stop. Returns the number kept.
+int32_t adopt(agent_pointer self, const caf::actor& supervisor,
+              const std::vector<std::string>& keep) {
+  auto& st = self->state;
+  const caf::node_id asker = sender_node(self);
+  std::vector<owned_role> kept, dropped;
+  for (auto it = st.owners->begin(); it != st.owners->end();) {
+    if (it->first.node() != asker) {
+      ++it;
+      continue;
+    }
+    for (auto& r : it->second.roles) {
+      const bool wanted = std::find(keep.begin(), keep.end(), r.name) != keep.end();
+      (wanted && caf::actor_cast<caf::actor>(r.addr) ? kept : dropped).push_back(std::move(r));
+    }
+    it = st.owners->erase(it);
+  }
+  stop_roles(dropped);
+  const auto kept_count = static_cast<int32_t>(kept.size());
+  if (!kept.empty() && supervisor) {
+    owner_record& rec = (*st.owners)[caf::actor_cast<caf::actor_addr>(supervisor)];
+    rec.roles = std::move(kept);
+    self->monitor(supervisor);
+  }
+  log::info("node " + st.config.name, "coordinator " + to_string(asker) + " is back: kept " +
+                                          std::to_string(kept_count) + " of its roles, stopped " +
+                                          std::to_string(dropped.size()));
+  return kept_count;
+}
+
 template <class Handle>
-Handle registered(agent_pointer self, Handle h, const std::string& name) {
+Handle registered(agent_pointer self, Handle h, const std::string& name, const char* role) {
   auto& st = self->state;
   st.plane->register_local(caf::actor_cast<caf::actor>(h));
   const caf::actor_addr owner = caf::actor_cast<caf::actor_addr>(self->current_sender());
-  auto [it, first] = st.roles_by_owner->try_emplace(owner);
-  if (first && owner) self->monitor(owner);
-  it->second.push_back(caf::actor_cast<caf::actor_addr>(h));
-  ++st.spawned;
+  auto [it, first] = st.owners->try_emplace(owner);
+  // A supervisor seen again after a lost contact is watched through its new connection.
+  if ((first || !it->second.in_contact) && owner) {
+    self->monitor(caf::actor_cast<caf::actor>(self->current_sender()));
+    it->second.in_contact = true;
+  }
+  it->second.roles.push_back({name, role, caf::actor_cast<caf::actor_addr>(h)});
   log::info("node " + st.config.name, "spawned " + name);
   return h;
 }
@@ -146,9 +247,9 @@ node_agent_actor::behavior_type agent_behavior(agent_pointer self, node_agent_co
   self->state.config = std::move(config);
   self->set_down_handler([=](caf::down_msg& dm) { owner_down(self, dm); });
   // The node stopping stops its roles, or the actor system would wait for them for good.
-  self->attach_functor([roles = self->state.roles_by_owner](const caf::error&) {
-    for (const auto& owned : *roles)
-      stop_roles(owned.second);
+  self->attach_functor([owners = self->state.owners](const caf::error&) {
+    for (const auto& [owner, rec] : *owners)
+      stop_roles(rec.roles);
   });
   return {
       [=](hello_atom, const std::string& coordinator_nonce) -> caf::result<node_hello> {
@@ -186,7 +287,9 @@ node_agent_actor::behavior_type agent_behavior(agent_pointer self, node_agent_co
           return caf::make_error(caf::sec::request_receiver_down, "wrong join secret");
         }
         st.admitted.insert(peer);
+        st.grace_ms = settings.grace_ms;
         log::info("node " + st.config.name, "joined by coordinator " + to_string(peer));
+        on_admitted(self, peer);
         if (auto err = ensure_data_plane(self, settings)) return err;
         node_joined j;
         j.peer_id = st.plane->self();
@@ -201,7 +304,7 @@ node_agent_actor::behavior_type agent_behavior(agent_pointer self, node_agent_co
         if (auto err = refused(self, actors::check_spawn(self->state.ctx->config, cfg))) return err;
         const std::string name = cfg.name;
         return registered(self, actors::spawn_expert_shard(self->system(), self->state.ctx, cfg),
-                          name);
+                          name, "expert_shard");
       },
       [=](spawn_atom, const std::string& dir, actors::decode_worker_config& cfg,
           actors::shard_set& shards) -> caf::result<actors::decode_worker_actor> {
@@ -211,8 +314,9 @@ node_agent_actor::behavior_type agent_behavior(agent_pointer self, node_agent_co
           return err;
         }
         const std::string name = cfg.name;
-        return registered(
-            self, actors::spawn_decode_worker(self->system(), self->state.ctx, cfg, shards), name);
+        return registered(self,
+                          actors::spawn_decode_worker(self->system(), self->state.ctx, cfg, shards),
+                          name, "decode");
       },
       [=](spawn_atom, const std::string& dir, actors::prefill_worker_config& cfg,
           actors::shard_set& shards) -> caf::result<actors::prefill_worker_actor> {
@@ -223,12 +327,14 @@ node_agent_actor::behavior_type agent_behavior(agent_pointer self, node_agent_co
         }
         const std::string name = cfg.name;
         return registered(
-            self, actors::spawn_prefill_worker(self->system(), self->state.ctx, cfg, shards), name);
+            self, actors::spawn_prefill_worker(self->system(), self->state.ctx, cfg, shards), name,
+            "prefill");
       },
       [=](spawn_atom, actors::kv_store_config& cfg) -> caf::result<actors::kv_store_actor> {
         if (auto err = check_admitted(self, "a spawn")) return err;
         const std::string name = cfg.name;
-        return registered(self, actors::spawn_kv_store(self->system(), std::move(cfg)), name);
+        return registered(self, actors::spawn_kv_store(self->system(), std::move(cfg)), name,
+                          "kv_store");
       },
       [=](peers_atom, std::vector<peer_info>& peers) -> caf::result<bool> {
         if (auto err = check_admitted(self, "a peer list")) return err;
@@ -248,12 +354,44 @@ node_agent_actor::behavior_type agent_behavior(agent_pointer self, node_agent_co
         if (check_admitted(self, "a peer_down")) return;
         self->state.plane->peer_down(peer, why);
       },
+      [=](ping_atom) -> caf::result<int64_t> {
+        if (auto err = check_admitted(self, "a ping")) return err;
+        return std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now().time_since_epoch())
+            .count();
+      },
+      [=](holdings_atom) -> caf::result<std::vector<held_role>> {
+        if (auto err = check_admitted(self, "a holdings request")) return err;
+        return holdings(self);
+      },
+      [=](adopt_atom, const caf::actor& supervisor,
+          const std::vector<std::string>& keep) -> caf::result<int32_t> {
+        if (auto err = check_admitted(self, "an adoption")) return err;
+        return adopt(self, supervisor, keep);
+      },
+      [=](fault_atom, const node_fault& fault) -> caf::result<bool> {
+        if (auto err = check_admitted(self, "a fault")) return err;
+        status set = apply_fault(self->state.config.name, fault);
+        if (!set) return caf::make_error(caf::sec::invalid_argument, set.err().message);
+        return true;
+      },
+      [=](grace_atom, uint64_t loss) {
+        auto& st = self->state;
+        if (!sent_by(self->current_sender(), self)) return;
+        for (auto it = st.owners->begin(); it != st.owners->end(); ++it) {
+          if (!it->second.in_contact && it->second.loss == loss) {
+            return stop_owner(self, it,
+                              "their coordinator did not come back within the grace period (" +
+                                  std::to_string(st.grace_ms) + " ms)");
+          }
+        }
+      },
       [=](actors::status_atom) {
         const auto& st = self->state;
         actors::role_status s;
         s.name = st.config.name;
         s.role = "node_agent";
-        s.in_flight = st.spawned;
+        s.in_flight = spawned(st);
         s.detail =
             nlohmann::json{{"model", st.model_dir}, {"coordinators", st.admitted.size()}}.dump();
         return s;

@@ -66,6 +66,22 @@ struct eplb_policy {
   int copy_interval_ms = 100;
 };
 
+/// How the coordinator watches its nodes, and how a node waits for its coordinator. A node whose
+/// heartbeats stop is first suspected (no new work goes there), then declared lost (its roles
+/// move elsewhere, unless it answers again within rejoin_window_ms). Shorter timeouts notice a
+/// dead node sooner but mistake more hiccups for deaths; docs/chaos.md measures both sides.
+struct liveness_policy {
+  int heartbeat_ms = 200;  ///< How often the coordinator pings each node (and CAF heartbeats).
+  double suspect_phi = 8;  ///< Suspicion (phi accrual) at which a silent node is suspected.
+  int acceptable_pause_ms = 500;  ///< Silence beyond the usual heartbeat gap that costs nothing.
+  int dead_after_ms = 3000;       ///< Silence after which the connection is closed: node lost.
+  /// A lost node that answers a re-dial within this keeps its roles (they are adopted back).
+  int rejoin_window_ms = 1000;
+  int redial_max_backoff_ms = 2000;  ///< Re-dials of a lost node back off up to this.
+  /// How long a node keeps the roles of a coordinator it lost contact with, for a quick return.
+  int grace_ms = 30000;
+};
+
 /// A machine (a `brigade node` agent) and the role instances it hosts.
 struct node_spec {
   std::string name;     ///< Unique, e.g. "gpu-host-1".
@@ -115,6 +131,7 @@ struct manifest {
   decode_role decode;
   expert_shard_role experts;
   restart_policy restart;
+  liveness_policy liveness;
   eplb_policy eplb;
   /// Empty: everything runs in this process. Otherwise roles run on these nodes and this
   /// process is the coordinator (router, registry, supervisor, HTTP).

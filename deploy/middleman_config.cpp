@@ -3,14 +3,12 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
-#include <chrono>
-
 namespace brigade::deploy {
 
-void configure_middleman(caf::actor_system_config& cfg) {
+void configure_middleman(caf::actor_system_config& cfg, int heartbeat_ms, int dead_after_ms) {
   cfg.load<caf::io::middleman>();
-  cfg.set("middleman.heartbeat-interval", caf::timespan{std::chrono::milliseconds(200)});
-  cfg.set("middleman.connection-timeout", caf::timespan{std::chrono::seconds(1)});
+  cfg.set("middleman.heartbeat-interval", caf::timespan{std::chrono::milliseconds(heartbeat_ms)});
+  cfg.set("middleman.connection-timeout", caf::timespan{std::chrono::milliseconds(dead_after_ms)});
 }
 
 }  // namespace brigade::deploy

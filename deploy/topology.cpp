@@ -14,8 +14,9 @@
 #include "actors/router.hpp"
 #include "actors/spawn_checks.hpp"
 #include "actors/supervisor.hpp"
+#include "cluster/join_secret.hpp"
 #include "common/metrics.hpp"
-#include "deploy/coordinator.hpp"
+#include "deploy/membership.hpp"
 #include "deploy/middleman_config.hpp"
 #include "deploy/placement.hpp"
 #include "deploy/scheduler_config.hpp"
@@ -63,13 +64,28 @@ status request_kill(caf::actor_system& sys, const supervisor_actor& supervisor,
   return ok_status();
 }
 
-std::unique_ptr<caf::actor_system_config> make_config(bool distributed) {
+std::unique_ptr<caf::actor_system_config> make_config(const manifest& m) {
   auto cfg = std::make_unique<caf::actor_system_config>();
   configure_scheduler(*cfg);
   cfg->set("logger.verbosity", caf::atom("quiet"));
   register_message_types(*cfg);
-  if (distributed) configure_middleman(*cfg);
+  if (!m.nodes.empty()) {
+    configure_middleman(*cfg, m.liveness.heartbeat_ms, m.liveness.dead_after_ms);
+  }
   return cfg;
+}
+
+// Joins every node of the manifest through the membership, which keeps watching them.
+result<std::vector<joined_node>> join_nodes(caf::actor_system& sys,
+                                            const membership_actor& membership) {
+  caf::scoped_actor self{sys};
+  std::vector<joined_node> out;
+  std::string failure;
+  self->request(membership, std::chrono::seconds(60), join_atom_v)
+      .receive([&](std::vector<joined_node>& joined) { out = std::move(joined); },
+               [&](caf::error& err) { failure = sys.render(err); });
+  if (!failure.empty()) return error(errc::unavailable, failure);
+  return out;
 }
 
 // The router behind the inference_service interface. Blocking requests are used only here, at
@@ -77,11 +93,12 @@ std::unique_ptr<caf::actor_system_config> make_config(bool distributed) {
 class actor_service final : public serve::inference_service {
  public:
   actor_service(caf::actor_system& sys, router_actor router, registry_actor registry,
-                supervisor_actor supervisor, serve::service_info info)
+                supervisor_actor supervisor, membership_actor membership, serve::service_info info)
       : sys_(sys),
         router_(std::move(router)),
         registry_(std::move(registry)),
         supervisor_(std::move(supervisor)),
+        membership_(std::move(membership)),
         info_(std::move(info)) {}
 
   status submit(serve::generation_request request,
@@ -152,6 +169,20 @@ class actor_service final : public serve::inference_service {
   status kill_actor(const std::string& name) override {
     return request_kill(sys_, supervisor_, name);
   }
+  status inject_fault(const serve::fault_request& f) override {
+    if (!membership_) {
+      return error(errc::unsupported,
+                   "fault injection on nodes needs a topology with nodes; this one runs in one "
+                   "process (POST /v1/admin/kill kills its roles)");
+    }
+    fault_order o{f.node, f.kind, f.peer, f.rate, f.ms, f.for_ms, f.seed};
+    caf::scoped_actor self{sys_};
+    std::string why = "the membership did not answer";
+    self->request(membership_, edge_timeout, fault_atom_v, o)
+        .receive([&](std::string& w) { why = std::move(w); }, [&](caf::error&) {});
+    if (!why.empty()) return error(errc::invalid_argument, why);
+    return ok_status();
+  }
   void stop() { ready_ = false; }
 
  private:
@@ -208,6 +239,7 @@ class actor_service final : public serve::inference_service {
   router_actor router_;
   registry_actor registry_;
   supervisor_actor supervisor_;
+  membership_actor membership_;  // null in one process
   serve::service_info info_;
   std::atomic<bool> ready_{true};
 };
@@ -229,11 +261,13 @@ struct topology::impl {
   registry_actor registry;
   router_actor router;
   supervisor_actor supervisor;
+  membership_actor membership;
   std::unique_ptr<actor_service> service;
 
   ~impl() {
     if (service) service->stop();
     if (sys) {
+      if (membership) caf::anon_send_exit(membership, caf::exit_reason::user_shutdown);
       caf::anon_send_exit(supervisor, caf::exit_reason::user_shutdown);
       caf::anon_send_exit(router, caf::exit_reason::user_shutdown);
       caf::anon_send_exit(registry, caf::exit_reason::user_shutdown);
@@ -278,23 +312,25 @@ result<std::unique_ptr<topology>> topology::start(const deploy::manifest& m,
   }
   auto p = std::make_unique<impl>();
   p->ctx = ctx.value();
-  p->cfg = make_config(distributed);
+  p->cfg = make_config(m);
   p->sys = std::make_unique<caf::actor_system>(*p->cfg);
-  supervisor_config sc{m, layout.value(), {}, {}, {}, std::move(cache)};
+  supervisor_config sc{m, layout.value(), {}, {}, std::move(cache)};
+  p->registry = spawn_registry(*p->sys);
   if (distributed) {
-    auto joined = join_nodes(*p->sys, m);
+    auto secret = cluster::read_join_secret(m.join_secret_file);
+    if (!secret) return secret.err();
+    p->membership = spawn_membership(*p->sys, m, secret.value(), p->registry);
+    auto joined = join_nodes(*p->sys, p->membership);
     if (!joined) return joined.err();
     sc.placement = place(m);
-    for (const auto& j : joined.value()) {
+    for (const auto& j : joined.value())
       sc.agents[j.name] = j.agent;
-      sc.peer_ids[j.name] = j.peer_id;
-    }
   }
-  p->registry = spawn_registry(*p->sys);
   p->router = spawn_router(*p->sys, router_config_for(m));
   actor_entry router_entry{"router", "router", "local", 1, 0, true, "", 0};
   caf::anon_send(p->registry, register_atom_v, router_entry);
   p->supervisor = spawn_supervisor(*p->sys, p->ctx, std::move(sc), p->registry, p->router);
+  if (p->membership) caf::anon_send(p->membership, supervise_atom_v, p->supervisor);
   serve::service_info info;
   info.model_name = m.served_model_name.empty() ? last_path_part(m.model) : m.served_model_name;
   info.model_type = c.model_type;
@@ -305,8 +341,8 @@ result<std::unique_ptr<topology>> topology::start(const deploy::manifest& m,
   info.created_unix_s = std::chrono::duration_cast<std::chrono::seconds>(
                             std::chrono::system_clock::now().time_since_epoch())
                             .count();
-  p->service =
-      std::make_unique<actor_service>(*p->sys, p->router, p->registry, p->supervisor, info);
+  p->service = std::make_unique<actor_service>(*p->sys, p->router, p->registry, p->supervisor,
+                                               p->membership, info);
   return std::unique_ptr<topology>(new topology(std::move(p)));
 }
 
@@ -336,6 +372,15 @@ std::string actor_service::status_json() const {
               add(s);
           },
           [&](caf::error&) {});
+  if (membership_) {
+    self->request(membership_, edge_timeout, status_atom_v, true)
+        .receive(
+            [&](const std::vector<role_status>& nodes) {
+              for (const auto& s : nodes)
+                add(s);
+            },
+            [&](caf::error&) {});
+  }
   return out.dump();
 }
 

@@ -6,8 +6,12 @@
 #include <xxhash.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <memory>
+#include <thread>
+
+#include "kvcache/disk_faults.hpp"
 
 namespace brigade::kvcache::ssd_block_file {
 
@@ -157,6 +161,14 @@ std::uint64_t file_bytes(const block_payload& payload) {
 
 status write(const std::string& temp_path, const std::string& final_path,
              const block_payload& payload, time_ns last_use_ns, bool drop_page_cache) {
+  if (disk_faults::armed()) {
+    const disk_fault_action fault = disk_faults::current();
+    if (fault.slow_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(fault.slow_ms));
+    if (fault.full) {
+      return error(errc::resource_exhausted,
+                   "cannot write " + temp_path + ": No space left on device (a disk fault point)");
+    }
+  }
   if (payload.model().text().size() > max_fingerprint_chars) {
     return error(errc::invalid_argument, "model fingerprint of " +
                                              std::to_string(payload.model().text().size()) +
@@ -206,6 +218,10 @@ status check_header(const std::uint8_t* head, std::uint64_t file_size,
 
 result<payload_ptr> read(const std::string& path, const model_fingerprint& model, block_hash hash,
                          bool drop_page_cache) {
+  if (disk_faults::armed()) {
+    const std::uint32_t slow_ms = disk_faults::current().slow_ms;
+    if (slow_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
+  }
   fd_guard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     const int err_no = errno;

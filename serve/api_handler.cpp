@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 
 #include "common/log.hpp"
 #include "serve/dashboard_page.hpp"
@@ -28,7 +29,8 @@ http_reply not_found(std::string_view path) {
   e.message =
       "no route " + std::string(path) +
       "; brigade serves /v1/completions, /v1/chat/completions, /v1/models, /v1/actors, "
-      "/v1/experts, /v1/status, /v1/events, /v1/admin/kill, /v1/admin/replan, /health, /ready, "
+      "/v1/experts, /v1/status, /v1/events, /v1/admin/kill, /v1/admin/replan, /v1/admin/faults, "
+      "/health, /ready, "
       "/metrics and /dashboard";
   return api_handler::error_reply(e);
 }
@@ -138,6 +140,18 @@ api_handler::outcome api_handler::route(const http_request_view& req, clock::tim
     if (req.method != "POST") return method_not_allowed(req.method, path, "POST");
     return admin_replan(req.body);
   }
+  if (path == "/v1/admin/faults") {
+    if (req.method != "POST") return method_not_allowed(req.method, path, "POST");
+    if (!auth_.enabled()) {
+      api_error e;
+      e.http_status = 403;
+      e.message =
+          "fault injection on nodes needs the server started with an API key "
+          "(--api-key or serve.api_keys): it can cut nodes off";
+      return error_reply(e);
+    }
+    return admin_faults(req.body);
+  }
   if (path == "/v1/events") {
     if (req.method != "GET") return method_not_allowed(req.method, path, "GET");
     event_stream_start start;
@@ -176,6 +190,65 @@ http_reply api_handler::admin_kill(std::string_view body) {
   }
   http_reply r;
   r.body = nlohmann::json{{"killed", j["actor"]}}.dump();
+  return r;
+}
+
+http_reply api_handler::admin_faults(std::string_view body) {
+  const auto j = nlohmann::json::parse(body, nullptr, false);
+  api_error e;
+  static const std::set<std::string> kinds = {"drop",      "delay",     "duplicate",
+                                              "reorder",   "sever",     "partition",
+                                              "disk_slow", "disk_full", "clear"};
+  auto bad = [&](const std::string& param, const std::string& what) {
+    e.param = param;
+    e.message = what;
+    return error_reply(e);
+  };
+  if (j.is_discarded() || !j.is_object()) {
+    return bad("",
+               "the body must be a JSON object such as {\"node\": \"n2\", \"kind\": "
+               "\"drop\", \"rate\": 0.1, \"for_ms\": 5000}");
+  }
+  fault_request f;
+  if (!j.contains("node") || !j["node"].is_string())
+    return bad("node", "\"node\" must name a node");
+  f.node = j["node"].get<std::string>();
+  if (!j.contains("kind") || !j["kind"].is_string() || !kinds.count(j["kind"].get<std::string>())) {
+    return bad("kind",
+               "\"kind\" must be one of drop, delay, duplicate, reorder, sever, partition, "
+               "disk_slow, disk_full, clear");
+  }
+  f.kind = j["kind"].get<std::string>();
+  if (j.contains("peer")) {
+    if (!j["peer"].is_string()) return bad("peer", "\"peer\" must name a node, or be \"*\"");
+    f.peer = j["peer"].get<std::string>();
+  }
+  if (j.contains("rate")) {
+    if (!j["rate"].is_number() || !(j["rate"].get<double>() > 0 && j["rate"].get<double>() <= 1)) {
+      return bad("rate", "\"rate\" must be a share in (0, 1]");
+    }
+    f.rate = j["rate"].get<double>();
+  }
+  for (const char* key : {"ms", "for_ms", "seed"}) {
+    if (!j.contains(key)) continue;
+    if (!j[key].is_number_unsigned() || j[key].get<uint64_t>() > 86400000ULL) {
+      return bad(key,
+                 std::string("\"") + key + "\" must be a non-negative integer (at most a day)");
+    }
+  }
+  f.ms = j.value("ms", int64_t{0});
+  f.for_ms = j.value("for_ms", int64_t{0});
+  f.seed = j.value("seed", uint64_t{1});
+  if ((f.kind == "delay" || f.kind == "reorder" || f.kind == "disk_slow") && f.ms == 0) {
+    return bad("ms", "\"" + f.kind + "\" needs \"ms\" > 0");
+  }
+  status set = service_.inject_fault(f);
+  if (!set) {
+    e.message = set.err().message;
+    return error_reply(e);
+  }
+  http_reply r;
+  r.body = nlohmann::json{{"fault", f.kind}, {"node", f.node}, {"for_ms", f.for_ms}}.dump();
   return r;
 }
 

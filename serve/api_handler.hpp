@@ -12,6 +12,8 @@
 //   POST /v1/admin/kill           fault injection: {"actor": "decode-0"}  (API key)
 //   POST /v1/admin/replan         a random migration: {"seed": 5}, and with "kill":
 //                                 "expert_shard-2" that actor dies as it starts  (API key)
+//   POST /v1/admin/faults         a fault on a node: {"node": "n2", "kind": "drop", "rate": 0.1,
+//                                 "for_ms": 5000} (only with an API key configured)
 //   POST /v1/completions          OpenAI completions           (API key)
 //   POST /v1/chat/completions     OpenAI chat completions      (API key)
 #pragma once
@@ -98,6 +100,7 @@ class api_handler {
   outcome start_generation(api_kind kind, std::string_view body, clock::time_point received);
   http_reply admin_kill(std::string_view body);
   http_reply admin_replan(std::string_view body);
+  http_reply admin_faults(std::string_view body);
   http_reply get_route(std::string_view path);
 
   inference_service& service_;

@@ -86,6 +86,19 @@ struct service_info {
   std::vector<std::string> scenarios;
 };
 
+/// A fault to inject on one node of a topology (POST /v1/admin/faults).
+struct fault_request {
+  std::string node;  ///< The node it applies to.
+  /// drop, delay, duplicate, reorder or sever (data-plane messages), partition (drop both
+  /// ways between the node and `peer`), disk_slow, disk_full (its SSD tier), or clear.
+  std::string kind;
+  std::string peer;    ///< Another node, "*" for all of them, or empty for any destination.
+  double rate = 1.0;   ///< Share of matching messages affected.
+  int64_t ms = 0;      ///< delay and reorder: how long; disk_slow: per I/O.
+  int64_t for_ms = 0;  ///< Lasts this long, then clears itself; 0: until cleared.
+  uint64_t seed = 1;   ///< Seeds which messages a rate picks.
+};
+
 class inference_service {
  public:
   virtual ~inference_service() = default;
@@ -132,6 +145,11 @@ class inference_service {
   /// Fault injection: kills the named actor, which the supervisor then restarts.
   virtual status kill_actor(const std::string& name) {
     return error(errc::unsupported, "this service has no actors to kill ('" + name + "')");
+  }
+  /// Fault injection: switches a fault on (or off) on one node of the topology.
+  virtual status inject_fault(const fault_request& fault) {
+    return error(errc::unsupported,
+                 "this service has no nodes to inject faults into ('" + fault.node + "')");
   }
 };
 

@@ -2,17 +2,37 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <random>
 #include <vector>
 
 namespace brigade::transport {
 namespace {
 
+using fault_clock = std::chrono::steady_clock;
+
+// A rule as set: its generator, and when it ends.
+struct active_rule {
+  fault_rule rule;
+  std::mt19937_64 random;
+  std::optional<fault_clock::time_point> until;
+};
+
 struct registry {
   std::mutex mutex;
-  std::map<std::string, fault_rule> rules;
+  std::map<std::string, active_rule> rules;
 };
+
+// Drops the rules whose time is over. Called with the mutex held.
+void expire(registry& r) {
+  const auto now = fault_clock::now();
+  for (auto it = r.rules.begin(); it != r.rules.end();) {
+    it = it->second.until && *it->second.until <= now ? r.rules.erase(it) : std::next(it);
+  }
+}
 
 registry& rules() {
   static registry r;
@@ -51,8 +71,9 @@ result<fault_kind> parse_kind(std::string_view word) {
   if (word == "delay") return fault_kind::delay;
   if (word == "duplicate") return fault_kind::duplicate;
   if (word == "sever") return fault_kind::sever;
+  if (word == "reorder") return fault_kind::reorder;
   return error(errc::invalid_argument, "fault spec: unknown fault '" + std::string(word) +
-                                           "'; expected drop, delay, duplicate or sever");
+                                           "'; expected drop, delay, duplicate, reorder or sever");
 }
 
 status apply_option(fault_rule& rule, std::string_view key, std::string_view value) {
@@ -73,9 +94,23 @@ status apply_option(fault_rule& rule, std::string_view key, std::string_view val
     parsed = parse_number(value, rule.delay_ms);
   } else if (key == "count") {
     parsed = parse_number(value, rule.count);
+  } else if (key == "seed") {
+    parsed = parse_number(value, rule.seed);
+  } else if (key == "for_ms") {
+    parsed = parse_number(value, rule.for_ms);
+  } else if (key == "rate") {
+    const std::string text(value);
+    char* end = nullptr;
+    rule.rate = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !(rule.rate > 0.0 && rule.rate <= 1.0)) {
+      return error(errc::invalid_argument,
+                   "fault spec: rate must be a share in (0, 1], got '" + text + "'");
+    }
+    return ok_status();
   } else {
-    return error(errc::invalid_argument, "fault spec: unknown option '" + std::string(key) +
-                                             "'; expected from, to, channel, ms or count");
+    return error(errc::invalid_argument,
+                 "fault spec: unknown option '" + std::string(key) +
+                     "'; expected from, to, channel, ms, count, rate, seed or for_ms");
   }
   if (!parsed) {
     return error(errc::invalid_argument, "fault spec: option '" + std::string(key) +
@@ -97,6 +132,8 @@ const char* to_string(fault_kind kind) {
       return "duplicate";
     case fault_kind::sever:
       return "sever";
+    case fault_kind::reorder:
+      return "reorder";
   }
   return "unknown";
 }
@@ -104,7 +141,11 @@ const char* to_string(fault_kind kind) {
 void fault_points::set(const std::string& name, const fault_rule& rule) {
   registry& r = rules();
   std::lock_guard<std::mutex> lock(r.mutex);
-  r.rules[name] = rule;
+  active_rule& a = r.rules[name];
+  a.rule = rule;
+  a.random.seed(rule.seed);
+  a.until.reset();
+  if (rule.for_ms > 0) a.until = fault_clock::now() + std::chrono::milliseconds(rule.for_ms);
   armed_.store(true, std::memory_order_relaxed);
 }
 
@@ -149,8 +190,9 @@ result<fault_rule> fault_points::parse(std::string_view spec) {
     return error(errc::invalid_argument,
                  "fault spec: count=0 would never apply; omit count to apply until cleared");
   }
-  if (rule.kind == fault_kind::delay && rule.delay_ms == 0) {
-    return error(errc::invalid_argument, "fault spec: delay needs ms=N with N > 0");
+  if ((rule.kind == fault_kind::delay || rule.kind == fault_kind::reorder) && rule.delay_ms == 0) {
+    return error(errc::invalid_argument,
+                 "fault spec: " + std::string(words[0]) + " needs ms=N with N > 0");
   }
   return rule;
 }
@@ -159,13 +201,16 @@ fault_action fault_points::on_send(peer_id from, peer_id to, channel_id channel)
   fault_action action;
   registry& r = rules();
   std::lock_guard<std::mutex> lock(r.mutex);
+  expire(r);
   for (auto it = r.rules.begin(); it != r.rules.end();) {
-    fault_rule& rule = it->second;
+    fault_rule& rule = it->second.rule;
     const bool sever = rule.kind == fault_kind::sever;
     const bool hit =
         sever ? matches_link(rule, from, to)
               : matches_direction(rule, from, to) && (!rule.channel || *rule.channel == channel);
-    if (!hit) {
+    std::mt19937_64& random = it->second.random;
+    const auto draw = [&random] { return std::uniform_real_distribution<double>(0, 1)(random); };
+    if (!hit || (!sever && rule.rate < 1.0 && draw() >= rule.rate)) {
       ++it;
       continue;
     }
@@ -182,6 +227,11 @@ fault_action fault_points::on_send(peer_id from, peer_id to, channel_id channel)
       case fault_kind::delay:
         action.delay_ms = std::max(action.delay_ms, rule.delay_ms);
         break;
+      case fault_kind::reorder:
+        action.delay_ms = std::max(
+            action.delay_ms,
+            static_cast<std::uint32_t>(1 + random() % std::max<std::uint32_t>(1, rule.delay_ms)));
+        break;
     }
     if (!sever && rule.count > 0 && --rule.count == 0) {
       it = r.rules.erase(it);
@@ -196,8 +246,10 @@ fault_action fault_points::on_send(peer_id from, peer_id to, channel_id channel)
 bool fault_points::severed(peer_id a, peer_id b) {
   registry& r = rules();
   std::lock_guard<std::mutex> lock(r.mutex);
-  for (const auto& [name, rule] : r.rules) {
-    if (rule.kind == fault_kind::sever && matches_link(rule, a, b)) return true;
+  expire(r);
+  armed_.store(!r.rules.empty(), std::memory_order_relaxed);
+  for (const auto& [name, active] : r.rules) {
+    if (active.rule.kind == fault_kind::sever && matches_link(active.rule, a, b)) return true;
   }
   return false;
 }

@@ -1,9 +1,13 @@
 // Named faults in the data plane that tests (and fault scenarios) switch on at run time.
 //
 // Each fault is a rule with a name chosen by whoever sets it: drop, delay by N ms, duplicate,
-// or sever the link between two nodes, optionally narrowed to a sender, a receiver and a
-// channel, and to a number of messages. The rules are process-wide, so two transports in one
-// process see the same rules: severing 1<->2 fails both directions at once.
+// reorder (hold some messages back so that later ones overtake them), or sever the link between
+// two nodes, optionally narrowed to a sender, a receiver and a channel, to a share of the
+// messages (drawn from the rule's own seeded generator, so that a seed replays the same
+// choices), to a number of messages and to a time. The rules are process-wide, so two
+// transports in one process see the same rules: severing 1<->2 fails both directions at once.
+// Node agents switch rules at run time for their coordinator (fault injection from
+// `brigade chaos` and POST /v1/admin/faults).
 //
 // When no fault is set, the send and receive paths pay one relaxed atomic load (armed()).
 #pragma once
@@ -24,6 +28,7 @@ enum class fault_kind : std::uint8_t {
   delay,      ///< The message is held back `delay_ms` before it is sent.
   duplicate,  ///< The message is sent twice with the same sequence number.
   sever,      ///< Sends between the two nodes fail and their messages are dropped on arrival.
+  reorder,    ///< The message is held back a random 1..delay_ms, so later ones may overtake it.
 };
 
 const char* to_string(fault_kind kind);
@@ -40,6 +45,12 @@ struct fault_rule {
   std::uint32_t delay_ms = 0;
   /// Messages the rule still applies to; negative means until it is cleared. Sever ignores it.
   std::int64_t count = -1;
+  /// The share of matching messages the rule applies to, in (0, 1]. Sever ignores it.
+  double rate = 1.0;
+  /// Seeds the rule's choices (which messages `rate` picks, how long reorder holds them).
+  std::uint64_t seed = 1;
+  /// How long the rule lasts from when it is set; 0: until it is cleared.
+  std::uint32_t for_ms = 0;
 };
 
 /// What the send path does with one message while faults are set.
@@ -62,7 +73,8 @@ class fault_points {
   static void clear(const std::string& name);
   static void clear_all();
 
-  /// Parses "<drop|delay|duplicate|sever> [from=N] [to=N] [channel=N] [ms=N] [count=N]".
+  /// Parses "<drop|delay|duplicate|reorder|sever> [from=N] [to=N] [channel=N] [ms=N] [count=N]
+  /// [rate=X] [seed=N] [for_ms=N]".
   static result<fault_rule> parse(std::string_view spec);
 
   /// Decides the fate of one message from `from` to `to` on `channel`, using up one count of

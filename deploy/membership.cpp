@@ -1,0 +1,455 @@
+#include "deploy/membership.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "actors/sender_check.hpp"
+#include "cluster/failure_detector.hpp"
+#include "cluster/join_secret.hpp"
+#include "common/log.hpp"
+
+namespace brigade::deploy {
+
+using namespace brigade::actors;
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+// How long one dial (TCP connect and CAF's handshake) and one handshake request may take.
+constexpr std::chrono::milliseconds dial_timeout{2000};
+constexpr std::chrono::milliseconds handshake_timeout{5000};
+
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+double steady_ms() {
+  return std::chrono::duration<double, std::milli>(steady::now().time_since_epoch()).count();
+}
+
+struct node_record {
+  node_spec spec;
+  std::string host;
+  uint16_t port = 0;
+  std::string state = "joining";
+  int64_t since_ms = 0;
+  uint32_t joins = 0;
+  node_agent_actor agent;
+  uint64_t peer_id = 0;
+  std::vector<uint8_t> address;
+  cluster::failure_detector detector;
+  uint64_t dial_round = 0;  // names the dial in flight; an older one's answer is dropped
+  int failed_dials = 0;     // since the last join, for the back-off
+  bool dialing = false;
+  std::string last_error;
+};
+
+struct membership_state {
+  manifest m;
+  std::string secret;
+  registry_actor registry;
+  supervisor_actor supervisor;
+  std::map<std::string, node_record> nodes;
+  std::optional<caf::typed_response_promise<std::vector<joined_node>>> initial;
+  steady::time_point initial_deadline;
+  static inline const char* name = "membership";
+};
+
+using membership_pointer = membership_actor::stateful_pointer<membership_state>;
+
+void dial(membership_pointer self, const std::string& name);
+
+// A node's state changed: the registry, the log and the supervisor's event stream learn it.
+void set_state(membership_pointer self, node_record& n, const std::string& state,
+               const std::string& detail) {
+  if (n.state == state) return;
+  n.state = state;
+  n.since_ms = unix_ms();
+  node_entry e{n.spec.name, n.spec.address, state, n.since_ms, n.joins, detail};
+  caf::anon_send(self->state.registry, node_atom_v, e);
+  (state == "alive" ? log::info : log::warn)(
+      "membership", "node " + n.spec.name + " " + state + (detail.empty() ? "" : ": " + detail));
+}
+
+std::vector<peer_info> peer_list(const membership_state& st) {
+  std::vector<peer_info> peers;
+  for (const auto& [name, n] : st.nodes) {
+    if (n.agent && (n.state == "alive" || n.state == "suspected" || n.state == "rejoining")) {
+      peers.push_back({n.peer_id, name, n.agent->node(), n.address});
+    }
+  }
+  return peers;
+}
+
+// Every node in contact learns where every other node's data plane is: the one that joined
+// connects to the others, and they to it (a node that kept its data plane keeps its endpoints).
+void announce_peers(membership_pointer self) {
+  const auto peers = peer_list(self->state);
+  for (const auto& p : peers) {
+    const node_agent_actor agent = self->state.nodes.at(p.name).agent;
+    self->request(agent, handshake_timeout, peers_atom_v, peers)
+        .then([](bool) {},
+              [self, name = p.name](caf::error& err) {
+                log::warn("membership", "node " + name + " cannot reach its peers: " +
+                                            self->system().render(err));
+              });
+  }
+}
+
+// The back-off before the next dial of a node that did not answer: 100 ms doubling, bounded.
+std::chrono::milliseconds redial_delay(const membership_state& st, const node_record& n) {
+  const int shift = std::min(n.failed_dials, 10);
+  const int64_t ms = std::min<int64_t>(int64_t{100} << shift, st.m.liveness.redial_max_backoff_ms);
+  return std::chrono::milliseconds(ms);
+}
+
+void dial_failed(membership_pointer self, const std::string& name, const std::string& why,
+                 bool refused, bool gone = false) {
+  auto& st = self->state;
+  node_record& n = st.nodes.at(name);
+  n.dialing = false;
+  n.last_error = why;
+  // The first re-dial after a loss that finds nothing listening: the process is gone, and the
+  // supervisor need not wait out the rejoin window for it.
+  if (gone && n.failed_dials == 0 && n.state == "lost" && st.supervisor) {
+    self->send(st.supervisor, node_lost_atom_v, name, why, true);
+  }
+  ++n.failed_dials;
+  if (st.initial) {
+    if (refused || steady::now() >= st.initial_deadline) {
+      st.initial->deliver(caf::make_error(caf::sec::runtime_error, why));
+      st.initial.reset();
+    } else {
+      self->delayed_send(self, std::chrono::milliseconds(200), dial_atom_v, name, n.dial_round);
+    }
+    return;
+  }
+  if (n.state == "lost") {
+    self->delayed_send(self, redial_delay(st, n), dial_atom_v, name, n.dial_round);
+  }
+}
+
+void initial_join_done(membership_pointer self) {
+  auto& st = self->state;
+  std::vector<joined_node> out;
+  for (const auto& [name, n] : st.nodes) {
+    if (n.state != "alive") return;
+    out.push_back({name, n.agent, n.peer_id, n.address});
+  }
+  announce_peers(self);
+  st.initial->deliver(std::move(out));
+  st.initial.reset();
+}
+
+// The node answered the handshake: it is ours again. A first join completes the initial join;
+// a rejoin tells the supervisor which roles the node still holds.
+void joined(membership_pointer self, const std::string& name, node_agent_actor agent,
+            const node_joined& j) {
+  auto& st = self->state;
+  node_record& n = st.nodes.at(name);
+  const bool rejoin = n.joins > 0;
+  n.dialing = false;
+  n.failed_dials = 0;
+  n.agent = std::move(agent);
+  n.peer_id = j.peer_id;
+  n.address = j.address;
+  n.detector.reset();
+  n.detector.heartbeat(steady_ms());
+  ++n.joins;
+  self->monitor(n.agent);
+  log::info("membership", "node " + name + " joined (" + n.spec.address + ")");
+  if (!rejoin) {
+    set_state(self, n, "alive", "");
+    if (st.initial) initial_join_done(self);
+    return;
+  }
+  set_state(self, n, "rejoining", "answered a re-dial");
+  announce_peers(self);
+  self->request(n.agent, handshake_timeout, holdings_atom_v)
+      .then(
+          [self, name](std::vector<held_role>& held) {
+            auto& s = self->state;
+            node_record& rec = s.nodes.at(name);
+            set_state(self, rec, "alive", std::to_string(held.size()) + " roles still held");
+            if (s.supervisor) self->send(s.supervisor, node_back_atom_v, name, rec.agent, held);
+          },
+          [self, name](caf::error& err) {
+            log::warn("membership", "node " + name + " did not list its roles (" +
+                                        self->system().render(err) + "); they are replaced");
+            auto& s = self->state;
+            node_record& rec = s.nodes.at(name);
+            set_state(self, rec, "alive", "");
+            if (s.supervisor) {
+              self->send(s.supervisor, node_back_atom_v, name, rec.agent, std::vector<held_role>{});
+            }
+          });
+}
+
+// Both sides prove the secret over each other's nonces; a node with another secret is refused.
+void handshake(membership_pointer self, const std::string& name, node_agent_actor agent,
+               uint64_t round) {
+  const std::string ours = cluster::random_nonce();
+  self->request(agent, handshake_timeout, hello_atom_v, ours)
+      .then(
+          [=](node_hello& h) {
+            auto& st = self->state;
+            node_record& n = st.nodes.at(name);
+            if (round != n.dial_round) return;
+            if (!cluster::proofs_equal(h.proof,
+                                       cluster::join_proof(st.secret, "node", ours, h.nonce))) {
+              return dial_failed(self, name,
+                                 "node '" + name + "' at " + n.spec.address +
+                                     " failed the join secret check: it was started with "
+                                     "another secret; refusing it",
+                                 true);
+            }
+            data_plane_settings settings{st.m.transport.tls, st.m.transport.net_devices,
+                                         st.m.liveness.grace_ms};
+            self->request(agent, handshake_timeout, join_atom_v,
+                          cluster::join_proof(st.secret, "coordinator", h.nonce, ours), settings)
+                .then(
+                    [=](node_joined& j) {
+                      if (round != self->state.nodes.at(name).dial_round) return;
+                      joined(self, name, agent, j);
+                    },
+                    [=](caf::error& err) {
+                      dial_failed(
+                          self, name,
+                          "node '" + name + "' refused to join: " + self->system().render(err),
+                          true);
+                    });
+          },
+          [=](caf::error& err) {
+            if (round != self->state.nodes.at(name).dial_round) return;
+            dial_failed(self, name,
+                        "node '" + name + "': hello failed: " + self->system().render(err), false);
+          });
+}
+
+void dial(membership_pointer self, const std::string& name) {
+  auto& st = self->state;
+  node_record& n = st.nodes.at(name);
+  if (n.dialing) return;
+  n.dialing = true;
+  const uint64_t round = ++n.dial_round;
+  auto mm = self->system().middleman().actor_handle();
+  self->request(mm, dial_timeout, caf::connect_atom_v, n.host, n.port)
+      .then(
+          [=](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
+            if (round != self->state.nodes.at(name).dial_round) return;
+            if (!ptr) {
+              return dial_failed(self, name, "node '" + name + "' has no agent published", false);
+            }
+            handshake(self, name, caf::actor_cast<node_agent_actor>(ptr), round);
+          },
+          [=](caf::error& err) {
+            if (round != self->state.nodes.at(name).dial_round) return;
+            const auto& spec = self->state.nodes.at(name).spec;
+            const bool gone = err == caf::sec::cannot_connect_to_node;
+            dial_failed(self, name,
+                        "node '" + name + "' at " + spec.address + " did not answer (" +
+                            self->system().render(err) + "); is `brigade node --listen " +
+                            spec.address + "` running?",
+                        false, gone);
+          });
+}
+
+// A node's agent is gone: its connection closed (the process died, or a side declared the other
+// dead after dead_after of silence). The supervisor decides about its roles; we re-dial.
+void on_down(membership_pointer self, const caf::down_msg& dm) {
+  auto& st = self->state;
+  for (auto& [name, n] : st.nodes) {
+    if (!n.agent || n.agent.address() != dm.source) continue;
+    const std::string why = self->system().render(dm.reason);
+    set_state(self, n, "lost", why);
+    n.agent = nullptr;
+    n.dialing = false;
+    n.failed_dials = 0;
+    for (const auto& [other, o] : st.nodes) {
+      if (o.agent && other != name)
+        self->send(o.agent, peer_down_atom_v, n.peer_id, "node " + name + " lost");
+    }
+    if (st.supervisor) self->send(st.supervisor, node_lost_atom_v, name, why, false);
+    dial(self, name);
+    return;
+  }
+}
+
+// Pings every node in contact, and moves nodes between alive and suspected by their phi.
+void heartbeat(membership_pointer self) {
+  auto& st = self->state;
+  const double now = steady_ms();
+  for (auto& [name, n] : st.nodes) {
+    if (!n.agent || (n.state != "alive" && n.state != "suspected")) continue;
+    const double phi = n.detector.phi(now);
+    if (n.state == "alive" && phi >= st.m.liveness.suspect_phi) {
+      char detail[96];
+      std::snprintf(detail, sizeof detail, "silent for %.0f ms (phi %.1f)",
+                    n.detector.silence_ms(now), phi);
+      set_state(self, n, "suspected", detail);
+      if (st.supervisor) self->send(st.supervisor, suspect_atom_v, name, true);
+    }
+    self->request(n.agent, std::chrono::milliseconds(st.m.liveness.dead_after_ms), ping_atom_v)
+        .then(
+            [self, name](int64_t) {
+              auto& s = self->state;
+              node_record& rec = s.nodes.at(name);
+              rec.detector.heartbeat(steady_ms());
+              if (rec.state == "suspected") {
+                set_state(self, rec, "alive", "heartbeats again");
+                if (s.supervisor) self->send(s.supervisor, suspect_atom_v, name, false);
+              }
+            },
+            [](caf::error&) {});
+  }
+  self->delayed_send(self, std::chrono::milliseconds(st.m.liveness.heartbeat_ms), tick_atom_v);
+}
+
+role_status node_status(const node_record& n) {
+  role_status s;
+  s.name = n.spec.name;
+  s.role = "node";
+  s.detail = nlohmann::json{{"address", n.spec.address},
+                            {"state", n.state},
+                            {"since_ms", n.since_ms},
+                            {"joins", n.joins},
+                            {"peer_id", std::to_string(n.peer_id)},
+                            {"last_error", n.last_error}}
+                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return s;
+}
+
+// The node_fault one node applies for an order: its data-plane rule names peers by their ids.
+std::string fault_spec(const fault_order& o, const std::string& direction, uint64_t peer) {
+  std::string spec = o.kind;
+  if (o.kind == "partition") spec = "drop";
+  if (peer != 0) spec += " " + direction + "=" + std::to_string(peer);
+  if (o.rate < 1.0) spec += " rate=" + std::to_string(o.rate);
+  if (o.ms > 0 && o.kind != "partition") spec += " ms=" + std::to_string(o.ms);
+  spec += " seed=" + std::to_string(o.seed);
+  return spec;
+}
+
+// Sends the order's rules to the nodes concerned. A partition (or sever) of a node from a peer
+// is a rule on both ends, one for each direction of the link.
+std::string inject(membership_pointer self, const fault_order& o) {
+  auto& st = self->state;
+  auto target = st.nodes.find(o.node);
+  if (target == st.nodes.end()) return "no node named '" + o.node + "'";
+  if (!target->second.agent) return "node '" + o.node + "' is not in contact";
+  std::vector<std::pair<std::string, node_fault>> orders;
+  const std::string name = "admin-" + o.kind + "-" + o.node + (o.peer.empty() ? "" : "-" + o.peer);
+  if (o.kind == "clear") {
+    orders.push_back({o.node, node_fault{"", "", 0}});
+  } else if (o.kind == "disk_slow" || o.kind == "disk_full") {
+    const std::string spec =
+        o.kind == "disk_full" ? "disk full" : "disk slow ms=" + std::to_string(o.ms);
+    orders.push_back({o.node, node_fault{name, spec, o.for_ms}});
+  } else {
+    std::vector<std::string> peers;
+    if (o.peer == "*") {
+      for (const auto& [other, n] : st.nodes) {
+        if (other != o.node) peers.push_back(other);
+      }
+    } else if (!o.peer.empty()) {
+      if (!st.nodes.count(o.peer)) return "no node named '" + o.peer + "'";
+      peers.push_back(o.peer);
+    }
+    const bool both_ends = o.kind == "partition" || o.kind == "sever";
+    if (peers.empty())
+      orders.push_back({o.node, node_fault{name, fault_spec(o, "to", 0), o.for_ms}});
+    for (const auto& p : peers) {
+      const uint64_t peer_id = st.nodes.at(p).peer_id;
+      const uint64_t own_id = target->second.peer_id;
+      orders.push_back(
+          {o.node, node_fault{name + "-" + p, fault_spec(o, "to", peer_id), o.for_ms}});
+      if (both_ends && st.nodes.at(p).agent) {
+        orders.push_back({p, node_fault{name + "-" + p, fault_spec(o, "to", own_id), o.for_ms}});
+      }
+    }
+  }
+  for (const auto& [node, fault] : orders) {
+    const node_agent_actor agent = st.nodes.at(node).agent;
+    if (!agent) continue;
+    self->request(agent, handshake_timeout, fault_atom_v, fault)
+        .then([](bool) {},
+              [self, node = node](caf::error& err) {
+                log::warn("membership",
+                          "node " + node + " refused a fault: " + self->system().render(err));
+              });
+  }
+  return "";
+}
+
+}  // namespace
+
+static membership_actor::behavior_type membership_behavior(membership_pointer self, manifest m,
+                                                           std::string secret,
+                                                           registry_actor registry) {
+  auto& st = self->state;
+  st.m = std::move(m);
+  st.secret = std::move(secret);
+  st.registry = std::move(registry);
+  cluster::failure_detector_options fd;
+  fd.expected_interval_ms = st.m.liveness.heartbeat_ms;
+  fd.min_std_ms = std::max(10.0, st.m.liveness.heartbeat_ms / 2.0);
+  fd.acceptable_pause_ms = st.m.liveness.acceptable_pause_ms;
+  for (const auto& spec : st.m.nodes) {
+    node_record n;
+    n.spec = spec;
+    const auto colon = spec.address.rfind(':');
+    n.host = spec.address.substr(0, colon);
+    n.port = static_cast<uint16_t>(std::stoi(spec.address.substr(colon + 1)));
+    n.detector = cluster::failure_detector(fd);
+    st.nodes.emplace(spec.name, std::move(n));
+  }
+  self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
+  return {
+      [=](join_atom) -> caf::result<std::vector<joined_node>> {
+        auto& s = self->state;
+        auto rp = self->make_response_promise<std::vector<joined_node>>();
+        s.initial = rp;
+        s.initial_deadline = steady::now() + std::chrono::seconds(30);
+        for (auto& [name, n] : s.nodes)
+          dial(self, name);
+        self->send(self, tick_atom_v);
+        return rp;
+      },
+      [=](supervise_atom, supervisor_actor& supervisor) {
+        self->state.supervisor = std::move(supervisor);
+      },
+      [=](status_atom, bool) {
+        std::vector<role_status> out;
+        for (const auto& [name, n] : self->state.nodes)
+          out.push_back(node_status(n));
+        return out;
+      },
+      [=](fault_atom, const fault_order& order) { return inject(self, order); },
+      [=](tick_atom) {
+        if (!sent_by(self->current_sender(), self)) return;
+        heartbeat(self);
+      },
+      [=](dial_atom, const std::string& name, uint64_t round) {
+        auto& s = self->state;
+        auto it = s.nodes.find(name);
+        if (it == s.nodes.end() || it->second.dial_round != round || it->second.agent) return;
+        if (it->second.state != "lost" && !s.initial) return;
+        dial(self, name);
+      },
+  };
+}
+
+membership_actor spawn_membership(caf::actor_system& sys, const manifest& m, std::string secret,
+                                  registry_actor registry) {
+  return sys.spawn(membership_behavior, m, std::move(secret), std::move(registry));
+}
+
+}  // namespace brigade::deploy
