@@ -136,6 +136,9 @@ using node_agent_actor = caf::typed_actor<
     /// Fault injection in this node's process (from an admitted coordinator only).
     caf::replies_to<fault_atom, node_fault>::with<bool>,
     /// Internal: a grace period ended (the number names which loss of contact it was).
-    caf::reacts_to<grace_atom, uint64_t>, caf::replies_to<status_atom>::with<role_status>>;
+    caf::reacts_to<grace_atom, uint64_t>,
+    /// From this process only (SIGTERM): tells each coordinator the node is leaving, stops the
+    /// roles (their work fails over to other nodes), then the agent itself.
+    caf::reacts_to<leave_atom>, caf::replies_to<status_atom>::with<role_status>>;
 
 }  // namespace brigade::actors

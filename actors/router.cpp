@@ -65,6 +65,8 @@ struct router_state {
   // Token updates and failures from actors that are not the request's workers: dropped.
   int64_t foreign_messages = 0;
   std::set<std::string> suspected_nodes;
+  // Since when requests wait with no live worker of a kind they need.
+  std::optional<clock_type::time_point> unserviceable_since;
   static inline const char* name = "router";
 };
 
@@ -151,9 +153,49 @@ bool dispatch(router_pointer self, tracked_request& r) {
 }
 
 // Dispatches waiting requests in order while workers have room.
+void fail_request(router_pointer self, uint64_t id, const error& err);
+
+bool any_alive(const std::vector<worker_slot>& group) {
+  return std::any_of(group.begin(), group.end(), [](const worker_slot& w) { return w.alive; });
+}
+
+// Requests cannot wait for ever for a kind of worker that no longer runs anywhere (every node
+// holding one is gone): after no_worker_timeout they fail with an error the client can act on.
+// Returns true when the waiting requests were failed.
+bool fail_if_unserviceable(router_pointer self, clock_type::time_point now) {
+  auto& st = self->state;
+  const bool serviceable = any_alive(st.decode) && any_alive(st.prefill);
+  if (serviceable || st.waiting.empty()) {
+    st.unserviceable_since.reset();
+    return false;
+  }
+  if (!st.unserviceable_since) {
+    st.unserviceable_since = now;
+    self->delayed_send(self, st.config.no_worker_timeout, tick_atom_v);
+    return false;
+  }
+  if (now - *st.unserviceable_since < st.config.no_worker_timeout) return false;
+  const std::string missing = any_alive(st.decode) ? "prefill" : "decode";
+  const auto waited_s =
+      std::chrono::duration_cast<std::chrono::seconds>(st.config.no_worker_timeout).count();
+  const std::vector<uint64_t> ids(st.waiting.begin(), st.waiting.end());
+  log::error("router", "no " + missing + " worker has run for " + std::to_string(waited_s) +
+                           " s: failing the " + std::to_string(ids.size()) + " waiting requests");
+  for (uint64_t id : ids) {
+    fail_request(self, id,
+                 error(errc::unavailable, "no " + missing + " worker has been running for " +
+                                              std::to_string(waited_s) +
+                                              " s (the nodes holding them are gone); retry later"));
+  }
+  st.waiting.clear();
+  st.unserviceable_since.reset();
+  return true;
+}
+
 void pump(router_pointer self) {
   auto& st = self->state;
   const auto now = clock_type::now();
+  if (fail_if_unserviceable(self, now)) return;
   bool deferred = false;
   for (auto it = st.waiting.begin(); it != st.waiting.end();) {
     auto r = st.requests.find(*it);
@@ -468,6 +510,7 @@ router_config router_config_for(const deploy::manifest& m) {
   rc.admission_queue = m.admission_queue;
   rc.prefill_workers = m.prefill.count;
   rc.block_tokens = m.block_tokens;
+  rc.no_worker_timeout = std::chrono::milliseconds(m.liveness.no_worker_timeout_ms);
   rc.scenarios.clear();
   for (const auto& s : m.kv_cache.scenarios)
     rc.scenarios.push_back(s.name);

@@ -90,6 +90,8 @@ struct router_config {
   std::vector<std::string> scenarios{"chat", "agent"};
   /// How far above the mean computed load a prefill worker may go (kvcache/placement.hpp).
   double balance_slack = 0.05;
+  /// Requests waiting while no decode (or prefill) worker runs anywhere fail after this long.
+  std::chrono::milliseconds no_worker_timeout{30000};
 };
 
 /// The router's settings for a deployment of `manifest`.

@@ -263,8 +263,10 @@ void on_child_down(supervisor_pointer self, const caf::down_msg& dm) {
       cluster_event(self, "role_moved_home", c.home, c.name, "");
       return spawn_child(self, c);
     }
-    // A closed connection says nothing about the role: its node may answer again.
-    if (dm.reason == caf::exit_reason::remote_link_unreachable && c.node != "local") {
+    // A closed connection says nothing about the role: its node may answer again. A role
+    // stopped by its node leaving moves on at once.
+    if (c.node != "local" &&
+        (dm.reason == caf::exit_reason::remote_link_unreachable || st.nodes[c.node].lost)) {
       return child_unreachable(self, c, to_string(dm.reason));
     }
     const std::string cause = to_string(dm.reason);
@@ -505,6 +507,14 @@ static supervisor_actor::behavior_type supervisor_behavior(supervisor_pointer se
       },
       [=](suspect_atom, const std::string& node, bool suspected) {
         if (sent_locally(self->current_sender(), self->node())) on_suspect(self, node, suspected);
+      },
+      [=](leave_atom, const std::string& node) {
+        auto& s = self->state;
+        auto agent = s.config.agents.find(node);
+        if (agent == s.config.agents.end() || !sent_by(self->current_sender(), agent->second)) {
+          return;
+        }
+        on_node_leaving(self, node);
       },
       [=](rejoin_atom, const std::string& node, uint64_t loss) {
         if (sent_by(self->current_sender(), self)) on_rejoin_window_over(self, node, loss);

@@ -72,6 +72,9 @@ using supervisor_actor = caf::typed_actor<
     caf::reacts_to<node_back_atom, std::string, node_agent_actor, std::vector<held_role>>,
     /// A node's heartbeats are late (true), or on time again (false).
     caf::reacts_to<suspect_atom, std::string, bool>,
+    /// From a node's agent: the node is stopping (SIGTERM). Its roles stop next; they are
+    /// spawned elsewhere at once and no new role goes there.
+    caf::reacts_to<leave_atom, std::string>,
     /// Internal: the rejoin window of a lost node ended (the number names which loss).
     caf::reacts_to<rejoin_atom, std::string, uint64_t>>;
 

@@ -203,6 +203,16 @@ void on_node_back(supervisor_pointer self, const std::string& node, node_agent_a
           });
 }
 
+void on_node_leaving(supervisor_pointer self, const std::string& node) {
+  auto& st = self->state;
+  node_view& v = st.nodes[node];
+  log::warn("supervisor", "node " + node + " is stopping: its roles move to other nodes");
+  cluster_event(self, "node_leaving", node, "", "the node is stopping (SIGTERM)");
+  v.lost = true;
+  v.window_open = false;
+  ++v.loss;
+}
+
 void on_suspect(supervisor_pointer self, const std::string& node, bool suspected) {
   auto& st = self->state;
   st.nodes[node].suspected = suspected;

@@ -97,6 +97,8 @@ void on_node_back(supervisor_pointer self, const std::string& node, node_agent_a
                   std::vector<held_role> held);
 void on_rejoin_window_over(supervisor_pointer self, const std::string& node, uint64_t loss);
 void on_suspect(supervisor_pointer self, const std::string& node, bool suspected);
+/// A node announced it is stopping: no new roles go there, its roles move as they stop.
+void on_node_leaving(supervisor_pointer self, const std::string& node);
 /// The live node for a child whose node is lost: not suspected if possible, fewest children.
 std::string replacement_node(const supervisor_state& st);
 

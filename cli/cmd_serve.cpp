@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <thread>
 
@@ -60,6 +61,7 @@ struct serve_options {
   int kv_tokens = -1;
   int max_step_tokens = -1;
   int drain_timeout_s = 30;
+  int stop_timeout_s = 10;
   serve::http_server_options http;
 };
 
@@ -110,6 +112,12 @@ void add_options(CLI::App& app, serve_options& o) {
       ->capture_default_str();
   app.add_option("--drain-timeout-s", o.drain_timeout_s,
                  "on SIGINT/SIGTERM, how long in-flight requests may take to finish")
+      ->check(CLI::Range(0, 86400))
+      ->capture_default_str();
+  app.add_option("--stop-timeout-s", o.stop_timeout_s,
+                 "after the drain, how long stopping may take before the process exits anyway; "
+                 "a second signal exits at once")
+      ->check(CLI::Range(1, 3600))
       ->capture_default_str();
 }
 
@@ -187,6 +195,23 @@ result<backend_service> start_service(const serve_options& o, const deploy::mani
   return b;
 }
 
+// A stop that does not finish in time, or a second signal, ends the process there and says what
+// was still going on: a server that ignores SIGTERM gets killed without a word.
+void force_exit_later(sigset_t signals, std::chrono::seconds timeout,
+                      const serve::http_server* server) {
+  std::thread([signals, timeout, server] {
+    const timespec wait{static_cast<time_t>(timeout.count()), 0};
+    const int again = sigtimedwait(&signals, nullptr, &wait);
+    std::fprintf(stderr,
+                 "brigade serve: %s; exiting now with %d requests in flight and the topology "
+                 "stopping\n",
+                 again > 0 ? "a second signal" : "the stop timed out",
+                 server->active_generations());
+    std::fflush(stderr);
+    std::_Exit(again > 0 ? 130 : 1);
+  }).detach();
+}
+
 // Stops taking requests, lets those in flight finish for up to drain_timeout_s, then stops.
 void shut_down(serve::http_server& server, backend_service& service, int drain_timeout_s) {
   server.stop_accepting();
@@ -243,6 +268,7 @@ int serve(int argc, char** argv) {
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);
+  force_exit_later(signals, std::chrono::seconds(o.drain_timeout_s + o.stop_timeout_s), &server);
   shut_down(server, service, o.drain_timeout_s);
   std::printf("brigade serve: stopped\n");
   return 0;

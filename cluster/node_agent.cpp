@@ -11,6 +11,7 @@
 #include "actors/model_context.hpp"
 #include "actors/sender_check.hpp"
 #include "actors/spawn_checks.hpp"
+#include "actors/supervisor.hpp"
 #include "cluster/data_plane.hpp"
 #include "cluster/fault_injection.hpp"
 #include "cluster/join_secret.hpp"
@@ -50,6 +51,7 @@ struct agent_state {
   std::string model_dir;
   int64_t grace_ms = 30000;
   uint64_t losses = 0;
+  bool leaving = false;  // stopping: no new spawns
   // Keyed by the supervisor (an address equals any later handle to the same actor). Shared with
   // the agent's exit hook, which runs after the state is gone.
   std::shared_ptr<owner_map> owners = std::make_shared<owner_map>();
@@ -65,6 +67,9 @@ caf::node_id sender_node(agent_pointer self) {
 
 // Spawning and peers need an admitted coordinator; anyone else is refused and logged.
 caf::error check_admitted(agent_pointer self, const char* what) {
+  if (self->state.leaving && std::string(what) == "a spawn") {
+    return caf::make_error(caf::sec::request_receiver_down, "node is stopping");
+  }
   if (self->state.admitted.count(sender_node(self)) && self->state.plane) return caf::none;
   log::warn("node " + self->state.config.name, std::string("refused ") + what + " from " +
                                                    to_string(sender_node(self)) +
@@ -239,6 +244,11 @@ Handle registered(agent_pointer self, Handle h, const std::string& name, const c
     it->second.in_contact = true;
   }
   it->second.roles.push_back({name, role, caf::actor_cast<caf::actor_addr>(h)});
+  if (auto census = st.config.census) {
+    census->add(name);
+    caf::actor_cast<caf::actor>(h)->attach_functor(
+        [census, name](const caf::error&) { census->remove(name); });
+  }
   log::info("node " + st.config.name, "spawned " + name);
   return h;
 }
@@ -385,6 +395,20 @@ node_agent_actor::behavior_type agent_behavior(agent_pointer self, node_agent_co
                                   std::to_string(st.grace_ms) + " ms)");
           }
         }
+      },
+      [=](leave_atom) {
+        auto& st = self->state;
+        if (!sent_locally(self->current_sender(), self->node())) return;
+        st.leaving = true;
+        for (const auto& [owner, rec] : *st.owners) {
+          if (!rec.in_contact) continue;
+          if (auto supervisor = caf::actor_cast<supervisor_actor>(owner)) {
+            self->send(supervisor, leave_atom_v, st.config.name);
+          }
+        }
+        log::warn("node " + st.config.name,
+                  "leaving: stopping " + std::to_string(spawned(st)) + " roles");
+        self->quit(caf::exit_reason::user_shutdown);  // the exit hook stops the roles
       },
       [=](actors::status_atom) {
         const auto& st = self->state;

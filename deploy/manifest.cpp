@@ -145,6 +145,7 @@ void read_liveness(yaml_section& s, liveness_policy& l) {
   duration("rejoin_window", l.rejoin_window_ms, 0, 600000);
   duration("redial_max_backoff", l.redial_max_backoff_ms, 10, 600000);
   duration("grace", l.grace_ms, 0, 86400000);
+  duration("no_worker_timeout", l.no_worker_timeout_ms, 0, 86400000);
   if (!s.ok()) return;
   if (l.dead_after_ms < 2 * l.heartbeat_ms) {
     s.invalid("dead_after", "(" + std::to_string(l.dead_after_ms) +

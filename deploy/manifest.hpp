@@ -80,6 +80,8 @@ struct liveness_policy {
   int redial_max_backoff_ms = 2000;  ///< Re-dials of a lost node back off up to this.
   /// How long a node keeps the roles of a coordinator it lost contact with, for a quick return.
   int grace_ms = 30000;
+  /// Requests waiting while no decode (or prefill) worker runs anywhere fail after this long.
+  int no_worker_timeout_ms = 30000;
 };
 
 /// A machine (a `brigade node` agent) and the role instances it hosts.

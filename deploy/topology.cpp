@@ -272,6 +272,9 @@ struct topology::impl {
       caf::anon_send_exit(router, caf::exit_reason::user_shutdown);
       caf::anon_send_exit(registry, caf::exit_reason::user_shutdown);
       sys->await_all_actors_done();
+      // Pending delayed messages and request timeouts hold their actors until CAF's clock is
+      // destroyed, which comes after CAF waits for detached actors to be destroyed: drop them.
+      sys->clock().cancel_all();
     }
   }
 };
