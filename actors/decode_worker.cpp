@@ -80,6 +80,19 @@ result<bool> accept(decode_pointer self, kv_handoff& h) {
   const int context = static_cast<int>(h.tokens.size());
   const int total = static_cast<int>(
       std::min<int64_t>(int64_t{context} + h.params.max_tokens - 1, c.max_positions));
+  if (auto old = st.seqs.find(h.request); old != st.seqs.end()) {
+    // The request ran here before and was re-dispatched: the old attempt's sequence goes, the
+    // newer one takes its place (refused while the old one is in a step: the router retries).
+    if (old->second.attempt >= h.attempt) {
+      return error(errc::invalid_argument,
+                   "attempt " + std::to_string(h.attempt) + " is older than the one running");
+    }
+    if (st.busy) {
+      old->second.cancelled = true;
+      return error(errc::unavailable, "an older attempt of the request is in this step");
+    }
+    release(st, h.request);
+  }
   if (static_cast<int>(st.seqs.size()) >= st.config.max_running) {
     return error(errc::resource_exhausted, st.config.name + " is running its maximum of " +
                                                std::to_string(st.config.max_running));
@@ -275,11 +288,12 @@ decode_worker_actor::behavior_type decode_behavior(decode_pointer self,
         self->send(self, step_atom_v);
         return true;
       },
-      [=](cancel_atom, uint64_t request) {
+      [=](cancel_atom, uint64_t request, uint32_t attempt) {
         auto& s = self->state;
         if (s.config.router && !sent_by(self->current_sender(), s.config.router)) return;
         auto it = s.seqs.find(request);
-        if (it == s.seqs.end()) return;
+        // A cancel of an earlier attempt never touches the request's newer one.
+        if (it == s.seqs.end() || it->second.attempt > attempt) return;
         if (s.busy) {
           it->second.cancelled = true;  // dropped when the step ends
         } else {

@@ -53,7 +53,9 @@ struct kv_handoff {
 };
 
 using decode_worker_actor =
-    caf::typed_actor<caf::replies_to<kv_handoff>::with<bool>, caf::reacts_to<cancel_atom, uint64_t>,
+    caf::typed_actor<caf::replies_to<kv_handoff>::with<bool>,
+                     /// Drops the request's sequence if it is of this attempt or an older one.
+                     caf::reacts_to<cancel_atom, uint64_t, uint32_t>,
                      caf::reacts_to<shards_atom, shard_set>, caf::reacts_to<step_atom>,
                      caf::reacts_to<tick_atom, uint64_t>,
                      /// From its supervisor after contact with the coordinator was lost and came

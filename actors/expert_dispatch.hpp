@@ -26,6 +26,8 @@ namespace brigade::actors {
 /// How long a worker waits for an expert shard before failing the step. Liveness comes from
 /// monitors (a dead shard answers at once); this bound only catches a hung one.
 constexpr std::chrono::seconds expert_timeout{30};
+/// When an unanswered expert call is first sent again (then 2x, 4x ... 16x that).
+constexpr std::chrono::milliseconds expert_retry_after{1000};
 
 /// What a worker keeps about the shards it sends rows to.
 struct expert_client {
@@ -167,19 +169,42 @@ void dispatch_layer(Self* self, expert_client& c, model::step_driver& driver, ui
       client->stalled = true;
       self->delayed_send(self, client->stall_timeout, tick_atom_v, step);
     };
-    self->request(c.shards.shards[s], expert_timeout, std::move(req))
-        .then(
-            [=](expert_reply& reply) {
-              if (p->failed || *current_step != step) return;
-              // A shard on another node may answer anything: never read past its rows.
-              if (reply.output.data.size() != expected_floats) {
-                return fail("it answered " + std::to_string(reply.output.data.size()) +
-                            " values for " + std::to_string(expected_floats));
-              }
-              d->deliver(*slots, reply.output.data.data());
-              if (--p->pending == 0) (*done)();
-            },
-            [=](caf::error& err) { fail(to_string(err)); });
+    // A call whose answer does not come is sent again, after 1 s and then ever longer: a lost
+    // message (a lossy link) costs a retry, not the step. Expert FFNs are pure, so a late first
+    // answer and the retry's are the same rows; whichever comes first counts.
+    auto request = std::make_shared<const expert_request>(std::move(req));
+    auto answered = std::make_shared<bool>(false);
+    const expert_shard_actor shard = c.shards.shards[s];
+    const auto started = std::chrono::steady_clock::now();
+    auto send = std::make_shared<std::function<void(int)>>();
+    *send = [=, weak = std::weak_ptr<std::function<void(int)>>(send)](int attempt) {
+      auto again = weak.lock();
+      const std::chrono::milliseconds wait = std::min<std::chrono::milliseconds>(
+          expert_retry_after * (1 << std::min(attempt, 4)), expert_timeout);
+      self->request(shard, wait, *request)
+          .then(
+              [=](expert_reply& reply) {
+                if (*answered || p->failed || *current_step != step) return;
+                *answered = true;
+                // A shard on another node may answer anything: never read past its rows.
+                if (reply.output.data.size() != expected_floats) {
+                  return fail("it answered " + std::to_string(reply.output.data.size()) +
+                              " values for " + std::to_string(expected_floats));
+                }
+                d->deliver(*slots, reply.output.data.data());
+                if (--p->pending == 0) (*done)();
+              },
+              [=](caf::error& err) {
+                if (*answered || p->failed || *current_step != step) return;
+                const bool late = err == caf::sec::request_timeout;
+                if (late && std::chrono::steady_clock::now() - started < expert_timeout && again) {
+                  return (*again)(attempt + 1);
+                }
+                fail(late ? "no answer within " + std::to_string(expert_timeout.count()) + " s"
+                          : to_string(err));
+              });
+    };
+    (*send)(0);
   }
 }
 

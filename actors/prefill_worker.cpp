@@ -381,7 +381,10 @@ void hand_off(prefill_pointer self, active_job& a, const float* logits_row) {
   // A decode worker on another node gets the blocks over the data plane.
   decode_worker_actor target = a.job.decode;
   if (remote_link* link = remote_link::current()) target = link->local_view(target);
-  self->request(target, std::chrono::seconds(30), std::move(h))
+  // Bounded by what moving the blocks can take (2 s, plus 10 ms per MiB): a hand-off lost on
+  // the way fails the job soon, and the router dispatches it again.
+  const auto wait = std::chrono::milliseconds(2000 + (h.kv.size() * sizeof(float) >> 20) * 10);
+  self->request(target, wait, std::move(h))
       .then([](bool) {},
             [self, job](caf::error& err) {
               fail(self, job, "decode worker refused the sequence: " + to_string(err), true);
@@ -543,17 +546,21 @@ prefill_worker_actor::behavior_type prefill_behavior(prefill_pointer self,
         s.queue.push_back(std::move(job));
         self->send(self, step_atom_v);
       },
-      [=](cancel_atom, uint64_t request) {
+      [=](cancel_atom, uint64_t request, uint32_t attempt) {
         auto& s = self->state;
         if (s.config.router && !sent_by(self->current_sender(), s.config.router)) return;
+        // A cancel of an earlier attempt never touches the request's newer one.
         for (auto it = s.queue.begin(); it != s.queue.end(); ++it) {
-          if (it->request == request) {
+          if (it->request == request && it->attempt <= attempt) {
             s.queue.erase(it);
             return;
           }
         }
-        if (cancel_admitting(self, request)) return;
-        if (active_job* a = find_active(s, request)) {
+        if (s.cached.front && s.cached.front->job.request == request &&
+            s.cached.front->job.attempt <= attempt && cancel_admitting(self, request)) {
+          return;
+        }
+        if (active_job* a = find_active(s, request); a && a->job.attempt <= attempt) {
           a->cancelled = true;
           self->send(self, step_atom_v);  // gives its blocks back if no step is running
         }

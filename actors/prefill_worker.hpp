@@ -48,7 +48,9 @@ typename Inspector::result_type inspect(Inspector& f, prefill_job& x) {
 }
 
 using prefill_worker_actor =
-    caf::typed_actor<caf::reacts_to<prefill_job>, caf::reacts_to<cancel_atom, uint64_t>,
+    caf::typed_actor<caf::reacts_to<prefill_job>,
+                     /// Drops the request's job if it is of this attempt or an older one.
+                     caf::reacts_to<cancel_atom, uint64_t, uint32_t>,
                      caf::reacts_to<shards_atom, shard_set>, caf::reacts_to<step_atom>,
                      caf::reacts_to<tick_atom, uint64_t>,
                      /// The node's KV store (again, after a restart).

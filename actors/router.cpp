@@ -100,12 +100,12 @@ void cancel_at_workers(router_pointer self, tracked_request& r) {
       st.prefill[static_cast<size_t>(r.prefill)].alive) {
     self->send(
         caf::actor_cast<prefill_worker_actor>(st.prefill[static_cast<size_t>(r.prefill)].handle),
-        cancel_atom_v, r.id);
+        cancel_atom_v, r.id, r.attempt);
   }
   if (r.at != phase::waiting && r.decode >= 0 && st.decode[static_cast<size_t>(r.decode)].alive) {
     self->send(
         caf::actor_cast<decode_worker_actor>(st.decode[static_cast<size_t>(r.decode)].handle),
-        cancel_atom_v, r.id);
+        cancel_atom_v, r.id, r.attempt);
   }
 }
 

@@ -15,6 +15,7 @@ int serve(int argc, char** argv);
 int plan_experts(int argc, char** argv);
 int replay(int argc, char** argv);
 int node(int argc, char** argv);
+int chaos(int argc, char** argv);
 int deploy(int argc, char** argv);
 
 }  // namespace brigade::cli

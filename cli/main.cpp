@@ -24,6 +24,8 @@ const command commands[] = {
     {"plan-experts", brigade::cli::plan_experts,
      "plan a layout of experts onto shard slots from measured loads"},
     {"node", brigade::cli::node, "run a node agent that a coordinator deploys actors onto"},
+    {"chaos", brigade::cli::chaos,
+     "run fault-injection scenarios against real processes and check nothing is lost"},
     {"deploy", brigade::cli::deploy,
      "deploy a manifest across its nodes (--dry-run prints the placement)"},
     {"replay", brigade::cli::replay,

@@ -74,7 +74,7 @@ void on_kv_part(data_plane::impl* dp, received_message& m, bool meta) {
     wire::answer_header refusal;
     refusal.correlation = correlation;
     refusal.set_message(sizes.err().message);
-    (void)dp->net->send(parts.from, wire::kv_answer, wire::as_bytes(refusal), {});
+    (void)dp->send(parts.from, wire::kv_answer, wire::as_bytes(refusal), {});
     return;
   }
   actors::kv_handoff out;
@@ -102,6 +102,9 @@ status open_channels(data_plane::impl* dp) {
   auto open = [&](wire::channel ch, transport::message_handler handler) {
     transport::channel_options options;
     options.on_message = std::move(handler);
+    // A message a link delivers twice (a retransmission, a duplicate fault) is handed over once:
+    // a KV handoff that arrived twice would start its sequence twice.
+    options.drop_duplicates = true;
     return dp->net->open_channel(ch, std::move(options));
   };
   for (status s :
@@ -200,13 +203,34 @@ void data_plane::impl::forget_proxy(const caf::node_id& node, caf::actor_id id) 
   proxies.erase({node, id});
 }
 
+status data_plane::impl::send(uint64_t peer, transport::channel_id channel,
+                              transport::byte_view header, transport::byte_buffer payload,
+                              transport::completion_handler done) {
+  std::vector<std::byte> address;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto known = addresses.find(peer);
+    if (!connected.count(peer) && !declared_down.count(peer) && known != addresses.end()) {
+      address = known->second;
+    }
+  }
+  if (!address.empty()) {
+    status again = net->connect(peer, {address.data(), address.size()});
+    if (again || again.err().message.find("already connected") != std::string::npos) {
+      std::lock_guard<std::mutex> lock(mutex);
+      connected.insert(peer);
+    }
+  }
+  return net->send(peer, channel, header, std::move(payload), std::move(done));
+}
+
 void data_plane::impl::send_call(uint64_t peer, transport::channel_id channel,
                                  transport::byte_view header, transport::byte_buffer payload,
                                  uint64_t correlation) {
   auto done = [this, correlation](const status& outcome) {
     if (!outcome) fail(correlation, outcome.err().message);
   };
-  status sent = net->send(peer, channel, header, std::move(payload), done);
+  status sent = send(peer, channel, header, std::move(payload), done);
   if (!sent) fail(correlation, sent.err().message);
 }
 
@@ -249,6 +273,8 @@ status data_plane::add_peer(const peer_entry& peer) {
     // The coordinator sends the whole peer list again whenever a node rejoins: peers already
     // connected keep their endpoint.
     std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->addresses[peer.id] = peer.address;
+    impl_->declared_down.erase(peer.id);
     if (impl_->connected.count(peer.id)) {
       impl_->peer_of_node[peer.node] = peer.id;
       return ok_status();
@@ -269,6 +295,7 @@ void data_plane::peer_down(uint64_t peer, const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     impl_->connected.erase(peer);
+    impl_->declared_down.insert(peer);
   }
   (void)impl_->net->disconnect(peer, why);
   impl_->fail_peer(peer, why);

@@ -63,6 +63,10 @@ struct data_plane::impl {
   std::mutex mutex;  // guards everything below
   std::map<caf::node_id, uint64_t> peer_of_node;
   std::set<uint64_t> connected;  // peers with an endpoint (not disconnected since)
+  // Every peer's address, to connect again after a link failure; peers the control plane
+  // declared down are not, until it announces them again.
+  std::map<uint64_t, std::vector<std::byte>> addresses;
+  std::set<uint64_t> declared_down;
   std::map<caf::actor_id, caf::actor> locals;
   std::map<std::pair<caf::node_id, caf::actor_id>, caf::actor> proxies;
   struct pending_call {
@@ -92,6 +96,11 @@ struct data_plane::impl {
   /// Sends `header` and `payload`; a failed send fails the call.
   void send_call(uint64_t peer, transport::channel_id channel, transport::byte_view header,
                  transport::byte_buffer payload, uint64_t correlation);
+  /// Sends on a link, connecting it again first when it failed since (a reset TCP connection,
+  /// a node that was out of contact and is back) and the control plane has not declared the
+  /// peer down.
+  status send(uint64_t peer, transport::channel_id channel, transport::byte_view header,
+              transport::byte_buffer payload, transport::completion_handler done = {});
 };
 
 /// A byte buffer that owns `values` without copying them.

@@ -206,14 +206,16 @@ caf::behavior decode_proxy(proxy_pointer self, data_plane::impl* dp,
       [=](actors::kv_handoff& h) { return forward_kv(self, dp, peer, target, h); },
       [=](answer_in& a) { on_kv_answer(self, a); },
       [=](call_failed& f) { on_call_failed(self, f); },
-      [=](actors::cancel_atom atom, uint64_t request) { self->send(remote, atom, request); },
+      [=](actors::cancel_atom atom, uint64_t request, uint32_t attempt) {
+        self->send(remote, atom, request, attempt);
+      },
       [=](actors::status_atom atom) { return self->delegate(remote, atom); },
   };
 }
 
 void answer(data_plane::impl* dp, uint64_t to, transport::channel_id channel, wire::answer_header h,
             transport::byte_buffer payload) {
-  (void)dp->net->send(to, channel, wire::as_bytes(h), std::move(payload));
+  (void)dp->send(to, channel, wire::as_bytes(h), std::move(payload));
 }
 
 void serve_expert_call(caf::event_based_actor* self, data_plane::impl* dp, expert_call_in& in) {
@@ -268,7 +270,7 @@ void serve_weights_call(caf::event_based_actor* self, data_plane::impl* dp, weig
   const auto shard = caf::actor_cast<actors::expert_shard_actor>(dp->local(in.header.target));
   const uint64_t from = in.from;
   auto send = [dp, from](const wire::weights_answer_header& header, transport::byte_buffer body) {
-    (void)dp->net->send(from, wire::weights_answer, wire::as_bytes(header), std::move(body));
+    (void)dp->send(from, wire::weights_answer, wire::as_bytes(header), std::move(body));
   };
   if (!shard) {
     h.set_message("no expert shard with that id on this node");

@@ -46,10 +46,12 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
 /// In the child after fork: only async-signal-safe calls (the parent may have threads holding
 /// locks), so everything was prepared before fork. Never returns.
 [[noreturn]] void exec_child(char** argv, char** envp, bool merge_stderr, int in_read,
-                             int out_write) {
+                             int out_write, int err_fd, const char* dir) {
+  if (dir && ::chdir(dir) != 0) _exit(126);
   dup2(in_read, STDIN_FILENO);
   dup2(out_write, STDOUT_FILENO);
   if (merge_stderr) dup2(out_write, STDERR_FILENO);
+  if (err_fd >= 0) dup2(err_fd, STDERR_FILENO);
   execvpe(argv[0], argv, envp);
   static const char message[] = "subprocess: exec failed\n";
   [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, message, sizeof message - 1);
@@ -72,15 +74,29 @@ result<subprocess> subprocess::spawn(const options& opts) {
   std::vector<std::string> env = child_environment(opts.env);
   std::vector<char*> argv = pointers(args);
   std::vector<char*> envp = pointers(env);
+  int err_fd = -1;
+  if (!opts.stderr_path.empty()) {
+    err_fd = ::open(opts.stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (err_fd < 0) {
+      for (int fd : {in_pipe[0], in_pipe[1], out_pipe[0], out_pipe[1]})
+        ::close(fd);
+      return os_error("subprocess: cannot open " + opts.stderr_path);
+    }
+  }
   const pid_t pid = fork();
   if (pid < 0) {
-    for (int fd : {in_pipe[0], in_pipe[1], out_pipe[0], out_pipe[1]})
-      ::close(fd);
+    for (int fd : {in_pipe[0], in_pipe[1], out_pipe[0], out_pipe[1], err_fd}) {
+      if (fd >= 0) ::close(fd);
+    }
     return os_error("subprocess: fork");
   }
-  if (pid == 0) exec_child(argv.data(), envp.data(), opts.merge_stderr, in_pipe[0], out_pipe[1]);
+  if (pid == 0) {
+    exec_child(argv.data(), envp.data(), opts.merge_stderr, in_pipe[0], out_pipe[1], err_fd,
+               opts.working_dir.empty() ? nullptr : opts.working_dir.c_str());
+  }
   ::close(in_pipe[0]);
   ::close(out_pipe[1]);
+  if (err_fd >= 0) ::close(err_fd);
   subprocess child;
   child.pid_ = pid;
   child.stdin_fd_ = in_pipe[1];

@@ -23,6 +23,10 @@ class subprocess {
     std::vector<std::pair<std::string, std::string>> env;
     /// Send the child's stderr into the stdout pipe too (otherwise it is inherited).
     bool merge_stderr = false;
+    /// Append the child's stderr to this file instead (a log a long-running child fills).
+    std::string stderr_path;
+    /// The child's working directory (default: the parent's).
+    std::string working_dir;
   };
 
   static result<subprocess> spawn(const options& opts);

@@ -47,6 +47,9 @@ struct node_record {
   std::vector<uint8_t> address;
   cluster::failure_detector detector;
   uint64_t dial_round = 0;  // names the dial in flight; an older one's answer is dropped
+  uint64_t losses = 0;      // names the current loss, for its timer
+  bool peers_told = false;  // the other nodes' data planes were told it is down
+  bool gone_told = false;   // the supervisor was told it is gone, this loss
   int failed_dials = 0;     // since the last join, for the back-off
   bool dialing = false;
   std::string last_error;
@@ -66,6 +69,20 @@ struct membership_state {
 using membership_pointer = membership_actor::stateful_pointer<membership_state>;
 
 void dial(membership_pointer self, const std::string& name);
+
+// The other nodes' data planes fail what is in flight to a lost node, and stop reconnecting to
+// it. Only once it is taken for gone (its address refuses connections, or it stayed silent
+// through the rejoin window): a node that only lost its coordinator keeps its data-plane links.
+void tell_peers_down(membership_pointer self, node_record& n) {
+  auto& st = self->state;
+  if (n.peers_told || n.state != "lost") return;
+  n.peers_told = true;
+  for (const auto& [other, o] : st.nodes) {
+    if (o.agent && other != n.spec.name) {
+      self->send(o.agent, peer_down_atom_v, n.peer_id, "node " + n.spec.name + " lost");
+    }
+  }
+}
 
 // A node's state changed: the registry, the log and the supervisor's event stream learn it.
 void set_state(membership_pointer self, node_record& n, const std::string& state,
@@ -119,8 +136,14 @@ void dial_failed(membership_pointer self, const std::string& name, const std::st
   n.last_error = why;
   // The first re-dial after a loss that finds nothing listening: the process is gone, and the
   // supervisor need not wait out the rejoin window for it.
-  if (gone && n.failed_dials == 0 && n.state == "lost" && st.supervisor) {
-    self->send(st.supervisor, node_lost_atom_v, name, why, true);
+  if (gone && !n.gone_told && n.state == "lost") {
+    n.gone_told = true;
+    tell_peers_down(self, n);
+    if (st.supervisor) self->send(st.supervisor, node_lost_atom_v, name, why, true);
+  }
+  if (n.state == "lost" && (n.failed_dials % 10) == 0) {
+    log::info("membership", "re-dial " + std::to_string(n.failed_dials + 1) + " of node " + name +
+                                " failed: " + why);
   }
   ++n.failed_dials;
   if (st.initial) {
@@ -253,7 +276,9 @@ void dial(membership_pointer self, const std::string& name) {
           [=](caf::error& err) {
             if (round != self->state.nodes.at(name).dial_round) return;
             const auto& spec = self->state.nodes.at(name).spec;
-            const bool gone = err == caf::sec::cannot_connect_to_node;
+            // Refused, or closed before CAF's handshake (a proxy in front of a dead node): the
+            // process is not there. A hung one lets the handshake time out instead.
+            const bool gone = err != caf::sec::request_timeout;
             dial_failed(self, name,
                         "node '" + name + "' at " + spec.address + " did not answer (" +
                             self->system().render(err) + "); is `brigade node --listen " +
@@ -273,10 +298,11 @@ void on_down(membership_pointer self, const caf::down_msg& dm) {
     n.agent = nullptr;
     n.dialing = false;
     n.failed_dials = 0;
-    for (const auto& [other, o] : st.nodes) {
-      if (o.agent && other != name)
-        self->send(o.agent, peer_down_atom_v, n.peer_id, "node " + name + " lost");
-    }
+    n.peers_told = false;
+    n.gone_told = false;
+    ++n.losses;
+    self->delayed_send(self, std::chrono::milliseconds(st.m.liveness.rejoin_window_ms),
+                       peer_down_atom_v, name, n.losses);
     if (st.supervisor) self->send(st.supervisor, node_lost_atom_v, name, why, false);
     dial(self, name);
     return;
@@ -436,6 +462,13 @@ static membership_actor::behavior_type membership_behavior(membership_pointer se
       [=](tick_atom) {
         if (!sent_by(self->current_sender(), self)) return;
         heartbeat(self);
+      },
+      [=](peer_down_atom, const std::string& name, uint64_t loss) {
+        if (!sent_by(self->current_sender(), self)) return;
+        auto it = self->state.nodes.find(name);
+        if (it != self->state.nodes.end() && it->second.losses == loss) {
+          tell_peers_down(self, it->second);
+        }
       },
       [=](dial_atom, const std::string& name, uint64_t round) {
         auto& s = self->state;

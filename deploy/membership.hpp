@@ -60,7 +60,9 @@ using membership_actor = caf::typed_actor<
     /// Fault injection on a node (POST /v1/admin/faults): "" on success, else why not.
     caf::replies_to<actors::fault_atom, fault_order>::with<std::string>,
     /// Internal timers: the heartbeat tick, and a re-dial attempt of a node.
-    caf::reacts_to<actors::tick_atom>, caf::reacts_to<actors::dial_atom, std::string, uint64_t>>;
+    caf::reacts_to<actors::tick_atom>, caf::reacts_to<actors::dial_atom, std::string, uint64_t>,
+    /// Internal: a lost node's rejoin window is over (the number names which loss).
+    caf::reacts_to<actors::peer_down_atom, std::string, uint64_t>>;
 
 /// Spawns the membership of `m`'s nodes; `secret` is the join secret.
 membership_actor spawn_membership(caf::actor_system& sys, const manifest& m, std::string secret,

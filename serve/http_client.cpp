@@ -1,10 +1,13 @@
 // The client's Beast translation unit.
 #include "serve/http_client.hpp"
 
+#include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <optional>
+
+#include <sys/socket.h>
 
 #include "serve/sse.hpp"
 
@@ -49,6 +52,7 @@ struct http_client::impl {
   net::io_context ioc;
   std::optional<tcp::socket> socket;
   beast::flat_buffer buffer;
+  std::atomic<int> native{-1};  // the connected socket, for interrupt() from another thread
 
   status connect() {
     if (socket && socket->is_open()) return ok_status();
@@ -65,6 +69,7 @@ struct http_client::impl {
     }
     // Requests go out in one write; without Nagle nothing waits for an ACK behind them.
     socket->set_option(tcp::no_delay(true), ec);
+    native = socket->native_handle();
     return ok_status();
   }
 
@@ -92,6 +97,7 @@ struct http_client::impl {
 
   void close() {
     if (!socket) return;
+    native = -1;
     beast::error_code ignored;
     socket->shutdown(tcp::socket::shutdown_both, ignored);
     socket->close(ignored);
@@ -110,6 +116,11 @@ http_client::~http_client() {
 
 void http_client::close() {
   impl_->close();
+}
+
+void http_client::interrupt() {
+  const int fd = impl_->native.load();
+  if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
 }
 
 result<http_response> http_client::request(const std::string& method, const std::string& target,
@@ -141,9 +152,10 @@ result<http_response> http_client::request(const std::string& method, const std:
 
 result<http_response> http_client::stream(const std::string& target, const std::string& body,
                                           const header_list& headers,
-                                          const std::function<bool(const std::string&)>& on_event) {
+                                          const std::function<bool(const std::string&)>& on_event,
+                                          const std::string& method) {
   if (status c = impl_->connect(); !c) return c.err();
-  if (status s = impl_->send("POST", target, body, headers); !s) {
+  if (status s = impl_->send(method, target, body, headers); !s) {
     impl_->close();
     return s.err();
   }
@@ -151,12 +163,12 @@ result<http_response> http_client::stream(const std::string& target, const std::
   parser.body_limit(64u << 20);
   beast::error_code ec;
   http::read_header(*impl_->socket, impl_->buffer, parser, ec);
-  if (ec) return impl_->failed("reading the header of POST " + target, ec);
+  if (ec) return impl_->failed("reading the header of " + method + " " + target, ec);
   http_response out;
   copy_head(parser.get(), out);
   if (out.content_type.rfind("text/event-stream", 0) != 0) {
     http::read(*impl_->socket, impl_->buffer, parser, ec);
-    if (ec) return impl_->failed("reading the answer to POST " + target, ec);
+    if (ec) return impl_->failed("reading the answer to " + method + " " + target, ec);
     out.body = std::move(parser.get().body());
     if (!out.keep_alive) impl_->close();
     return out;
@@ -177,7 +189,7 @@ result<http_response> http_client::stream(const std::string& target, const std::
   parser.on_chunk_body(on_chunk);
   while (!parser.is_done() && !hung_up) {
     http::read_some(*impl_->socket, impl_->buffer, parser, ec);
-    if (ec) return impl_->failed("reading the stream of POST " + target, ec);
+    if (ec) return impl_->failed("reading the stream of " + method + " " + target, ec);
   }
   if (hung_up || !out.keep_alive) impl_->close();
   if (reader.failed()) return error(errc::bad_format, "the event stream breaks SSE framing");

@@ -43,9 +43,13 @@ class http_client {
   /// up). An answer that is not an event stream is read whole into the response.
   result<http_response> stream(const std::string& target, const std::string& body,
                                const header_list& headers,
-                               const std::function<bool(const std::string&)>& on_event);
+                               const std::function<bool(const std::string&)>& on_event,
+                               const std::string& method = "POST");
   /// Drops the connection.
   void close();
+  /// Ends a request that blocks in another thread: its reads and writes fail at once (a caller
+  /// that bounds how long it waits). The only call allowed from another thread.
+  void interrupt();
 
  private:
   struct impl;

@@ -1,0 +1,57 @@
+// Follows the coordinator's event stream (GET /v1/events, server-sent events) in a thread of its
+// own: node and role faults and recoveries, re-plans and migrations, each stamped with the time
+// the coordinator recorded it. Reconnects when the coordinator pauses, dies or moves.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace brigade::serve {
+class http_client;
+}
+
+namespace brigade::chaos {
+
+struct seen_event {
+  int64_t at_ms = 0;  ///< When the coordinator recorded it, since the run's start.
+  std::string kind;
+  std::string node;
+  std::string actor;
+  std::string detail;
+};
+
+class event_watch {
+ public:
+  /// `start_unix_ms` is the run's start on the system clock; `on_event` sees each new event.
+  event_watch(std::string host, uint16_t port, std::string api_key, int64_t start_unix_ms,
+              std::function<void(const seen_event&)> on_event);
+  ~event_watch();
+
+  /// Follows a coordinator at another port from now on (a restarted one: its events count
+  /// from one again).
+  void retarget(uint16_t port);
+  std::vector<seen_event> events() const;
+
+ private:
+  void loop();
+
+  std::string host_;
+  std::atomic<uint16_t> port_;
+  std::string api_key_;
+  int64_t start_unix_ms_;
+  std::function<void(const seen_event&)> on_event_;
+  mutable std::mutex mutex_;
+  std::vector<seen_event> events_;
+  serve::http_client* client_ = nullptr;  // the stream being read, to interrupt it
+  uint64_t since_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace brigade::chaos

@@ -1,0 +1,408 @@
+#include "chaos/runner.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <csignal>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "chaos/cluster.hpp"
+#include "chaos/driver.hpp"
+#include "chaos/event_watch.hpp"
+#include "chaos/fault_injector.hpp"
+#include "chaos/oracle.hpp"
+#include "chaos/run_checks.hpp"
+#include "chaos/workload.hpp"
+#include "common/hex.hpp"
+#include "model/model_writer.hpp"
+
+namespace brigade::chaos {
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string fmt_ms(int64_t ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "+%lld.%03llds", static_cast<long long>(ms / 1000),
+                static_cast<long long>(ms % 1000));
+  return buf;
+}
+
+// The model the scenario runs: its own directory, or a small random one made once per spec.
+result<std::string> prepare_model(const scenario& s, const std::string& root) {
+  if (!s.topology.model_dir.empty()) return s.topology.model_dir;
+  const model::model_spec& m = s.topology.make;
+  const std::string key = m.family + "-l" + std::to_string(m.layers) + "-h" +
+                          std::to_string(m.hidden) + "-e" + std::to_string(m.experts) + "-k" +
+                          std::to_string(m.top_k) + "-i" + std::to_string(m.moe_inter) + "-v" +
+                          std::to_string(m.vocab) + "-s" + std::to_string(m.seed) + "-" + m.dtype;
+  const std::string dir = root + "/models/" + key;
+  struct stat st {};
+  if (::stat((dir + "/config.json").c_str(), &st) == 0) return dir;
+  ::mkdir((root + "/models").c_str(), 0755);
+  if (status w = model::write_random_model(m, dir); !w) return w.err();
+  return dir;
+}
+
+// Whether the fault is one the cluster is expected to notice, and which events count as that.
+bool noticeable(const fault_spec& f) {
+  switch (f.action) {
+    case fault_spec::kind::kill:
+      return f.target.what != fault_target::kind::coordinator;
+    case fault_spec::kind::stop:
+    case fault_spec::kind::term:
+    case fault_spec::kind::partition:
+      return f.target.what == fault_target::kind::node && f.plane != "data";
+    case fault_spec::kind::restart:
+      return f.target.what == fault_target::kind::node;
+    default:
+      return false;
+  }
+}
+
+bool counts_as_detection(const fault_spec& f, const std::string& actor, const seen_event& e) {
+  if (f.action == fault_spec::kind::restart) {
+    return e.kind == "node_rejoined" && e.node == f.target.name;
+  }
+  if (f.target.what == fault_target::kind::node) {
+    return e.node == f.target.name && (e.kind == "node_lost" || e.kind == "node_suspected" ||
+                                       e.kind == "role_unreachable" || e.kind == "node_leaving");
+  }
+  return !actor.empty() && e.actor == actor &&
+         (e.kind == "role_died" || e.kind == "role_unreachable" || e.kind == "role_gave_up");
+}
+
+// Whether the service must be back after the fault (a coordinator killed for good is not).
+bool expects_service(const scenario& s, size_t index) {
+  const fault_spec& f = s.faults[index];
+  const bool takes_coordinator =
+      f.target.what == fault_target::kind::coordinator &&
+      (f.action == fault_spec::kind::kill || (f.action == fault_spec::kind::stop && f.for_ms == 0));
+  return !takes_coordinator && f.action != fault_spec::kind::replan;
+}
+
+class run {
+ public:
+  run(const scenario& s, const run_options& o) : s_(s), o_(o) {}
+
+  result<run_result> go();
+
+ private:
+  int64_t now_ms() const {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - start_).count();
+  }
+  void say(const std::string& what, const std::string& line) {
+    if (o_.on_event) o_.on_event("  " + fmt_ms(now_ms()) + "  " + what + "  " + line);
+  }
+  void on_cluster_event(const seen_event& e);
+  bool due(size_t index, int64_t last_fault_ms);
+  void probe_after(size_t index, int64_t from_ms);
+  result<std::string> fire(size_t index, fault_injector& inject);
+  void settle_and_measure(run_result& r);
+
+  const scenario& s_;
+  const run_options& o_;
+  steady::time_point start_;
+  int64_t start_unix_ms_ = 0;
+  std::string dir_;
+  std::unique_ptr<cluster> cluster_;
+  std::unique_ptr<driver> driver_;
+  std::unique_ptr<oracle> oracle_;
+  std::vector<request_spec> requests_;
+  std::vector<std::string> expected_;
+  std::vector<fault_result> faults_;
+  std::vector<std::string> chosen_actors_;
+  std::vector<std::thread> probes_;
+  std::mutex probe_mutex_;
+  std::vector<std::pair<request_spec, outcome>> probe_outcomes_;
+  std::atomic<int> next_probe_{0};
+  int64_t random_at_ms_ = -1;
+  std::map<std::string, int64_t> baseline_rss_kb_;
+  std::set<std::string> touched_nodes_;  // killed, restarted: not survivors
+};
+
+void run::on_cluster_event(const seen_event& e) {
+  static const std::set<std::string> shown = {
+      "node_suspected",     "node_alive",           "node_lost",
+      "node_rejoined",      "node_leaving",         "role_died",
+      "role_restarted",     "role_adopted",         "role_unreachable",
+      "role_moved_home",    "role_gave_up",         "migration_started",
+      "migration_finished", "migration_rolled_back"};
+  if (!shown.count(e.kind)) return;
+  std::string what = e.kind;
+  std::string who =
+      e.actor.empty() ? "node " + e.node : e.actor + (e.node.empty() ? "" : " on " + e.node);
+  if (e.kind.rfind("migration", 0) == 0) who = "";
+  say("event    ",
+      what + (who.empty() ? "" : " " + who) + (e.detail.empty() ? "" : ": " + e.detail));
+}
+
+// One short request after another until one is served: the time the cluster takes to serve
+// again after fault `index` (measured from `from_ms`: the fault, or its end when it was timed).
+void run::probe_after(size_t index, int64_t from_ms) {
+  probes_.emplace_back([this, index, from_ms] {
+    const int64_t give_up_ms = from_ms + 60000;
+    while (now_ms() < give_up_ms) {
+      request_spec p = probe_request(1000000 + next_probe_++, oracle_->vocab());
+      outcome o = driver_->send(p, std::chrono::milliseconds(3000));
+      {
+        std::lock_guard<std::mutex> lock(probe_mutex_);
+        probe_outcomes_.emplace_back(p, o);
+        if (o.how == outcome::end::complete) {
+          faults_[index].serve_again_ms = std::max<int64_t>(0, o.done_ms - from_ms);
+          return;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+}
+
+bool run::due(size_t index, int64_t last_fault_ms) {
+  const fault_time& t = s_.faults[index].time;
+  switch (t.when) {
+    case fault_time::kind::at:
+      return now_ms() >= t.ms;
+    case fault_time::kind::after:
+      return last_fault_ms >= 0 && now_ms() >= last_fault_ms + t.ms;
+    case fault_time::kind::tokens:
+      return driver_->chunks() >= t.tokens;
+    case fault_time::kind::migration:
+      return true;  // fire() starts the migration and strikes while it is in flight
+    case fault_time::kind::random:
+      if (random_at_ms_ < 0) {
+        std::mt19937_64 rng(o_.seed * 31 + index);
+        random_at_ms_ = t.from_ms + static_cast<int64_t>(
+                                        rng() % static_cast<uint64_t>(t.to_ms - t.from_ms + 1));
+      }
+      return now_ms() >= random_at_ms_;
+  }
+  return true;
+}
+
+result<std::string> run::fire(size_t index, fault_injector& inject) {
+  const fault_spec& f = s_.faults[index];
+  if (f.time.when == fault_time::kind::migration) {
+    if (status started = inject.start_migration(o_.seed + index); !started) {
+      return error(started.err().code,
+                   "the fault at 'migration' found none: " + started.err().message +
+                       " (make migrations last: eplb.copy_interval_ms)");
+    }
+  }
+  return inject.inject(index, f);
+}
+
+result<run_result> run::go() {
+  run_result r;
+  r.scenario = s_.name;
+  r.source = s_.source;
+  r.seed = o_.seed;
+  dir_ = o_.workdir + "/" + s_.name + "-seed" + std::to_string(o_.seed);
+  ::mkdir(o_.workdir.c_str(), 0755);
+  std::string rm = "rm -rf '" + dir_ + "'";
+  (void)std::system(rm.c_str());
+  ::mkdir(dir_.c_str(), 0755);
+  r.logs = dir_;
+  auto model_dir = prepare_model(s_, o_.workdir);
+  if (!model_dir) return model_dir.err();
+  auto loaded = oracle::load(model_dir.value());
+  if (!loaded) return loaded.err();
+  oracle_ = std::move(loaded.value());
+  workload_spec w = s_.workload;
+  if (o_.soak) w.requests *= 10;
+  auto made = make_requests(w, oracle_->vocab(), oracle_->max_positions(), o_.seed,
+                            [this](const std::string& t) { return oracle_->encode(t); });
+  if (!made) return made.err();
+  requests_ = std::move(made.value());
+  auto answers = oracle_->answers(requests_);
+  if (!answers) return answers.err();
+  expected_ = std::move(answers.value());
+  cluster_options co;
+  co.brigade = o_.brigade;
+  co.workdir = dir_;
+  co.api_key = "chaos-" + std::to_string(o_.seed);
+  co.model_dir = model_dir.value();
+  auto started = cluster::start(s_, co);
+  if (!started) return started.err();
+  cluster_ = std::move(started.value());
+  start_ = steady::now();
+  start_unix_ms_ = unix_ms();
+  driver_ = std::make_unique<driver>(cluster_->host(), cluster_->http_port(), co.api_key,
+                                     cluster_->model_name(), start_, std::chrono::seconds(60));
+  // Warm up: the first request is served once every role is up.
+  const request_spec warm = probe_request(999999, oracle_->vocab());
+  bool warmed = false;
+  for (int i = 0; i < 300 && !warmed; ++i) {
+    warmed = driver_->send(warm, std::chrono::seconds(5)).how == outcome::end::complete;
+    if (!warmed) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!warmed) {
+    return error(errc::unavailable, "the cluster never served its first request; see " + dir_);
+  }
+  for (const auto& n : cluster_->nodes())
+    baseline_rss_kb_[n] = cluster_->node_rss_kb(n);
+  start_ = steady::now();
+  start_unix_ms_ = unix_ms();
+  driver_ = std::make_unique<driver>(cluster_->host(), cluster_->http_port(), co.api_key,
+                                     cluster_->model_name(), start_, std::chrono::seconds(60));
+  event_watch events(cluster_->host(), cluster_->http_port(), co.api_key, start_unix_ms_,
+                     [this](const seen_event& e) { on_cluster_event(e); });
+  fault_injector inject(
+      *cluster_, o_.seed, [this] { return now_ms(); },
+      [this](const std::string& line) { say("heal     ", line); });
+  driver_->start(requests_, s_.workload.concurrency);
+  faults_.assign(s_.faults.size(), fault_result{});
+  chosen_actors_.assign(s_.faults.size(), "");
+  size_t next = 0;
+  int64_t last_fault_ms = -1;
+  auto last_progress = steady::now();
+  // Faults strike in order; the run ends when the workload is done and every fault struck.
+  while (!driver_->finished() || next < s_.faults.size()) {
+    if (inject.heal_due() > 0) {
+      for (size_t i = 0; i < next; ++i) {
+        const int64_t healed = inject.healed_at(i);
+        if (healed >= 0 && faults_[i].healed_ms < 0) {
+          faults_[i].healed_ms = healed;
+          if (expects_service(s_, i)) probe_after(i, healed);
+        }
+      }
+    }
+    if (next < s_.faults.size() && due(next, last_fault_ms)) {
+      const fault_spec& f = s_.faults[next];
+      faults_[next].what = describe(f);
+      faults_[next].at_ms = now_ms();
+      auto done = fire(next, inject);
+      if (!done) {
+        r.failures.push_back("fault " + std::to_string(next + 1) + " (" + describe(f) +
+                             ") could not be injected: " + done.err().message);
+      } else {
+        say("fault    ", done.value());
+      }
+      if (f.target.what == fault_target::kind::node &&
+          (f.action == fault_spec::kind::kill || f.action == fault_spec::kind::restart)) {
+        touched_nodes_.insert(f.target.name);
+      }
+      chosen_actors_[next] = inject.chosen_actor();
+      if (inject.coordinator_moved()) {
+        driver_->retarget(cluster_->host(), cluster_->http_port());
+        events.retarget(cluster_->http_port());
+      }
+      const bool timed = f.for_ms > 0 && (f.action == fault_spec::kind::stop ||
+                                          f.action == fault_spec::kind::partition);
+      if (!timed && expects_service(s_, next)) probe_after(next, faults_[next].at_ms);
+      last_fault_ms = faults_[next].at_ms;
+      random_at_ms_ = -1;
+      ++next;
+    }
+    if (o_.on_progress && steady::now() - last_progress > std::chrono::milliseconds(250)) {
+      last_progress = steady::now();
+      o_.on_progress("[" + s_.name + "] " + std::to_string(driver_->done()) + "/" +
+                     std::to_string(driver_->total()) + " requests, " +
+                     std::to_string(driver_->chunks()) + " chunks, faults " + std::to_string(next) +
+                     "/" + std::to_string(s_.faults.size()) + ", " + fmt_ms(now_ms()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  driver_->join();
+  inject.heal_all();
+  for (size_t i = 0; i < faults_.size(); ++i) {
+    if (faults_[i].healed_ms < 0 && inject.healed_at(i) >= 0) {
+      faults_[i].healed_ms = inject.healed_at(i);
+      if (expects_service(s_, i)) probe_after(i, faults_[i].healed_ms);
+    }
+  }
+  for (auto& t : probes_)
+    t.join();
+  for (size_t i = 0; i < s_.faults.size(); ++i) {
+    if (s_.faults[i].action == fault_spec::kind::term)
+      faults_[i].exit_ms = inject.exit_ms(i, 15000);
+  }
+  settle_and_measure(r);
+  // The coordinator pushes events every 200 ms: let the last ones arrive.
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  // Detection, from the events the coordinator recorded.
+  const auto seen = events.events();
+  for (size_t i = 0; i < s_.faults.size(); ++i) {
+    fault_result& fr = faults_[i];
+    if (!noticeable(s_.faults[i]) || fr.at_ms < 0) continue;
+    fr.detected = false;
+    for (const auto& e : seen) {
+      if (e.at_ms + 50 < fr.at_ms) continue;  // the coordinator's clock stamps, a hair apart
+      if (!counts_as_detection(s_.faults[i], chosen_actors_[i], e)) continue;
+      fr.detected = true;
+      fr.detect_ms = std::max<int64_t>(0, e.at_ms - fr.at_ms);
+      fr.noticed_as = e.kind;
+      break;
+    }
+  }
+  r.faults = faults_;
+  r.duration_ms = now_ms();
+  std::vector<std::pair<request_spec, outcome>> probes;
+  {
+    std::lock_guard<std::mutex> lock(probe_mutex_);
+    probes = probe_outcomes_;
+  }
+  std::vector<request_spec> probe_requests;
+  for (const auto& p : probes)
+    probe_requests.push_back(p.first);
+  auto probe_expected = oracle_->answers(probe_requests);
+  if (!probe_expected) return probe_expected.err();
+  judge(s_, requests_, expected_, driver_->outcomes(), probes, probe_expected.value(), r);
+  return r;
+}
+
+// Waits for the cluster to be idle and whole again (every running node alive, no request in
+// flight), then reads the pools and the nodes' memory.
+void run::settle_and_measure(run_result& r) {
+  const auto deadline = steady::now() + std::chrono::seconds(20);
+  nlohmann::json status;
+  while (steady::now() < deadline) {
+    auto body = cluster_->get("/v1/status");
+    if (body) {
+      status = nlohmann::json::parse(body.value(), nullptr, false);
+      bool idle = status.is_array();
+      for (const auto& s : status) {
+        const std::string role = s.value("role", "");
+        if ((role == "router" || role == "decode" || role == "prefill") &&
+            (s.value("in_flight", 0) != 0 || s.value("queue_depth", 0) != 0)) {
+          idle = false;
+        }
+        const auto& d = s.contains("detail") ? s["detail"] : nlohmann::json();
+        if (role == "node" && d.is_object() && d.value("state", "") != "alive" &&
+            cluster_->node_running(s.value("name", ""))) {
+          idle = false;
+        }
+      }
+      if (idle) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  check_pools(status, r);
+  for (const auto& [node, before] : baseline_rss_kb_) {
+    if (touched_nodes_.count(node) || before <= 0) continue;
+    const int64_t after = cluster_->node_rss_kb(node);
+    if (after > 0) r.memory_growth = std::max(r.memory_growth, double(after) / double(before));
+  }
+}
+
+}  // namespace
+
+result<run_result> run_scenario(const scenario& s, const run_options& options) {
+  run one(s, options);
+  return one.go();
+}
+
+}  // namespace brigade::chaos
