@@ -241,7 +241,7 @@ void redispatch(router_pointer self, tracked_request& r, const std::string& why)
                           std::to_string(r.streamed.size()) + " tokens: " + why);
   // Whatever the old attempt still sends (tokens, failures) is stale from now on.
   ++r.attempt;
-  r.not_before = clock_type::now() + st.config.retry_backoff * r.attempts;
+  r.not_before = clock_type::now() + st.config.retry_backoff * std::max(1, r.attempts);
   if (!r.queued) {
     r.queued = true;
     st.waiting.push_front(r.id);

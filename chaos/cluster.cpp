@@ -11,6 +11,7 @@
 #include <regex>
 #include <sstream>
 
+#include "chaos/deadline_guard.hpp"
 #include "serve/http_client.hpp"
 
 namespace brigade::chaos {
@@ -247,8 +248,12 @@ status cluster::restart_coordinator() {
   return start_coordinator();
 }
 
+// The coordinator may be stopped or gone: no call waits longer than this.
+constexpr std::chrono::seconds api_timeout{5};
+
 result<std::string> cluster::get(const std::string& target) const {
   serve::http_client client(host_, http_port_);
+  deadline_guard guard(client, api_timeout);
   auto r = client.request("GET", target, "", {{"Authorization", "Bearer " + options_.api_key}});
   if (!r) return r.err();
   if (r->status != 200) {
@@ -260,6 +265,7 @@ result<std::string> cluster::get(const std::string& target) const {
 
 result<std::string> cluster::post(const std::string& target, const std::string& json) const {
   serve::http_client client(host_, http_port_);
+  deadline_guard guard(client, api_timeout);
   auto r = client.request("POST", target, json, {{"Authorization", "Bearer " + options_.api_key}});
   if (!r) return r.err();
   if (r->status >= 300) {

@@ -3,42 +3,11 @@
 #include <condition_variable>
 #include <nlohmann/json.hpp>
 
+#include "chaos/deadline_guard.hpp"
 #include "serve/http_client.hpp"
 
 namespace brigade::chaos {
 namespace {
-
-// Interrupts a client that waits longer than its request may take.
-class deadline_guard {
- public:
-  deadline_guard(serve::http_client& client, std::chrono::milliseconds timeout)
-      : thread_([this, &client, timeout] {
-          std::unique_lock<std::mutex> lock(mutex_);
-          if (!cv_.wait_for(lock, timeout, [this] { return done_; })) {
-            expired_ = true;
-            client.interrupt();
-          }
-        }) {}
-  ~deadline_guard() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      done_ = true;
-    }
-    cv_.notify_one();
-    thread_.join();
-  }
-  bool expired() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return expired_;
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  bool expired_ = false;
-  std::thread thread_;
-};
 
 // Reads one answer of the OpenAI completions API into `o`.
 void read_json_answer(const std::string& body, outcome& o) {

@@ -67,6 +67,7 @@ fault_injector::fault_injector(cluster& c, uint64_t seed, std::function<int64_t(
       on_event_(std::move(on_event)) {}
 
 void fault_injector::add_timed(int64_t for_ms, std::function<void()> heal) {
+  std::lock_guard<std::mutex> lock(timed_mutex_);
   timed t;
   t.index = current_;
   t.until_ms = for_ms > 0 ? now_ms_() + for_ms : 0;
@@ -75,30 +76,55 @@ void fault_injector::add_timed(int64_t for_ms, std::function<void()> heal) {
 }
 
 int fault_injector::heal_due() {
-  int healed = 0;
-  const int64_t now = now_ms_();
-  for (auto& t : timed_) {
-    if (t.done || t.until_ms == 0 || t.until_ms > now) continue;
-    t.heal();
-    t.done = true;
-    if (healed_at_.size() <= t.index) healed_at_.resize(t.index + 1, -1);
-    healed_at_[t.index] = now_ms_();
-    ++healed;
+  // The heals run outside the lock: one may take a while (a signal, an admin call).
+  std::vector<std::pair<size_t, std::function<void()>>> due;
+  {
+    std::lock_guard<std::mutex> lock(timed_mutex_);
+    const int64_t now = now_ms_();
+    for (auto& t : timed_) {
+      if (t.done || t.until_ms == 0 || t.until_ms > now) continue;
+      t.done = true;
+      due.emplace_back(t.index, t.heal);
+    }
   }
-  return healed;
+  for (auto& [index, heal] : due) {
+    heal();
+    std::lock_guard<std::mutex> lock(timed_mutex_);
+    if (healed_at_.size() <= index) healed_at_.resize(index + 1, -1);
+    healed_at_[index] = now_ms_();
+  }
+  return static_cast<int>(due.size());
 }
 
 void fault_injector::heal_all() {
-  for (auto& t : timed_) {
-    if (t.done) continue;
-    t.heal();
-    t.done = true;
-    if (healed_at_.size() <= t.index) healed_at_.resize(t.index + 1, -1);
-    healed_at_[t.index] = now_ms_();
+  std::vector<std::pair<size_t, std::function<void()>>> left;
+  {
+    std::lock_guard<std::mutex> lock(timed_mutex_);
+    for (auto& t : timed_) {
+      if (t.done) continue;
+      t.done = true;
+      left.emplace_back(t.index, t.heal);
+    }
+  }
+  for (auto& [index, heal] : left) {
+    heal();
+    std::lock_guard<std::mutex> lock(timed_mutex_);
+    if (healed_at_.size() <= index) healed_at_.resize(index + 1, -1);
+    healed_at_[index] = now_ms_();
   }
 }
 
+int64_t fault_injector::active_until() const {
+  std::lock_guard<std::mutex> lock(timed_mutex_);
+  int64_t until = -1;
+  for (const auto& t : timed_) {
+    if (!t.done && t.until_ms > 0) until = std::max(until, t.until_ms);
+  }
+  return until;
+}
+
 int64_t fault_injector::healed_at(size_t index) const {
+  std::lock_guard<std::mutex> lock(timed_mutex_);
   return index < healed_at_.size() ? healed_at_[index] : -1;
 }
 
@@ -118,9 +144,16 @@ status fault_injector::admin_fault(const std::string& node, const std::string& k
 }
 
 status fault_injector::start_migration(uint64_t seed) {
-  auto started = cluster_.post("/v1/admin/replan", nlohmann::json{{"seed", seed}}.dump());
-  if (!started) return started.err();
+  // Refused while another migration runs or a shard is down (an earlier fault): try again.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  auto started = cluster_.post("/v1/admin/replan", nlohmann::json{{"seed", seed}}.dump());
+  while (!started && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    started = cluster_.post("/v1/admin/replan", nlohmann::json{{"seed", seed}}.dump());
+  }
+  if (!started) return started.err();
+  // A migration may end (roll back) before it is seen: one more is started then.
+  auto again = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
   while (std::chrono::steady_clock::now() < deadline) {
     auto experts = cluster_.get("/v1/experts");
     if (experts) {
@@ -128,6 +161,10 @@ status fault_injector::start_migration(uint64_t seed) {
       if (j.is_object() && j.contains("migration") && !j["migration"].is_null()) {
         return ok_status();
       }
+    }
+    if (std::chrono::steady_clock::now() > again) {
+      (void)cluster_.post("/v1/admin/replan", nlohmann::json{{"seed", seed + 1}}.dump());
+      again = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
@@ -176,7 +213,13 @@ result<std::string> fault_injector::kill(const fault_spec& f) {
     case fault_target::kind::actor: {
       std::string actor = f.target.name;
       if (f.target.what == fault_target::kind::role) {
-        const auto live = live_actors(cluster_, f.target.name);
+        // Every one of them may be restarting at this moment (an earlier fault): wait a while.
+        std::vector<std::string> live;
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while ((live = live_actors(cluster_, f.target.name)).empty() &&
+               std::chrono::steady_clock::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
         if (live.empty()) return error(errc::not_found, "no live " + f.target.name + " to kill");
         actor = live[random_() % live.size()];
       }

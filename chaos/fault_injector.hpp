@@ -26,10 +26,14 @@ class fault_injector {
   /// Injects `f`, the scenario's fault number `index`; returns what it did ("kill node n1 (pid
   /// 123)"), or an error.
   result<std::string> inject(size_t index, const fault_spec& f);
-  /// Heals the timed faults whose time is up (call often); returns how many were healed.
+  /// Heals the timed faults whose time is up (call often, from any one thread: a fault that
+  /// blocks, on a coordinator that is stopped, must not hold a heal back); returns how many
+  /// were healed.
   int heal_due();
   /// Heals every fault still on (the run ends).
   void heal_all();
+  /// When the last timed fault still on ends (ms on the run's clock), or -1 when none is.
+  int64_t active_until() const;
   /// When the most recent heal of fault number `index` happened, or -1.
   int64_t healed_at(size_t index) const;
   /// The actor a role fault chose (for detection), or "".
@@ -69,6 +73,7 @@ class fault_injector {
   std::mt19937_64 random_;
   std::function<int64_t()> now_ms_;
   std::function<void(const std::string&)> on_event_;
+  mutable std::mutex timed_mutex_;  // heals run on their own thread, beside new faults
   std::vector<timed> timed_;
   std::vector<int64_t> healed_at_;
   size_t current_ = 0;

@@ -16,7 +16,7 @@ int between(rng_t& rng, int low, int high) {
 
 // Roles over `nodes` nodes: at least one prefill worker, one decode worker and one shard in all,
 // each node holding something.
-std::string manifest_yaml(rng_t& rng, int nodes, int experts) {
+std::string manifest_yaml(rng_t& rng, int nodes, int experts, bool ssd) {
   const int prefill = between(rng, 1, 2), decode = between(rng, 1, 3);
   const int shards = between(rng, 2, std::min(6, experts));
   const int slots = (experts + shards - 1) / shards + between(rng, 0, 1);  // 1: replicas
@@ -34,7 +34,8 @@ std::string manifest_yaml(rng_t& rng, int nodes, int experts) {
   std::ostringstream y;
   y << "roles: {expert_shard: {slots_per_shard: " << slots << "}}\n"
     << "restart: {max_restarts: 20, window_s: 60, backoff_ms: 20}\n"
-    << "kv_cache: {pool_bytes: 1, host_bytes: 16MiB}\n"
+    << (ssd ? "kv_cache: {pool_bytes: 1, host_bytes: 1MiB, ssd_bytes: 32MiB, ssd_dir: ssd}\n"
+            : "kv_cache: {pool_bytes: 1, host_bytes: 16MiB}\n")
     << "eplb: {copy_interval_ms: 100, sample_interval_steps: 8}\n"
     << "nodes:\n";
   for (int n = 0; n < nodes; ++n) {
@@ -49,13 +50,13 @@ std::string manifest_yaml(rng_t& rng, int nodes, int experts) {
   return y.str();
 }
 
-fault_spec random_fault(rng_t& rng, int nodes, int64_t at_ms) {
+fault_spec random_fault(rng_t& rng, int nodes, int64_t at_ms, bool ssd) {
   fault_spec f;
   f.time.when = fault_time::kind::at;
   f.time.ms = at_ms;
   const std::string node = "n" + std::to_string(between(rng, 1, nodes));
   static const char* roles[] = {"prefill", "decode", "expert_shard", "kv_store"};
-  switch (between(rng, 0, 7)) {
+  switch (between(rng, 0, ssd ? 9 : 8)) {
     case 0:
       f.action = fault_spec::kind::kill;
       f.target = {fault_target::kind::node, node};
@@ -96,6 +97,23 @@ fault_spec random_fault(rng_t& rng, int nodes, int64_t at_ms) {
       f.target = {fault_target::kind::role, "expert_shard"};
       f.time.when = fault_time::kind::migration;
       break;
+    case 7:
+      f.action = fault_spec::kind::term;
+      f.target = {fault_target::kind::node, node};
+      break;
+    case 9:
+      f.action = fault_spec::kind::disk;
+      f.target = {fault_target::kind::node, node};
+      if (between(rng, 0, 2) == 0) {
+        f.disk_corrupt_blocks = between(rng, 1, 8);
+      } else if (between(rng, 0, 1) == 0) {
+        f.disk_full = true;
+        f.for_ms = 1500;
+      } else {
+        f.disk_slow_ms = between(rng, 5, 40);
+        f.for_ms = 1500;
+      }
+      break;
     default:
       f.action = fault_spec::kind::kill;
       f.target = {fault_target::kind::node, node};
@@ -127,25 +145,29 @@ scenario random_scenario(uint64_t seed, int index) {
   s.topology.make.max_positions = 2048;
   s.topology.make.dtype = "float32";
   s.topology.make.seed = 5;
-  s.topology.manifest_yaml = manifest_yaml(rng, nodes, s.topology.make.experts);
+  const bool ssd = between(rng, 0, 2) == 0;
+  s.topology.manifest_yaml = manifest_yaml(rng, nodes, s.topology.make.experts, ssd);
   s.workload.requests = between(rng, 12, 24);
   s.workload.concurrency = between(rng, 4, 12);
   s.workload.max_tokens = between(rng, 24, 64);
   s.workload.draw = workload_spec::sampling::mixed;
   s.workload.stream = workload_spec::streaming::mixed;
-  s.workload.shared_prefix_tokens = between(rng, 0, 1) * 32;
+  s.workload.shared_prefix_tokens = ssd ? 64 : between(rng, 0, 1) * 32;
   const int count = between(rng, 1, 3);
   int64_t at = between(rng, 2, 6) * 100;
   bool killed_node = false;
   for (int i = 0; i < count; ++i) {
-    fault_spec f = random_fault(rng, nodes, at);
-    // One node down at a time, and back under its name half the time: the cluster must keep
-    // somewhere to run every role.
-    if (f.action == fault_spec::kind::kill && f.target.what == fault_target::kind::node) {
+    fault_spec f = random_fault(rng, nodes, at, ssd);
+    // One node down at a time, and back under its name half the time (always after a SIGTERM):
+    // the cluster must keep somewhere to run every role.
+    const bool takes_node =
+        f.target.what == fault_target::kind::node &&
+        (f.action == fault_spec::kind::kill || f.action == fault_spec::kind::term);
+    if (takes_node) {
       if (killed_node) continue;
       killed_node = true;
       s.faults.push_back(f);
-      if (between(rng, 0, 1) == 1) {
+      if (f.action == fault_spec::kind::term || between(rng, 0, 1) == 1) {
         fault_spec back;
         back.action = fault_spec::kind::restart;
         back.target = f.target;
@@ -158,6 +180,12 @@ scenario random_scenario(uint64_t seed, int index) {
       s.faults.push_back(f);
     }
     at += between(rng, 5, 20) * 100;
+    // Nothing else happens while the coordinator is stopped: faults go through it.
+    // Nothing else happens while the coordinator is stopped (faults go through it), nor while it
+    // finds out what changed meanwhile.
+    if (f.target.what == fault_target::kind::coordinator) {
+      at = std::max(at, f.time.ms + f.for_ms + 1500);
+    }
   }
   s.checks.errors_allowed = 0;
   s.checks.detect_ms = 2500;

@@ -85,6 +85,16 @@ bool counts_as_detection(const fault_spec& f, const std::string& actor, const se
          (e.kind == "role_died" || e.kind == "role_unreachable" || e.kind == "role_gave_up");
 }
 
+// Whether the time to serve again counts from the fault's end rather than its start: when the
+// coordinator itself is stopped (nothing can serve before it runs again), and for a data-plane
+// cut between two nodes that stay in contact (nothing is lost to route around). A hung or cut
+// off node is a failure to recover from while it lasts.
+bool measured_from_end(const fault_spec& f) {
+  if (f.for_ms <= 0) return false;
+  if (f.target.what == fault_target::kind::coordinator) return f.action == fault_spec::kind::stop;
+  return f.action == fault_spec::kind::partition && f.plane == "data";
+}
+
 // Whether the service must be back after the fault (a coordinator killed for good is not).
 bool expects_service(const scenario& s, size_t index) {
   const fault_spec& f = s.faults[index];
@@ -110,6 +120,7 @@ class run {
   void on_cluster_event(const seen_event& e);
   bool due(size_t index, int64_t last_fault_ms);
   void probe_after(size_t index, int64_t from_ms);
+  void start_probes_after_heals(fault_injector& inject);
   result<std::string> fire(size_t index, fault_injector& inject);
   void settle_and_measure(run_result& r);
 
@@ -126,7 +137,9 @@ class run {
   std::vector<fault_result> faults_;
   std::vector<std::string> chosen_actors_;
   std::vector<std::thread> probes_;
-  std::mutex probe_mutex_;
+  std::mutex probe_threads_mutex_;  // probes start from the main loop and the healer
+  std::mutex probe_mutex_;          // faults_ and the probes' outcomes
+  size_t fired_ = 0;                // faults struck so far
   std::vector<std::pair<request_spec, outcome>> probe_outcomes_;
   std::atomic<int> next_probe_{0};
   int64_t random_at_ms_ = -1;
@@ -150,9 +163,26 @@ void run::on_cluster_event(const seen_event& e) {
       what + (who.empty() ? "" : " " + who) + (e.detail.empty() ? "" : ": " + e.detail));
 }
 
+// Records the heals of faults that struck, and probes after those measured from their end.
+void run::start_probes_after_heals(fault_injector& inject) {
+  std::vector<std::pair<size_t, int64_t>> start;
+  {
+    std::lock_guard<std::mutex> lock(probe_mutex_);
+    for (size_t i = 0; i < fired_; ++i) {
+      const int64_t healed = inject.healed_at(i);
+      if (healed < 0 || faults_[i].healed_ms >= 0) continue;
+      faults_[i].healed_ms = healed;
+      if (expects_service(s_, i) && measured_from_end(s_.faults[i])) start.emplace_back(i, healed);
+    }
+  }
+  for (const auto& [index, from] : start)
+    probe_after(index, from);
+}
+
 // One short request after another until one is served: the time the cluster takes to serve
 // again after fault `index` (measured from `from_ms`: the fault, or its end when it was timed).
 void run::probe_after(size_t index, int64_t from_ms) {
+  std::lock_guard<std::mutex> threads_lock(probe_threads_mutex_);
   probes_.emplace_back([this, index, from_ms] {
     const int64_t give_up_ms = from_ms + 60000;
     while (now_ms() < give_up_ms) {
@@ -179,7 +209,8 @@ bool run::due(size_t index, int64_t last_fault_ms) {
     case fault_time::kind::after:
       return last_fault_ms >= 0 && now_ms() >= last_fault_ms + t.ms;
     case fault_time::kind::tokens:
-      return driver_->chunks() >= t.tokens;
+      // A workload done before that many tokens: the fault strikes at its end.
+      return driver_->chunks() >= t.tokens || driver_->finished();
     case fault_time::kind::migration:
       return true;  // fire() starts the migration and strikes while it is in flight
     case fault_time::kind::random:
@@ -264,27 +295,38 @@ result<run_result> run::go() {
       *cluster_, o_.seed, [this] { return now_ms(); },
       [this](const std::string& line) { say("heal     ", line); });
   driver_->start(requests_, s_.workload.concurrency);
+  // Heals on a thread of their own: injecting a fault may block (an admin call to a coordinator
+  // that another fault stopped), and the heal that continues it must not wait behind it.
+  std::atomic<bool> healing{true};
+  std::thread healer([&] {
+    while (healing) {
+      if (inject.heal_due() > 0) start_probes_after_heals(inject);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
   faults_.assign(s_.faults.size(), fault_result{});
   chosen_actors_.assign(s_.faults.size(), "");
   size_t next = 0;
   int64_t last_fault_ms = -1;
   auto last_progress = steady::now();
-  // Faults strike in order; the run ends when the workload is done and every fault struck.
-  while (!driver_->finished() || next < s_.faults.size()) {
-    if (inject.heal_due() > 0) {
-      for (size_t i = 0; i < next; ++i) {
-        const int64_t healed = inject.healed_at(i);
-        if (healed >= 0 && faults_[i].healed_ms < 0) {
-          faults_[i].healed_ms = healed;
-          if (expects_service(s_, i)) probe_after(i, healed);
-        }
-      }
-    }
+  // Faults strike in order; the run ends when the workload is done, every fault struck and every
+  // timed one has run its course.
+  while (!driver_->finished() || next < s_.faults.size() || now_ms() < inject.active_until()) {
     if (next < s_.faults.size() && due(next, last_fault_ms)) {
       const fault_spec& f = s_.faults[next];
-      faults_[next].what = describe(f);
-      faults_[next].at_ms = now_ms();
+      {
+        std::lock_guard<std::mutex> lock(probe_mutex_);
+        faults_[next].what = describe(f);
+        faults_[next].at_ms = now_ms();
+        faults_[next].from_end = measured_from_end(f);
+        fired_ = next + 1;
+      }
       auto done = fire(next, inject);
+      {
+        // When it struck: after whatever fire() waited for (a migration in flight).
+        std::lock_guard<std::mutex> lock(probe_mutex_);
+        faults_[next].at_ms = now_ms();
+      }
       if (!done) {
         r.failures.push_back("fault " + std::to_string(next + 1) + " (" + describe(f) +
                              ") could not be injected: " + done.err().message);
@@ -300,9 +342,9 @@ result<run_result> run::go() {
         driver_->retarget(cluster_->host(), cluster_->http_port());
         events.retarget(cluster_->http_port());
       }
-      const bool timed = f.for_ms > 0 && (f.action == fault_spec::kind::stop ||
-                                          f.action == fault_spec::kind::partition);
-      if (!timed && expects_service(s_, next)) probe_after(next, faults_[next].at_ms);
+      if (!measured_from_end(f) && expects_service(s_, next)) {
+        probe_after(next, faults_[next].at_ms);
+      }
       last_fault_ms = faults_[next].at_ms;
       random_at_ms_ = -1;
       ++next;
@@ -317,13 +359,10 @@ result<run_result> run::go() {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   driver_->join();
+  healing = false;
+  healer.join();
   inject.heal_all();
-  for (size_t i = 0; i < faults_.size(); ++i) {
-    if (faults_[i].healed_ms < 0 && inject.healed_at(i) >= 0) {
-      faults_[i].healed_ms = inject.healed_at(i);
-      if (expects_service(s_, i)) probe_after(i, faults_[i].healed_ms);
-    }
-  }
+  start_probes_after_heals(inject);
   for (auto& t : probes_)
     t.join();
   for (size_t i = 0; i < s_.faults.size(); ++i) {

@@ -32,7 +32,10 @@ struct fault_result {
   int64_t healed_ms = -1;       ///< When a timed fault ended.
   int64_t detect_ms = -1;       ///< Until the cluster noticed; -1 when it is not a thing to notice.
   bool detected = true;         ///< False: noticeable, and not noticed.
-  int64_t serve_again_ms = -1;  ///< From the fault (its end, if timed) to a new request served.
+  int64_t serve_again_ms = -1;  ///< From the fault (or its end, see from_end) to a new request
+                                ///< served.
+  bool from_end = false;        ///< serve_again counts from the fault's end (a stopped
+                                ///< coordinator, a data-plane cut between nodes in contact).
   std::string noticed_as;       ///< The event that counted as detection.
   int64_t exit_ms = -1;         ///< term: until the process exited (-1: it did not).
 };

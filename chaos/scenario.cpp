@@ -385,7 +385,8 @@ result<scenario> parse_scenario(const std::string& yaml, const std::string& sour
   auto m = complete_manifest(s, "/nonexistent-model", addresses, "/dev/null", "key", nullptr);
   if (!m) return error(m.err().code, source + ": topology.manifest: " + m.err().message);
   for (const auto& f : s.faults) {
-    const bool names_node = f.target.what == fault_target::kind::node;
+    const bool names_node =
+        f.target.what == fault_target::kind::node && f.action != fault_spec::kind::replan;
     if (names_node && std::find(names.begin(), names.end(), f.target.name) == names.end()) {
       return error(errc::bad_format, source + ": fault " + f.text + " names node '" +
                                          f.target.name + "', which the topology does not have");

@@ -220,8 +220,26 @@ status data_plane::impl::send(uint64_t peer, transport::channel_id channel,
       std::lock_guard<std::mutex> lock(mutex);
       connected.insert(peer);
     }
+    log::info("data plane", "link to peer " + std::to_string(peer) + " connected again" +
+                                (again ? "" : ": " + again.err().message));
   }
-  return net->send(peer, channel, header, std::move(payload), std::move(done));
+  // A send that fails on a link the control plane still counts (its endpoint broke without
+  // UCX saying so) forgets the link: the next send connects it afresh.
+  auto on_done = [this, peer, done = std::move(done)](const status& outcome) {
+    if (!outcome && outcome.err().code == errc::unavailable) forget_link(peer, outcome.err());
+    if (done) done(outcome);
+  };
+  return net->send(peer, channel, header, std::move(payload), std::move(on_done));
+}
+
+void data_plane::impl::forget_link(uint64_t peer, const error& why) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!connected.erase(peer)) return;
+  }
+  log::warn("data plane", "a send to peer " + std::to_string(peer) + " failed (" + why.message +
+                              "); its link is made afresh on the next send");
+  (void)net->disconnect(peer, why.message);
 }
 
 void data_plane::impl::send_call(uint64_t peer, transport::channel_id channel,

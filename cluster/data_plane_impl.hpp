@@ -101,6 +101,8 @@ struct data_plane::impl {
   /// peer down.
   status send(uint64_t peer, transport::channel_id channel, transport::byte_view header,
               transport::byte_buffer payload, transport::completion_handler done = {});
+  /// A link that failed a send: it is disconnected, and connected again on the next send.
+  void forget_link(uint64_t peer, const error& why);
 };
 
 /// A byte buffer that owns `values` without copying them.

@@ -77,7 +77,7 @@ struct liveness_policy {
   int dead_after_ms = 3000;       ///< Silence after which the connection is closed: node lost.
   /// A lost node that answers a re-dial within this keeps its roles (they are adopted back).
   int rejoin_window_ms = 1000;
-  int redial_max_backoff_ms = 2000;  ///< Re-dials of a lost node back off up to this.
+  int redial_max_backoff_ms = 1000;  ///< Re-dials of a lost node back off up to this.
   /// How long a node keeps the roles of a coordinator it lost contact with, for a quick return.
   int grace_ms = 30000;
   /// Requests waiting while no decode (or prefill) worker runs anywhere fail after this long.

@@ -63,6 +63,7 @@ struct membership_state {
   std::map<std::string, node_record> nodes;
   std::optional<caf::typed_response_promise<std::vector<joined_node>>> initial;
   steady::time_point initial_deadline;
+  double last_tick_ms = 0;  // when the heartbeat tick last ran
   static inline const char* name = "membership";
 };
 
@@ -220,7 +221,11 @@ void joined(membership_pointer self, const std::string& name, node_agent_actor a
 void handshake(membership_pointer self, const std::string& name, node_agent_actor agent,
                uint64_t round) {
   const std::string ours = cluster::random_nonce();
-  self->request(agent, handshake_timeout, hello_atom_v, ours)
+  // A live node answers in milliseconds; CAF may hand out the handle of a connection that just
+  // closed, on which nothing ever answers: a re-dial gives up on it soon and tries again.
+  const auto wait =
+      self->state.nodes.at(name).joins > 0 ? std::chrono::milliseconds(1000) : handshake_timeout;
+  self->request(agent, wait, hello_atom_v, ours)
       .then(
           [=](node_hello& h) {
             auto& st = self->state;
@@ -304,7 +309,9 @@ void on_down(membership_pointer self, const caf::down_msg& dm) {
     self->delayed_send(self, std::chrono::milliseconds(st.m.liveness.rejoin_window_ms),
                        peer_down_atom_v, name, n.losses);
     if (st.supervisor) self->send(st.supervisor, node_lost_atom_v, name, why, false);
-    dial(self, name);
+    // The first re-dial waits a moment: CAF's middleman forgets the closed connection to the
+    // node when it sees the same loss, and a dial before that gets the dead handle back.
+    self->delayed_send(self, std::chrono::milliseconds(50), dial_atom_v, name, n.dial_round);
     return;
   }
 }
@@ -313,6 +320,17 @@ void on_down(membership_pointer self, const caf::down_msg& dm) {
 void heartbeat(membership_pointer self) {
   auto& st = self->state;
   const double now = steady_ms();
+  // A tick far later than due means this process did not run (stopped, starved): the silence
+  // was ours. The nodes' histories would learn our stall as their jitter and let a later hang
+  // of theirs pass unsuspected: they start afresh instead.
+  const double due_ms = 3.0 * st.m.liveness.heartbeat_ms + 200;
+  if (st.last_tick_ms > 0 && now - st.last_tick_ms > due_ms) {
+    for (auto& [name, n] : st.nodes) {
+      n.detector.reset();
+      n.detector.heartbeat(now);
+    }
+  }
+  st.last_tick_ms = now;
   for (auto& [name, n] : st.nodes) {
     if (!n.agent || (n.state != "alive" && n.state != "suspected")) continue;
     const double phi = n.detector.phi(now);

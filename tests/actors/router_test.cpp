@@ -49,7 +49,7 @@ caf::behavior stand_in(caf::event_based_actor* self, std::shared_ptr<job_log> lo
       },
       [self, router](std::vector<token_update>& updates) { self->send(router, updates); },
       [self, router](job_failed& f) { self->send(router, f); },
-      [](cancel_atom, uint64_t) {},
+      [](cancel_atom, uint64_t, uint32_t) {},
   };
 }
 
@@ -80,8 +80,8 @@ TEST_CASE("a request's tokens count only from its current workers", "[actors][ro
   auto log = std::make_shared<job_log>();
   auto prefill = sys.spawn(stand_in, log, router);
   auto decode = sys.spawn(stand_in, log, router);
-  caf::anon_send(router, worker_atom_v, worker_up{"prefill", 0, "prefill-0", prefill, 0});
-  caf::anon_send(router, worker_atom_v, worker_up{"decode", 0, "decode-0", decode, 8});
+  caf::anon_send(router, worker_atom_v, worker_up{"prefill", 0, "prefill-0", prefill, 0, "local"});
+  caf::anon_send(router, worker_atom_v, worker_up{"decode", 0, "decode-0", decode, 8, "local"});
 
   caf::scoped_actor self{sys};
   auto sink = std::make_shared<testing::collecting_sink>();

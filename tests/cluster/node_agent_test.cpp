@@ -36,7 +36,7 @@ struct node_and_rogue {
   std::optional<actors::node_agent_actor> remote;
 
   node_and_rogue() {
-    agent = cluster::spawn_node_agent(*node.sys, {"n1", secret});
+    agent = cluster::spawn_node_agent(*node.sys, {"n1", secret, nullptr});
     auto port = node.sys->middleman().publish(agent, 0, "127.0.0.1");
     REQUIRE(port);
     auto connected =

@@ -237,3 +237,34 @@ TEST_CASE("restart delays double up to the cap without overflowing", "[manifest]
     CHECK(p.delay_ms(n) >= 2048);
   CHECK(p.delay_ms(30) == 3600 * 1000);
 }
+
+TEST_CASE("liveness: heartbeats, suspicion, the dead-after bound, rejoin window and grace",
+          "[manifest]") {
+  auto m = deploy::parse_manifest(R"(
+model: /models/x
+liveness: {heartbeat: 100ms, suspect_phi: 5, acceptable_pause: 1s, dead_after: 2.5s,
+           rejoin_window: 500ms, redial_max_backoff: 1s, grace: 1m, no_worker_timeout: 10s}
+)",
+                                  "m.yaml");
+  REQUIRE(m.ok());
+  CHECK(m->liveness.heartbeat_ms == 100);
+  CHECK(m->liveness.suspect_phi == 5);
+  CHECK(m->liveness.acceptable_pause_ms == 1000);
+  CHECK(m->liveness.dead_after_ms == 2500);
+  CHECK(m->liveness.rejoin_window_ms == 500);
+  CHECK(m->liveness.redial_max_backoff_ms == 1000);
+  CHECK(m->liveness.grace_ms == 60000);
+  CHECK(m->liveness.no_worker_timeout_ms == 10000);
+  auto defaults = deploy::parse_manifest("model: /models/x\n", "m.yaml");
+  REQUIRE(defaults.ok());
+  CHECK(defaults->liveness.dead_after_ms == 3000);
+  CHECK(defaults->liveness.grace_ms == 30000);
+  CHECK_THAT(parse_error("model: x\nliveness: {dead_after: 300ms}\n"),
+             Catch::Contains("'liveness.dead_after'") && Catch::Contains("two heartbeats"));
+  CHECK_THAT(parse_error("model: x\nliveness: {heartbeat: soon}\n"),
+             Catch::Contains("'liveness.heartbeat' must be a duration"));
+  CHECK_THAT(parse_error("model: x\nliveness: {grace: -1s}\n"),
+             Catch::Contains("'liveness.grace'"));
+  CHECK_THAT(parse_error("model: x\nliveness: {dead_afer: 3s}\n"),
+             Catch::Contains("'liveness.dead_afer' is not a known field"));
+}

@@ -6,9 +6,12 @@
 #include <catch2/catch.hpp>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
+#include "kvcache/disk_faults.hpp"
 #include "kvcache/ssd_block_file.hpp"
 #include "kvcache/ssd_tier.hpp"
 #include "tier_helpers.hpp"
@@ -322,4 +325,43 @@ TEST_CASE("SSD write to a device that reports ENOSPC leaves no file behind", "[s
   CHECK(file_exists("/dev/full"));
   CHECK(intact(tier->get(model, 0x100, retention::chat).payload, model, 0x100));
   REQUIRE(tier->check_invariants().ok());
+}
+
+TEST_CASE("SSD disk fault points: a full disk refuses writes, a slow one waits, both clear",
+          "[ssd_tier][faults]") {
+  temp_dir dir("ssd-faults");
+  manual_clock clk(test_epoch_ns);
+  retention policy;
+  const auto model = small_model();
+  disk_faults::clear_all();
+  auto tier = open_tier(dir.path(), 64 * file_alloc_bytes, clk, policy);
+  REQUIRE(tier->put(block_at(model, 0x100, clk.now())).ok());
+  REQUIRE(disk_faults::set("full", "full").ok());
+  auto refused = tier->put(block_at(model, 0x200, clk.now()));
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.err().code == errc::resource_exhausted);
+  CHECK_FALSE(tier->contains({model.digest(), 0x200}));
+  CHECK(intact(tier->get(model, 0x100, retention::chat).payload, model, 0x100));
+  disk_faults::clear("full");
+  REQUIRE(disk_faults::set("slow", "slow ms=40").ok());
+  const auto start = std::chrono::steady_clock::now();
+  REQUIRE(tier->put(block_at(model, 0x300, clk.now())).ok());
+  CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(40));
+  disk_faults::clear_all();
+  CHECK_FALSE(disk_faults::armed());
+  REQUIRE(tier->check_invariants().ok());
+  for (const char* spec : {"", "full soon", "slow", "slow ms=x", "melt"}) {
+    INFO("spec '" << spec << "'");
+    CHECK_FALSE(disk_faults::set("bad", spec).ok());
+  }
+  CHECK_FALSE(disk_faults::armed());
+}
+
+TEST_CASE("an SSD disk fault set for a while ends by itself", "[ssd_tier][faults]") {
+  disk_faults::clear_all();
+  REQUIRE(disk_faults::set("brief", "full for_ms=40").ok());
+  CHECK(disk_faults::current().full);
+  std::this_thread::sleep_for(std::chrono::milliseconds(70));
+  CHECK_FALSE(disk_faults::current().full);
+  CHECK_FALSE(disk_faults::armed());
 }

@@ -1,6 +1,12 @@
 // Fault rules: parsing, matching and counting (their effect on traffic is in the node tests).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
 #include "transport/fault_points.hpp"
 
 using namespace brigade;
@@ -67,4 +73,56 @@ TEST_CASE("a severed link fails both directions until cleared", "[transport][fau
   fault_points::clear("cut");
   CHECK(!fault_points::severed(2, 1));
   CHECK(!fault_points::armed());
+}
+
+TEST_CASE("a rate picks that share of messages, the same ones for the same seed",
+          "[transport][faults]") {
+  auto picked = [](uint64_t seed) {
+    fault_points::clear_all();
+    REQUIRE(fault_points::set("some", "drop rate=0.25 seed=" + std::to_string(seed)).ok());
+    std::vector<bool> out;
+    for (int i = 0; i < 4000; ++i)
+      out.push_back(fault_points::on_send(1, 2, 5).drop);
+    fault_points::clear_all();
+    return out;
+  };
+  const auto a = picked(7), b = picked(7), c = picked(8);
+  const auto share = std::count(a.begin(), a.end(), true) / 4000.0;
+  CHECK(share > 0.2);
+  CHECK(share < 0.3);
+  CHECK(a == b);
+  CHECK(a != c);
+}
+
+TEST_CASE("a rule set for a while clears itself", "[transport][faults]") {
+  fault_points::clear_all();
+  REQUIRE(fault_points::set("brief", "sever from=1 to=2 for_ms=50").ok());
+  CHECK(fault_points::severed(1, 2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  CHECK(!fault_points::severed(1, 2));
+  CHECK(!fault_points::on_send(1, 2, 3).severed);
+  CHECK(!fault_points::armed());
+}
+
+TEST_CASE("reorder holds some messages back between 1 and ms milliseconds", "[transport][faults]") {
+  fault_points::clear_all();
+  REQUIRE(fault_points::set("shuffle", "reorder ms=20 rate=0.5 seed=3").ok());
+  int held = 0, passed = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const fault_action a = fault_points::on_send(1, 2, 5);
+    if (a.delay_ms == 0) {
+      ++passed;
+      continue;
+    }
+    ++held;
+    CHECK(a.delay_ms >= 1);
+    CHECK(a.delay_ms <= 20);
+  }
+  CHECK(held > 300);
+  CHECK(passed > 300);
+  fault_points::clear_all();
+  for (const char* spec : {"reorder", "drop rate=0", "drop rate=1.5", "drop rate=x"}) {
+    INFO("spec '" << spec << "'");
+    CHECK(!fault_points::parse(spec).ok());
+  }
 }
