@@ -75,11 +75,14 @@ bool refused_by_node(const caf::error& err) {
 
 // A child is up (spawned here or on a node, or adopted back): monitor it and tell whoever needs
 // its handle.
-void child_up(supervisor_pointer self, const std::string& name, caf::actor handle, bool adopted) {
+void child_up(supervisor_pointer self, const std::string& name, caf::actor handle, bool adopted,
+              uint64_t attempt) {
   auto& st = self->state;
   auto it = st.children.find(name);
-  if (it == st.children.end() || st.shutting_down) {
-    self->send_exit(handle, caf::exit_reason::user_shutdown);
+  // A spawn given up on (its node was lost meanwhile) answering late: that instance is extra.
+  const bool stale = it != st.children.end() && attempt != 0 && attempt != it->second.attempt;
+  if (it == st.children.end() || st.shutting_down || stale) {
+    if (handle) self->send_exit(handle, caf::exit_reason::user_shutdown);
     return;
   }
   if (!handle) return spawn_failed(self, name, "the node answered with no actor");
@@ -164,6 +167,7 @@ void spawn_child(supervisor_pointer self, supervised_child& c) {
   }
   c.awaiting_node = false;
   c.spawning = true;
+  const uint64_t attempt = ++c.attempt;
   const std::string name = c.name;
   if (c.node == "local") {
     caf::actor h;
@@ -179,12 +183,16 @@ void spawn_child(supervisor_pointer self, supervised_child& c) {
       h = caf::actor_cast<caf::actor>(
           spawn_prefill_worker(self->system(), st.ctx, prefill_config(self, c), st.shards));
     }
-    return child_up(self, name, std::move(h));
+    return child_up(self, name, std::move(h), false, attempt);
   }
   const node_agent_actor agent = st.config.agents.at(c.node);
   const std::string& dir = st.config.manifest.model;
-  auto up = [self, name](caf::actor h) { child_up(self, name, std::move(h)); };
-  auto failed = [self, name](caf::error& err) {
+  auto up = [self, name, attempt](caf::actor h) {
+    child_up(self, name, std::move(h), false, attempt);
+  };
+  auto failed = [self, name, attempt](caf::error& err) {
+    auto it = self->state.children.find(name);
+    if (it == self->state.children.end() || it->second.attempt != attempt) return;
     spawn_failed(self, name, self->system().render(err), refused_by_node(err));
   };
   const auto timeout = std::chrono::seconds(120);

@@ -32,6 +32,15 @@ void node_unreachable(supervisor_pointer self, const std::string& node, const st
                                std::to_string(window_ms) + " ms for it to answer again");
   cluster_event(self, "node_lost", node, "", why);
   self->delayed_send(self, std::chrono::milliseconds(window_ms), rejoin_atom_v, node, v.loss);
+  // Spawns under way there will not be answered (the connection they went over is gone, and
+  // CAF fails such a request only at its timeout): they wait for the node like its roles.
+  for (auto& [name, c] : st.children) {
+    if (c.spawning && c.node == node) {
+      c.spawning = false;
+      ++c.attempt;
+      c.awaiting_node = true;
+    }
+  }
 }
 
 // Children waiting for `node` (or for any node, having nowhere else to go) run on it now.
@@ -75,7 +84,7 @@ void adopt_held(supervisor_pointer self, const std::string& node, const held_rol
   if (c.role == "expert_shard") {
     c.spawning = true;
     const auto shard = caf::actor_cast<expert_shard_actor>(h.handle);
-    self->request(shard, std::chrono::seconds(10), rebind_atom_v,
+    self->request(shard, std::chrono::seconds(2), rebind_atom_v,
                   caf::actor_cast<load_sink_actor>(self), st.balance->current().epoch)
         .then(
             [self, name, handle = h.handle](bool consistent) {

@@ -32,6 +32,7 @@ struct supervised_child {
   bool given_up = false;
   bool awaiting_node = false;  ///< Its node went out of contact: adopted back or moved later.
   bool moving_home = false;    ///< Stopped on purpose to run again on its home node.
+  uint64_t attempt = 0;        ///< Counts spawns: the answer to an abandoned one is refused.
   std::deque<supervisor_clock::time_point> recent_restarts;
 };
 
@@ -82,7 +83,7 @@ void spawn_child(supervisor_pointer self, supervised_child& c);
 /// A child is up: spawned, or adopted back from a node that came back. Monitors it and tells
 /// whoever needs its handle.
 void child_up(supervisor_pointer self, const std::string& name, caf::actor handle,
-              bool adopted = false);
+              bool adopted = false, uint64_t attempt = 0);
 /// Records a cluster event (node and role faults and recoveries) for /v1/events.
 void cluster_event(supervisor_pointer self, const std::string& kind, const std::string& node,
                    const std::string& actor, const std::string& detail);

@@ -138,7 +138,14 @@ status fault_injector::admin_fault(const std::string& node, const std::string& k
                    {"seed", random_() % 1000000}};
   if (!peer.empty()) j["peer"] = peer;
   if (ms > 0) j["ms"] = ms;
+  // A node out of contact (an earlier fault) takes no rules until it is back: wait a while.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
   auto r = cluster_.post("/v1/admin/faults", j.dump());
+  while (!r && r.err().message.find("not in contact") != std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    r = cluster_.post("/v1/admin/faults", j.dump());
+  }
   if (!r) return r.err();
   return ok_status();
 }
@@ -224,6 +231,15 @@ result<std::string> fault_injector::kill(const fault_spec& f) {
         actor = live[random_() % live.size()];
       }
       auto r = cluster_.post("/v1/admin/kill", nlohmann::json{{"actor", actor}}.dump());
+      // It may have died meanwhile (restarting after an earlier fault): one more try.
+      if (!r && f.target.what == fault_target::kind::role) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        const auto live = live_actors(cluster_, f.target.name);
+        if (!live.empty()) {
+          actor = live[random_() % live.size()];
+          r = cluster_.post("/v1/admin/kill", nlohmann::json{{"actor", actor}}.dump());
+        }
+      }
       if (!r) return r.err();
       chosen_actor_ = actor;
       return "killed actor " + actor;
@@ -310,9 +326,13 @@ result<std::string> fault_injector::partition(const fault_spec& f) {
   const std::string node = f.target.name;
   const bool control = f.plane != "data";
   const bool data = f.plane != "control";
+  std::string note;
   if (data) {
     const std::string peer = f.from == "coordinator" || f.from == "all" ? "*" : f.from;
-    if (status s = admin_fault(node, "partition", peer, 1.0, 0, f.for_ms); !s) return s.err();
+    status s = admin_fault(node, "partition", peer, 1.0, 0, f.for_ms);
+    // Cut off already (another fault holds its control plane): the control cut still applies.
+    if (!s && !control) return s.err();
+    if (!s) note = " (its data plane kept: " + s.err().message + ")";
     add_timed(f.for_ms, [this, node] {
       if (!cluster_.post("/v1/admin/faults",
                          nlohmann::json{{"node", node}, {"kind", "clear"}}.dump())) {
@@ -327,7 +347,7 @@ result<std::string> fault_injector::partition(const fault_spec& f) {
       if (on_event_) on_event_("control plane of node " + node + " healed");
     });
   }
-  return describe(f);
+  return describe(f) + note;
 }
 
 result<std::string> fault_injector::network(const fault_spec& f) {

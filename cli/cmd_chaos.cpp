@@ -84,7 +84,7 @@ struct console {
 int chaos(int argc, char** argv) {
   std::vector<std::string> files;
   uint64_t seed = 1;
-  int repeat = 1, random_runs = 0;
+  int repeat = 1, random_runs = 0, random_from = 0;
   bool json = false, soak = false;
   std::string workdir = "/tmp/brigade-chaos";
   CLI::App app{
@@ -99,6 +99,9 @@ int chaos(int argc, char** argv) {
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   app.add_option("--random", random_runs, "also run N scenarios drawn from the seed")
+      ->check(CLI::Range(0, 1000000));
+  app.add_option("--random-from", random_from,
+                 "the first random scenario's number (to run one again: --random 1 --random-from K)")
       ->check(CLI::Range(0, 1000000));
   app.add_flag("--soak", soak, "ten times the requests of each scenario");
   app.add_flag("--json", json, "print the report as JSON on stdout (event lines on stderr)");
@@ -155,10 +158,10 @@ int chaos(int argc, char** argv) {
       run_one(s, run_seed, "brigade chaos " + s.source + " --seed " + std::to_string(run_seed));
     }
   }
-  for (int i = 0; i < random_runs; ++i) {
+  for (int i = random_from; i < random_from + random_runs; ++i) {
     run_one(chaos::random_scenario(seed, i), seed,
-            "brigade chaos --random " + std::to_string(i + 1) + " --seed " + std::to_string(seed) +
-                "   (random run " + std::to_string(i) + ")");
+            "brigade chaos --random 1 --random-from " + std::to_string(i) + " --seed " +
+                std::to_string(seed));
   }
   out.clear_progress();
   if (json) {

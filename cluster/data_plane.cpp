@@ -1,5 +1,7 @@
 #include "cluster/data_plane.hpp"
 
+#include <algorithm>
+
 #include "cluster/data_plane_impl.hpp"
 #include "cluster/wire_checks.hpp"
 #include "common/log.hpp"
@@ -317,6 +319,19 @@ void data_plane::peer_down(uint64_t peer, const std::string& why) {
   }
   (void)impl_->net->disconnect(peer, why);
   impl_->fail_peer(peer, why);
+}
+
+void data_plane::retain_peers(const std::vector<uint64_t>& peers) {
+  std::vector<uint64_t> gone;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    for (const auto& [id, address] : impl_->addresses) {
+      const bool listed = std::find(peers.begin(), peers.end(), id) != peers.end();
+      if (!listed && !impl_->declared_down.count(id)) gone.push_back(id);
+    }
+  }
+  for (uint64_t id : gone)
+    peer_down(id, "no longer among the coordinator's nodes");
 }
 
 void data_plane::register_local(const caf::actor& actor) {

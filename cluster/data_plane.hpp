@@ -46,6 +46,9 @@ class data_plane final : public actors::remote_link {
   status add_peer(const peer_entry& peer);
   /// The control plane's verdict that `peer` is gone: every call to it fails now.
   void peer_down(uint64_t peer, const std::string& why);
+  /// The coordinator's whole list of peers: any other peer known here is gone (a node restarted
+  /// under a new id, or declared down while this node was out of contact).
+  void retain_peers(const std::vector<uint64_t>& peers);
   /// An actor of this node that peers may send data to (expert shards, decode workers).
   void register_local(const caf::actor& actor);
 

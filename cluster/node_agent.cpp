@@ -2,6 +2,7 @@
 
 #include <caf/all.hpp>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -152,6 +153,17 @@ void stop_owner(agent_pointer self, owner_map::iterator it, const std::string& w
   }
 }
 
+// A role that ended is no longer held: a coordinator that comes back must not be offered it
+// (its handle can outlive it, and nothing would ever answer on it).
+void role_ended(agent_pointer self, const caf::actor_addr& role) {
+  for (auto& [owner, rec] : *self->state.owners) {
+    auto& roles = rec.roles;
+    roles.erase(std::remove_if(roles.begin(), roles.end(),
+                               [&](const owned_role& r) { return r.addr == role; }),
+                roles.end());
+  }
+}
+
 // The roles a coordinator spawned live only as long as its supervisor. When the supervisor
 // exits, they go too: left running they would hold the node's memory and threads for good, and
 // keep the node from stopping. When only the connection to it was lost (a partition, a paused
@@ -160,7 +172,7 @@ void stop_owner(agent_pointer self, owner_map::iterator it, const std::string& w
 void owner_down(agent_pointer self, const caf::down_msg& dm) {
   auto& st = self->state;
   auto it = st.owners->find(dm.source);
-  if (it == st.owners->end()) return;
+  if (it == st.owners->end()) return role_ended(self, dm.source);
   st.admitted.erase(dm.source.node());
   const std::string why = self->system().render(dm.reason);
   if (dm.reason != caf::exit_reason::remote_link_unreachable || st.grace_ms <= 0) {
@@ -244,6 +256,7 @@ Handle registered(agent_pointer self, Handle h, const std::string& name, const c
     it->second.in_contact = true;
   }
   it->second.roles.push_back({name, role, caf::actor_cast<caf::actor_addr>(h)});
+  self->monitor(caf::actor_cast<caf::actor>(h));
   if (auto census = st.config.census) {
     census->add(name);
     caf::actor_cast<caf::actor>(h)->attach_functor(
@@ -358,6 +371,10 @@ node_agent_actor::behavior_type agent_behavior(agent_pointer self, node_agent_co
           status added = self->state.plane->add_peer(e);
           if (!added) return caf::make_error(caf::sec::runtime_error, added.err().message);
         }
+        std::vector<uint64_t> ids;
+        for (const auto& p : peers)
+          ids.push_back(p.id);
+        self->state.plane->retain_peers(ids);
         return true;
       },
       [=](peer_down_atom, uint64_t peer, const std::string& why) {

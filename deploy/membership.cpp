@@ -45,6 +45,7 @@ struct node_record {
   node_agent_actor agent;
   uint64_t peer_id = 0;
   std::vector<uint8_t> address;
+  caf::node_id caf_node;  // its actor system, whose handles live there
   cluster::failure_detector detector;
   uint64_t dial_round = 0;  // names the dial in flight; an older one's answer is dropped
   uint64_t losses = 0;      // names the current loss, for its timer
@@ -97,12 +98,12 @@ void set_state(membership_pointer self, node_record& n, const std::string& state
       "membership", "node " + n.spec.name + " " + state + (detail.empty() ? "" : ": " + detail));
 }
 
+// Every node whose data plane is still taken to be there: a node lost but within its rejoin
+// window is listed (its links stay up), one the others were told is down is not.
 std::vector<peer_info> peer_list(const membership_state& st) {
   std::vector<peer_info> peers;
   for (const auto& [name, n] : st.nodes) {
-    if (n.agent && (n.state == "alive" || n.state == "suspected" || n.state == "rejoining")) {
-      peers.push_back({n.peer_id, name, n.agent->node(), n.address});
-    }
+    if (n.peer_id != 0 && !n.peers_told) peers.push_back({n.peer_id, name, n.caf_node, n.address});
   }
   return peers;
 }
@@ -113,6 +114,7 @@ void announce_peers(membership_pointer self) {
   const auto peers = peer_list(self->state);
   for (const auto& p : peers) {
     const node_agent_actor agent = self->state.nodes.at(p.name).agent;
+    if (!agent) continue;
     self->request(agent, handshake_timeout, peers_atom_v, peers)
         .then([](bool) {},
               [self, name = p.name](caf::error& err) {
@@ -185,6 +187,8 @@ void joined(membership_pointer self, const std::string& name, node_agent_actor a
   n.agent = std::move(agent);
   n.peer_id = j.peer_id;
   n.address = j.address;
+  n.caf_node = n.agent->node();
+  n.peers_told = false;
   n.detector.reset();
   n.detector.heartbeat(steady_ms());
   ++n.joins;
@@ -283,7 +287,8 @@ void dial(membership_pointer self, const std::string& name) {
             const auto& spec = self->state.nodes.at(name).spec;
             // Refused, or closed before CAF's handshake (a proxy in front of a dead node): the
             // process is not there. A hung one lets the handshake time out instead.
-            const bool gone = err != caf::sec::request_timeout;
+            const bool gone = err == caf::sec::cannot_connect_to_node ||
+                              err == caf::sec::disconnect_during_handshake;
             dial_failed(self, name,
                         "node '" + name + "' at " + spec.address + " did not answer (" +
                             self->system().render(err) + "); is `brigade node --listen " +

@@ -53,8 +53,10 @@ struct http_client::impl {
   std::optional<tcp::socket> socket;
   beast::flat_buffer buffer;
   std::atomic<int> native{-1};  // the connected socket, for interrupt() from another thread
+  std::atomic<bool> interrupted{false};  // no connection is made after interrupt()
 
   status connect() {
+    if (interrupted) return error(errc::cancelled, "the request was interrupted");
     if (socket && socket->is_open()) return ok_status();
     beast::error_code ec;
     const auto address = net::ip::make_address(host, ec);
@@ -119,6 +121,7 @@ void http_client::close() {
 }
 
 void http_client::interrupt() {
+  impl_->interrupted = true;
   const int fd = impl_->native.load();
   if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
 }

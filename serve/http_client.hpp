@@ -47,8 +47,9 @@ class http_client {
                                const std::string& method = "POST");
   /// Drops the connection.
   void close();
-  /// Ends a request that blocks in another thread: its reads and writes fail at once (a caller
-  /// that bounds how long it waits). The only call allowed from another thread.
+  /// Ends a request that blocks in another thread: its reads and writes fail at once, and the
+  /// client connects no more (a caller that bounds how long it waits). The only call allowed
+  /// from another thread.
   void interrupt();
 
  private:
