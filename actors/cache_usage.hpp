@@ -8,9 +8,24 @@
 #include <string>
 #include <vector>
 
+#include <caf/meta/type_name.hpp>
+
 #include "actors/cache_report.hpp"
 
 namespace brigade::actors {
+
+/// What the prefix cache served for one scenario: prompt tokens, and hit tokens per tier.
+struct scenario_cache_usage {
+  std::string scenario;
+  int64_t prompt_tokens = 0;
+  std::array<int64_t, 3> hit_tokens{};  ///< By tier, in cache_usage::tiers order.
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, scenario_cache_usage& x) {
+  return f(caf::meta::type_name("scenario_cache_usage"), x.scenario, x.prompt_tokens,
+           x.hit_tokens[0], x.hit_tokens[1], x.hit_tokens[2]);
+}
 
 class cache_usage {
  public:
@@ -22,16 +37,11 @@ class cache_usage {
 
   void record(const prefix_hit& hit);
 
-  /// {"scenarios": {"chat": {"prompt_tokens", "pool", "host", "ssd"}, ...}} as JSON text.
-  std::string to_json() const;
+  /// Every scenario's totals, in scenario id order.
+  const std::vector<scenario_cache_usage>& totals() const { return by_scenario_; }
 
  private:
-  struct counts {
-    int64_t prompt_tokens = 0;
-    std::array<int64_t, 3> hit_tokens{};
-  };
-  std::vector<std::string> names_;
-  std::vector<counts> by_scenario_;
+  std::vector<scenario_cache_usage> by_scenario_;
 };
 
 }  // namespace brigade::actors

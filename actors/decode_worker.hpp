@@ -32,8 +32,8 @@
 #include "actors/atoms.hpp"
 #include "actors/model_context.hpp"
 #include "actors/payloads.hpp"
-#include "actors/router.hpp"
 #include "actors/shard_set.hpp"
+#include "actors/worker_reports.hpp"
 
 namespace brigade::actors {
 
@@ -50,20 +50,45 @@ struct kv_handoff {
   /// draw_offset is the generation index of tokens.back(); max_tokens counts it.
   generation_params params;
   int32_t cached_tokens = 0;
+  /// The sampled token's log-probabilities, when params asks for them.
+  std::vector<model::position_logprobs> logprobs;
 };
 
-using decode_worker_actor =
-    caf::typed_actor<caf::replies_to<kv_handoff>::with<bool>,
-                     /// Drops the request's sequence if it is of this attempt or an older one.
-                     caf::reacts_to<cancel_atom, uint64_t, uint32_t>,
-                     caf::reacts_to<shards_atom, shard_set>, caf::reacts_to<step_atom>,
-                     caf::reacts_to<tick_atom, uint64_t>,
-                     /// From its supervisor after contact with the coordinator was lost and came
-                     /// back: fresh handles of the router and the supervisor (the old ones went
-                     /// with the connection). Every sequence it runs is dropped: the router
-                     /// re-dispatched them when it lost sight of this worker.
-                     caf::reacts_to<rebind_atom, router_actor, layout_ack_actor>,
-                     caf::replies_to<status_atom>::with<role_status>>;
+/// A decode worker's status: its load, its KV blocks, and what speculation did.
+struct decode_status {
+  role_status load;
+  int32_t free_kv_blocks = 0;
+  int32_t kv_blocks = 0;
+  double step_ms_total = 0.0;  ///< All steps' time: with load.steps, the mean step.
+  bool stalled = false;        ///< A step waits for a failed shard's replacement.
+  uint64_t epoch = 0;          ///< The layout epoch it routes with.
+  int32_t max_draft = 0;
+  model::speculation_stats speculation;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, decode_status& x) {
+  return f(caf::meta::type_name("decode_status"), x.load, x.free_kv_blocks, x.kv_blocks,
+           x.step_ms_total, x.stalled, x.epoch, x.max_draft, x.speculation.verify_steps,
+           x.speculation.drafted_tokens, x.speculation.accepted_tokens,
+           x.speculation.emitted_tokens, x.speculation.batch_limited_steps);
+}
+
+/// What a decode worker accepts. It sends token updates and failures to its config's `reports`
+/// (the router), and to its `layout_acks` (the supervisor) the layout epoch it routes with.
+using decode_worker_actor = caf::typed_actor<
+    /// From a prefill worker: true when the sequence runs here now; an error (no room, a bad
+    /// hand-off) makes the prefill worker fail the job back to the router, which retries.
+    caf::replies_to<kv_handoff>::with<bool>,
+    /// From the router: drops the request's sequence if it is of this attempt or an older one.
+    caf::reacts_to<cancel_atom, uint64_t, uint32_t>,
+    /// From the supervisor: the shards and layout to route with from the next step on.
+    caf::reacts_to<shards_atom, shard_set>,
+    /// From its supervisor after contact with the coordinator was lost and came back: fresh
+    /// handles of the router and the supervisor (the old ones went with the connection). Every
+    /// sequence it runs is dropped: the router re-dispatched them when it lost sight of it.
+    caf::reacts_to<rebind_atom, generation_report_actor, layout_ack_actor>,
+    caf::replies_to<status_atom>::with<decode_status>>;
 
 struct decode_worker_config {
   std::string name;  ///< "decode-0"
@@ -73,18 +98,21 @@ struct decode_worker_config {
   int64_t stall_timeout_ms = 10000;  ///< How long a layer waits for a failed shard's replacement.
   model::speculation_options speculation;  ///< Drafts per step; off when max_draft is 0.
   layout_ack_actor layout_acks;            ///< Told when the worker switches layout epochs.
-  router_actor router;                     ///< Where token updates and failures go.
+  generation_report_actor reports;         ///< Where token updates and failures go.
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, decode_worker_config& x) {
   return f(caf::meta::type_name("decode_worker_config"), x.name, x.max_running, x.kv_tokens,
-           x.block_tokens, x.stall_timeout_ms, x.speculation, x.layout_acks, x.router);
+           x.block_tokens, x.stall_timeout_ms, x.speculation, x.layout_acks, x.reports);
 }
 
 decode_worker_actor spawn_decode_worker(caf::actor_system& sys,
                                         std::shared_ptr<const model_context> ctx,
                                         decode_worker_config config, shard_set shards);
+
+/// Registers the types above with an actor system (every process that may host or talk to one).
+void register_decode_worker_types(caf::actor_system_config& cfg);
 
 }  // namespace brigade::actors
 

@@ -37,6 +37,8 @@ struct expert_client {
   bool stalled = false;              ///< A layer failed and waits for a new shard set.
   layout_ack_actor acks;             ///< Told which layout epoch the worker routes with.
   std::chrono::milliseconds stall_timeout{10000};
+  /// Per model layer, its layer in the expert layout (the MoE layers in order; -1 if dense).
+  std::vector<int> layout_layer;
 };
 
 /// Shards on other nodes are reached through the data plane's local proxies.
@@ -50,20 +52,20 @@ inline void localize(shard_set& set) {
 template <class Self>
 void adopt_shards(Self* self, expert_client& c, shard_set next) {
   localize(next);
-  const bool new_epoch = c.shards.shards.empty() || c.shards.layout.epoch != next.layout.epoch;
+  const bool new_epoch = c.shards.shards.empty() || c.shards.layout.epoch() != next.layout.epoch();
   c.shards = std::move(next);
-  if (new_epoch && c.acks) self->send(c.acks, switched_atom_v, c.owner, c.shards.layout.epoch);
+  if (new_epoch && c.acks) self->send(c.acks, switched_atom_v, c.owner, c.shards.layout.epoch());
 }
 
-/// Whether a shard set that arrived may be used: it comes from the supervisor (any sender when the
-/// worker has none: tests drive workers directly), its layout fits the model, and it names a shard
-/// for each of the layout's. A bad one is logged and dropped: the worker keeps its layout.
+/// Whether a shard set that arrived may be used: it comes from the supervisor, its layout fits the
+/// model, and it names a shard for each of the layout's. A bad one is logged and dropped: the
+/// worker keeps its layout.
 template <class Self>
 bool acceptable_shards(Self* self, const expert_client& c, const shard_set& next,
                        const model::model_config& model) {
   const caf::strong_actor_ptr& sender = self->current_sender();
   std::string why;
-  if (c.acks && !sent_by(sender, c.acks)) {
+  if (!sent_by(sender, c.acks)) {
     why = "it did not come from the supervisor";
   } else if (status fits = check_shards(next, model); !fits) {
     why = fits.err().message;
@@ -80,7 +82,8 @@ bool acceptable_shards(Self* self, const expert_client& c, const shard_set& next
 /// Returns true when the caller must resend its stalled layer.
 template <class Self>
 bool receive_shards(Self* self, expert_client& c, shard_set next, bool busy) {
-  const bool same_epoch = !c.shards.shards.empty() && c.shards.layout.epoch == next.layout.epoch;
+  const bool same_epoch =
+      !c.shards.shards.empty() && c.shards.layout.epoch() == next.layout.epoch();
   if (busy && !c.stalled && !same_epoch) {
     c.pending = std::move(next);
     return false;
@@ -112,13 +115,14 @@ void dispatch_layer(Self* self, expert_client& c, model::step_driver& driver, ui
                     const uint64_t* current_step, std::function<void()> on_done,
                     std::function<void()> on_retry) {
   const model::routing& r = driver.routes();
-  const expert_layout& layout = c.shards.layout;
+  const eplb::layout& layout = c.shards.layout;
   const int layer = driver.layer();
+  const int layout_layer = c.layout_layer.at(static_cast<size_t>(layer));
   const size_t shards = c.shards.shards.size();
   std::vector<std::vector<int32_t>> step_slots(shards), phys(shards);
   for (int slot = 0; slot < r.tokens * r.top_k; ++slot) {
     const int expert = r.experts[static_cast<size_t>(slot)];
-    const int32_t phy = layout.slot_for(layer, expert, slot / r.top_k);
+    const int32_t phy = layout.slot_for(layout_layer, expert, slot / r.top_k);
     const size_t shard = static_cast<size_t>(layout.shard_of(phy));
     step_slots[shard].push_back(slot);
     phys[shard].push_back(phy);
@@ -139,7 +143,7 @@ void dispatch_layer(Self* self, expert_client& c, model::step_driver& driver, ui
     expert_request req;
     req.step = step;
     req.caller = self->id();
-    req.epoch = layout.epoch;
+    req.epoch = layout.epoch();
     req.layer = layer;
     req.slots = std::move(phys[s]);
     driver.input_rows(step_slots[s], req.input.data);
@@ -148,7 +152,7 @@ void dispatch_layer(Self* self, expert_client& c, model::step_driver& driver, ui
     auto slots = std::make_shared<std::vector<int32_t>>(std::move(step_slots[s]));
     const size_t expected_floats = req.input.data.size();  // one output row per input row
     model::step_driver* d = &driver;
-    const uint64_t req_epoch = layout.epoch;
+    const uint64_t req_epoch = layout.epoch();
     auto fail = [=](const std::string& why) {
       if (p->failed || *current_step != step) return;
       p->failed = true;

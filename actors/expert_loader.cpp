@@ -40,7 +40,7 @@ struct copy_job {
 
 struct loader_state {
   std::shared_ptr<const model_context> ctx;
-  expert_shard_actor shard;
+  loaded_sink_actor shard;
   std::deque<load_job> queued;  // jobs not started yet, in arrival order
   // The job in progress, if busy. Answers carry the serial of the job that asked, so that those
   // for an aborted job are dropped.
@@ -192,7 +192,7 @@ void pump(loader_pointer self) {
 }
 
 caf::behavior loader(loader_pointer self, std::shared_ptr<const model_context> ctx,
-                     expert_shard_actor shard, std::chrono::milliseconds copy_interval) {
+                     loaded_sink_actor shard, std::chrono::milliseconds copy_interval) {
   lower_this_threads_priority();
   self->state.ctx = std::move(ctx);
   self->state.shard = std::move(shard);
@@ -261,7 +261,7 @@ std::shared_ptr<loaded_experts> load_from_checkpoint(const model_context& ctx,
 }
 
 caf::actor spawn_expert_loader(caf::actor_system& sys, std::shared_ptr<const model_context> ctx,
-                               expert_shard_actor shard, std::chrono::milliseconds copy_interval) {
+                               loaded_sink_actor shard, std::chrono::milliseconds copy_interval) {
   return sys.spawn<caf::detached>(loader, std::move(ctx), std::move(shard), copy_interval);
 }
 

@@ -19,19 +19,6 @@
 
 namespace brigade::actors {
 
-/// Where a shard's new experts came from, summed over its migrations.
-struct expert_copy_counts {
-  int64_t same_node = 0;  ///< Shared from a peer shard in this process.
-  /// Of same_node: found in the process's share index, without asking the peer (which then
-  /// counts no expert sent).
-  int64_t same_node_indexed = 0;
-  int64_t other_nodes = 0;  ///< Copied from a peer shard on another node.
-  int64_t other_nodes_bytes = 0;
-  int64_t from_checkpoint = 0;  ///< Read from this node's checkpoint.
-
-  expert_copy_counts& operator+=(const expert_copy_counts& o);
-};
-
 using expert_key = std::pair<int32_t, int32_t>;  // (layer, expert)
 
 struct loaded_experts {
@@ -58,7 +45,7 @@ struct load_job {
 /// moves bytes waits it before its first one too. One per shard for the shard's life, like the
 /// exporter: a migration would otherwise start a thread on every shard it touches.
 caf::actor spawn_expert_loader(caf::actor_system& sys, std::shared_ptr<const model_context> ctx,
-                               expert_shard_actor shard, std::chrono::milliseconds copy_interval);
+                               loaded_sink_actor shard, std::chrono::milliseconds copy_interval);
 
 /// What a shard asks its exporter for: a copy of `weights`, which are expert `key`.
 struct export_job {

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <functional>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "actors/expert_loader.hpp"
@@ -51,13 +50,13 @@ struct shard_state {
   static inline const char* name = "expert_shard";
 };
 
-using shard_pointer = expert_shard_actor::stateful_pointer<shard_state>;
+// The loader's answers are the shard's private message.
+using expert_shard_impl = expert_shard_actor::extend_with<loaded_sink_actor>;
+using shard_pointer = expert_shard_impl::stateful_pointer<shard_state>;
 
-// Epochs are the supervisor's to prepare, release and abort (any sender when the shard has no
-// supervisor: tests drive shards directly).
+// Epochs are the supervisor's to prepare, release and abort.
 bool from_supervisor(shard_pointer self) {
-  const auto& sink = self->state.config.load_sink;
-  return !sink || sent_by(self->current_sender(), sink);
+  return sent_by(self->current_sender(), self->state.config.load_sink);
 }
 
 void ensure_rows(shard_state& st, int rows) {
@@ -239,7 +238,7 @@ bool start_prepare(shard_pointer self, shard_plan plan) {
   }
   st.preparing[plan.epoch] = plan;
   auto spawn = [&] {
-    return spawn_expert_loader(self->system(), st.ctx, caf::actor_cast<expert_shard_actor>(self),
+    return spawn_expert_loader(self->system(), st.ctx, caf::actor_cast<loaded_sink_actor>(self),
                                std::chrono::milliseconds(st.config.copy_interval_ms));
   };
   caf::anon_send(started(self, st.loader, spawn), load_job{std::move(plan), std::move(have)});
@@ -302,9 +301,9 @@ caf::result<expert_weights> export_weights(shard_pointer self, int32_t layer, in
   return rp;
 }
 
-expert_shard_actor::behavior_type shard_behavior(shard_pointer self,
-                                                 std::shared_ptr<const model_context> ctx,
-                                                 expert_shard_config config) {
+expert_shard_impl::behavior_type shard_behavior(shard_pointer self,
+                                                std::shared_ptr<const model_context> ctx,
+                                                expert_shard_config config) {
   auto& st = self->state;
   st.ctx = std::move(ctx);
   st.config = std::move(config);
@@ -399,26 +398,18 @@ expert_shard_actor::behavior_type shard_behavior(shard_pointer self,
       },
       [=](status_atom) {
         const auto& s = self->state;
-        role_status out;
-        out.name = s.config.name;
-        out.role = "expert_shard";
-        out.in_flight = static_cast<int32_t>(s.preparing.size());
-        out.last_step_ms = s.last_ms;
-        out.steps = s.steps;
-        size_t slots = 0;
-        if (!s.epochs.empty()) slots = s.epochs.rbegin()->second.size();
-        out.detail = nlohmann::json{{"slots", slots},
-                                    {"epochs", s.epochs.size()},
-                                    {"requests", s.requests},
-                                    {"rows", s.rows},
-                                    {"experts_sent", s.exported},
-                                    {"experts_received",
-                                     {{"same_node", s.copied.same_node},
-                                      {"same_node_indexed", s.copied.same_node_indexed},
-                                      {"other_nodes", s.copied.other_nodes},
-                                      {"other_nodes_bytes", s.copied.other_nodes_bytes},
-                                      {"from_checkpoint", s.copied.from_checkpoint}}}}
-                         .dump();
+        expert_shard_status out;
+        out.load.name = s.config.name;
+        out.load.role = "expert_shard";
+        out.load.in_flight = static_cast<int32_t>(s.preparing.size());
+        out.load.last_step_ms = s.last_ms;
+        out.load.steps = s.steps;
+        if (!s.epochs.empty()) out.slots = s.epochs.rbegin()->second.size();
+        out.epochs = s.epochs.size();
+        out.requests = s.requests;
+        out.rows = s.rows;
+        out.experts_sent = s.exported;
+        out.experts_received = s.copied;
         return out;
       },
   };
@@ -430,6 +421,18 @@ expert_shard_actor spawn_expert_shard(caf::actor_system& sys,
                                       std::shared_ptr<const model_context> ctx,
                                       expert_shard_config config) {
   return sys.spawn<caf::detached>(shard_behavior, std::move(ctx), std::move(config));
+}
+
+void register_expert_shard_types(caf::actor_system_config& cfg) {
+  cfg.add_message_type<slot_assignment>("brigade::slot_assignment");
+  cfg.add_message_type<weight_source>("brigade::weight_source");
+  cfg.add_message_type<shard_plan>("brigade::shard_plan");
+  cfg.add_message_type<load_sample>("brigade::load_sample");
+  cfg.add_message_type<expert_shard_config>("brigade::expert_shard_config");
+  cfg.add_message_type<expert_shard_status>("brigade::expert_shard_status");
+  cfg.add_message_type<expert_shard_actor>("brigade::expert_shard_actor");
+  cfg.add_message_type<std::vector<expert_shard_actor>>("std::vector<brigade::expert_shard_actor>");
+  cfg.add_message_type<load_sink_actor>("brigade::load_sink_actor");
 }
 
 }  // namespace brigade::actors

@@ -103,6 +103,45 @@ typename Inspector::result_type inspect(Inspector& f, load_sample& x) {
 /// Expert weights a shard's background loader read, keyed by (layer, expert). Local only.
 struct loaded_experts;
 
+/// Where a shard's background loader sends what it read (the shard itself, privately).
+using loaded_sink_actor =
+    caf::typed_actor<caf::reacts_to<loaded_atom, uint64_t, std::shared_ptr<loaded_experts>>>;
+
+/// Where a shard's new experts came from, summed over its migrations.
+struct expert_copy_counts {
+  int64_t same_node = 0;  ///< Shared from a peer shard in this process.
+  /// Of same_node: found in the process's share index, without asking the peer (which then
+  /// counts no expert sent).
+  int64_t same_node_indexed = 0;
+  int64_t other_nodes = 0;  ///< Copied from a peer shard on another node.
+  int64_t other_nodes_bytes = 0;
+  int64_t from_checkpoint = 0;  ///< Read from this node's checkpoint.
+
+  expert_copy_counts& operator+=(const expert_copy_counts& o);
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, expert_copy_counts& x) {
+  return f(caf::meta::type_name("expert_copy_counts"), x.same_node, x.same_node_indexed,
+           x.other_nodes, x.other_nodes_bytes, x.from_checkpoint);
+}
+
+struct expert_shard_status {
+  role_status load;
+  uint64_t slots = 0;   ///< Slots of its newest epoch.
+  uint64_t epochs = 0;  ///< Layout epochs it holds (two during a migration).
+  int64_t requests = 0;
+  int64_t rows = 0;
+  int64_t experts_sent = 0;  ///< Weights it gave peer shards.
+  expert_copy_counts experts_received;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, expert_shard_status& x) {
+  return f(caf::meta::type_name("expert_shard_status"), x.load, x.slots, x.epochs, x.requests,
+           x.rows, x.experts_sent, x.experts_received);
+}
+
 /// Where shards send their load samples (the supervisor).
 using load_sink_actor = caf::typed_actor<caf::reacts_to<load_sample>>;
 
@@ -122,8 +161,6 @@ using expert_shard_actor =
                      caf::reacts_to<release_atom, uint64_t>,
                      /// Drops a prepared epoch that will not be used.
                      caf::reacts_to<abort_atom, uint64_t>,
-                     /// Internal: the background loader finished an epoch's weights.
-                     caf::reacts_to<loaded_atom, uint64_t, std::shared_ptr<loaded_experts>>,
                      /// The weights of (layer, expert) for a peer that needs them: shared when
                      /// the flag says the peer is in this process, otherwise a copy.
                      caf::replies_to<weights_atom, int32_t, int32_t, bool>::with<expert_weights>,
@@ -133,7 +170,7 @@ using expert_shard_actor =
                      /// that rolled back meanwhile) are dropped; replies whether the shard holds
                      /// that epoch, i.e. whether it may serve again as it is.
                      caf::replies_to<rebind_atom, load_sink_actor, uint64_t>::with<bool>,
-                     caf::replies_to<status_atom>::with<role_status>>;
+                     caf::replies_to<status_atom>::with<expert_shard_status>>;
 
 struct expert_shard_config {
   std::string name;  ///< "expert_shard-2"
@@ -157,6 +194,9 @@ typename Inspector::result_type inspect(Inspector& f, expert_shard_config& x) {
 expert_shard_actor spawn_expert_shard(caf::actor_system& sys,
                                       std::shared_ptr<const model_context> ctx,
                                       expert_shard_config config);
+
+/// Registers the types above with an actor system's config.
+void register_expert_shard_types(caf::actor_system_config& cfg);
 
 }  // namespace brigade::actors
 

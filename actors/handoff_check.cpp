@@ -37,6 +37,10 @@ status check_params(const generation_params& p,
     return refuse("top_p " + std::to_string(s.top_p) + " is not in (0, 1]");
   }
   if (s.top_k < 0) return refuse("top_k " + std::to_string(s.top_k) + " < 0");
+  if (p.top_logprobs < -1 || p.top_logprobs > model::max_top_logprobs) {
+    return refuse("top_logprobs " + std::to_string(p.top_logprobs) + " is not in [-1, " +
+                  std::to_string(model::max_top_logprobs) + "]");
+  }
   return ok_status();
 }
 
@@ -66,6 +70,14 @@ status check_handoff(const kv_handoff& h, const model::model_config& config, int
   if (h.cached_tokens < 0 || static_cast<size_t>(h.cached_tokens) > context) {
     return refuse("cached_tokens " + std::to_string(h.cached_tokens) + " for " +
                   std::to_string(context) + " tokens");
+  }
+  // The sampled token's log-probabilities, as asked: one position, `top_logprobs` alternatives.
+  const size_t positions = h.params.top_logprobs < 0 ? 0 : 1;
+  if (h.logprobs.size() != positions ||
+      (positions == 1 && (h.logprobs[0].top.size() != static_cast<size_t>(h.params.top_logprobs) ||
+                          h.logprobs[0].chosen.token != h.tokens.back()))) {
+    return refuse("log-probabilities that do not match top_logprobs " +
+                  std::to_string(h.params.top_logprobs) + " and the sampled token");
   }
   return ok_status();
 }

@@ -3,7 +3,6 @@
 #include <caf/all.hpp>
 
 #include <map>
-#include <nlohmann/json.hpp>
 
 #include "actors/retention_table.hpp"
 #include "actors/sender_check.hpp"
@@ -43,7 +42,23 @@ struct kv_store_state {
   static inline const char* name = "kv_store";
 };
 
-using kv_store_pointer = kv_store_actor::stateful_pointer<kv_store_state>;
+/// The tiered store finished its jobs up to this ticket (0: a lookup's wait is over). A type that
+/// never crosses nodes: no peer can tell the store its promotions are done.
+struct promotions_done {
+  uint64_t ticket = 0;
+};
+
+// Never registered: a message of this type cannot arrive from another node.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, promotions_done& x) {
+  return f(caf::meta::type_name("promotions_done"), x.ticket);
+}
+
+// Private: the tiered store's completions, and its own timers (open the tiers again, sweep
+// expired blocks).
+using kv_store_impl =
+    kv_store_actor::extend<caf::reacts_to<promotions_done>, caf::reacts_to<tick_atom>>;
+using kv_store_pointer = kv_store_impl::stateful_pointer<kv_store_state>;
 
 // Answers a lookup with the leading blocks now in host memory.
 kv_found answer(kv_store_state& st, const kv_lookup& request, const kvcache::prefix_lookup& found) {
@@ -86,7 +101,7 @@ void try_open(kv_store_pointer self) {
   caf::weak_actor_ptr weak = caf::actor_cast<caf::weak_actor_ptr>(self);
   tc.on_job_done = [weak](uint64_t ticket) {
     if (auto strong = caf::actor_cast<caf::strong_actor_ptr>(weak)) {
-      caf::anon_send(caf::actor_cast<kv_store_actor>(strong), promotions_done{ticket});
+      caf::anon_send(caf::actor_cast<kv_store_impl>(strong), promotions_done{ticket});
     }
   };
   auto opened = kvcache::tiered_store::open(tc, *c.clock, st.retention);
@@ -149,54 +164,24 @@ void demote(kv_store_pointer self, const kv_demotion& d) {
   }
 }
 
-nlohmann::json tier_json(const kvcache::tier_stats& t) {
-  return {{"blocks", t.blocks},
-          {"bytes", t.bytes},
-          {"budget_bytes", t.budget_bytes},
-          {"hits", t.hits},
-          {"misses", t.misses},
-          {"insertions", t.insertions},
-          {"evictions", t.evictions},
-          {"expirations", t.expirations},
-          {"corrupt_blocks", t.corrupt_blocks},
-          {"disk_full_events", t.disk_full_events},
-          {"io_errors", t.io_errors}};
-}
-
-role_status status_of(const kv_store_state& st) {
-  role_status out;
-  out.name = st.config.name;
-  out.role = "kv_store";
-  out.in_flight = static_cast<int32_t>(st.waiting.size());
-  out.steps = st.lookups;
-  nlohmann::json d{{"lookups", st.lookups},
-                   {"demotion_batches", st.demotions_received},
-                   {"open", st.store != nullptr},
-                   {"open_error", st.open_error}};
+kv_store_status status_of(const kv_store_state& st) {
+  kv_store_status out;
+  out.load.name = st.config.name;
+  out.load.role = "kv_store";
+  out.load.in_flight = static_cast<int32_t>(st.waiting.size());
+  out.load.steps = st.lookups;
+  out.lookups = st.lookups;
+  out.demotion_batches = st.demotions_received;
+  out.open = st.store != nullptr;
+  out.open_error = st.open_error;
   if (st.store) {
-    const kvcache::store_stats s = st.store->stats();
-    out.queue_depth = static_cast<int32_t>(s.queue_depth);
-    d["host"] = tier_json(s.host);
-    d["ssd"] = tier_json(s.ssd);
-    d["has_ssd"] = s.has_ssd;
-    d["lookup_host_hits"] = s.lookup_host_hits;
-    d["lookup_ssd_hits"] = s.lookup_ssd_hits;
-    d["lookup_misses"] = s.lookup_misses;
-    d["demotions"] = s.demotions;
-    d["demotions_dropped"] = s.demotions_dropped;
-    d["promotions"] = s.promotions;
-    d["promotions_failed"] = s.promotions_failed;
-    d["disk_full_pauses"] = s.disk_full_pauses;
-    d["write_error_pauses"] = s.write_error_pauses;
-    d["demotion_paused"] = s.demotion_paused;
-    d["pending_demotions"] = s.pending_demotions;
-    d["queue_depth"] = s.queue_depth;
+    out.store = st.store->stats();
+    out.load.queue_depth = static_cast<int32_t>(out.store.queue_depth);
   }
-  out.detail = d.dump();
   return out;
 }
 
-kv_store_actor::behavior_type kv_store_behavior(kv_store_pointer self, kv_store_config config) {
+kv_store_impl::behavior_type kv_store_behavior(kv_store_pointer self, kv_store_config config) {
   auto& st = self->state;
   st.config = std::move(config);
   st.retention = retention_table(st.config.scenarios);
@@ -237,6 +222,15 @@ kv_store_actor::behavior_type kv_store_behavior(kv_store_pointer self, kv_store_
 kv_store_actor spawn_kv_store(caf::actor_system& sys, kv_store_config config) {
   if (!config.clock) config.clock = std::make_shared<const kvcache::system_clock>();
   return sys.spawn<caf::detached>(kv_store_behavior, std::move(config));
+}
+
+void register_kv_store_types(caf::actor_system_config& cfg) {
+  cfg.add_message_type<kv_lookup>("brigade::kv_lookup");
+  cfg.add_message_type<kv_found>("brigade::kv_found");
+  cfg.add_message_type<kv_demotion>("brigade::kv_demotion");
+  cfg.add_message_type<kv_store_config>("brigade::kv_store_config");
+  cfg.add_message_type<kv_store_status>("brigade::kv_store_status");
+  cfg.add_message_type<kv_store_actor>("brigade::kv_store_actor");
 }
 
 }  // namespace brigade::actors

@@ -25,10 +25,11 @@
 
 #include "actors/atoms.hpp"
 #include "actors/payloads.hpp"
-#include "deploy/manifest.hpp"
 #include "kvcache/clock.hpp"
+#include "kvcache/retention.hpp"
+#include "kvcache/tiered_store.hpp"
 
-namespace brigade::deploy {
+namespace brigade::kvcache {
 
 // Found by argument-dependent lookup when a prefill worker's settings go to another node.
 template <class Inspector>
@@ -36,7 +37,23 @@ typename Inspector::result_type inspect(Inspector& f, scenario_retention& x) {
   return f(caf::meta::type_name("scenario_retention"), x.name, x.retention_s);
 }
 
-}  // namespace brigade::deploy
+// Found by argument-dependent lookup when a KV store's status goes to the HTTP edge.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tier_stats& x) {
+  return f(caf::meta::type_name("tier_stats"), x.blocks, x.bytes, x.budget_bytes, x.hits, x.misses,
+           x.insertions, x.evictions, x.expirations, x.corrupt_blocks, x.disk_full_events,
+           x.io_errors, x.blocks_by_scenario);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, store_stats& x) {
+  return f(caf::meta::type_name("store_stats"), x.host, x.ssd, x.has_ssd, x.lookup_host_hits,
+           x.lookup_ssd_hits, x.lookup_misses, x.demotions, x.demotions_dropped, x.promotions,
+           x.promotions_failed, x.promotions_refused, x.disk_full_pauses, x.write_error_pauses,
+           x.demotion_paused, x.pending_demotions, x.queue_depth);
+}
+
+}  // namespace brigade::kvcache
 
 namespace brigade::actors {
 
@@ -76,17 +93,26 @@ typename Inspector::result_type inspect(Inspector& f, kv_found& x) {
   return f(caf::meta::type_name("kv_found"), x.blocks, x.host_blocks, x.ssd_blocks, x.bytes);
 }
 
-/// Internal: the tiered store finished its jobs up to this ticket (0: a lookup's wait is over).
-/// A type that never crosses nodes: no peer can tell the store its promotions are done.
-struct promotions_done {
-  uint64_t ticket = 0;
+/// A KV store's status: its lookups and demotions, and its tiers' figures once they are open.
+struct kv_store_status {
+  role_status load;
+  int64_t lookups = 0;
+  int64_t demotion_batches = 0;
+  bool open = false;       ///< The tiers are open (see open_error otherwise).
+  std::string open_error;  ///< Why they are not (an SSD directory another store holds, ...).
+  kvcache::store_stats store;
 };
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_store_status& x) {
+  return f(caf::meta::type_name("kv_store_status"), x.load, x.lookups, x.demotion_batches, x.open,
+           x.open_error, x.store);
+}
+
+/// What a KV store accepts: demotions and lookups from the prefill workers of its node.
 using kv_store_actor =
     caf::typed_actor<caf::reacts_to<kv_demotion>, caf::replies_to<kv_lookup>::with<kv_found>,
-                     caf::reacts_to<promotions_done>,
-                     /// Internal: try opening the tiers again, or sweep expired blocks.
-                     caf::reacts_to<tick_atom>, caf::replies_to<status_atom>::with<role_status>>;
+                     caf::replies_to<status_atom>::with<kv_store_status>>;
 
 struct kv_store_config {
   std::string name;      ///< "kv_store-0"
@@ -99,7 +125,7 @@ struct kv_store_config {
   uint64_t ssd_bytes = 0;
   std::string ssd_dir;  ///< Empty: no SSD tier.
   /// Scenario names and retention periods, in scenario id order (chat and agent first).
-  std::vector<deploy::scenario_retention> scenarios;
+  std::vector<kvcache::scenario_retention> scenarios;
   std::shared_ptr<const kvcache::clock> clock;
   /// How long a lookup may wait for its SSD promotions before it is answered with what is in
   /// host memory.
@@ -117,6 +143,7 @@ typename Inspector::result_type inspect(Inspector& f, kv_store_config& x) {
 /// A null clock means the system clock.
 kv_store_actor spawn_kv_store(caf::actor_system& sys, kv_store_config config);
 
-}  // namespace brigade::actors
+/// Registers the types above with an actor system's config.
+void register_kv_store_types(caf::actor_system_config& cfg);
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(brigade::actors::promotions_done)
+}  // namespace brigade::actors

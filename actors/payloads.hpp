@@ -2,6 +2,7 @@
 // into messages and, across nodes, to serialise them.
 #pragma once
 
+#include <caf/fwd.hpp>
 #include <caf/meta/type_name.hpp>
 
 #include <cstdint>
@@ -9,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "model/finish_rules.hpp"
+#include "model/logprobs.hpp"
 #include "model/sampler.hpp"
 #include "model/speculation.hpp"
 
@@ -25,11 +28,22 @@ typename Inspector::result_type inspect(Inspector& f, speculation_options& x) {
            x.min_trust, x.lookback_tokens, x.adaptive, x.disable_above_batch);
 }
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, token_logprob& x) {
+  return f(caf::meta::type_name("token_logprob"), x.token, x.logprob);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, position_logprobs& x) {
+  return f(caf::meta::type_name("position_logprobs"), x.chosen, x.top);
+}
+
 }  // namespace brigade::model
 
 namespace brigade::actors {
 
-/// What every role answers to a status request.
+/// What every role's status starts with; each role's protocol header adds its own figures
+/// (decode_status, router_status, ...), typed until the HTTP edge writes them as JSON.
 struct role_status {
   std::string name;           ///< "decode-0"
   std::string role;           ///< "decode"
@@ -37,13 +51,12 @@ struct role_status {
   int32_t in_flight = 0;      ///< Work started and not finished.
   double last_step_ms = 0.0;  ///< Duration of the most recent step.
   int64_t steps = 0;          ///< Steps run since spawn.
-  std::string detail;         ///< Role-specific figures as a JSON object.
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, role_status& x) {
   return f(caf::meta::type_name("role_status"), x.name, x.role, x.queue_depth, x.in_flight,
-           x.last_step_ms, x.steps, x.detail);
+           x.last_step_ms, x.steps);
 }
 
 /// Rows of float32 activations, row-major.
@@ -95,16 +108,22 @@ struct generation_params {
   int32_t max_tokens = 16;        ///< Tokens still to generate.
   int32_t draw_offset = 0;        ///< Index of the next token in the whole generation.
   std::vector<int32_t> stop_ids;  ///< Generation ends after producing one of these.
+  /// Log-probabilities with each token: -1 none; 0 the chosen token's; n also the n likeliest.
+  int32_t top_logprobs = -1;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_params& x) {
   return f(caf::meta::type_name("generation_params"), x.sampling, x.max_tokens, x.draw_offset,
-           x.stop_ids);
+           x.stop_ids, x.top_logprobs);
 }
 
-/// How a generation ended (mirrors model::finish_reason on the wire).
-enum class finish : int32_t { none = 0, stop = 1, length = 2, context = 3 };
+/// The log-probabilities `params` asks for at one position (none when it asks for none).
+inline void add_logprobs(const generation_params& params, const float* row, int vocab,
+                         int32_t chosen, std::vector<model::position_logprobs>& out) {
+  if (params.top_logprobs < 0) return;
+  out.push_back(model::logprobs_at(row, vocab, chosen, params.top_logprobs));
+}
 
 /// Tokens a decode worker produced for one request, in order.
 struct token_update {
@@ -112,14 +131,16 @@ struct token_update {
   uint32_t attempt = 0;     ///< Dispatch attempt; stale attempts are ignored.
   int32_t first_index = 0;  ///< Index of tokens[0] in the whole generation.
   std::vector<int32_t> tokens;
-  int32_t finished = 0;       ///< A finish value; none while the request runs.
+  model::finish_reason finished = model::finish_reason::none;  ///< none while it runs
   int32_t cached_tokens = 0;  ///< Prompt tokens served from the prefix cache.
+  /// One per token when the request asked for them (generation_params::top_logprobs).
+  std::vector<model::position_logprobs> logprobs;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, token_update& x) {
   return f(caf::meta::type_name("token_update"), x.request, x.attempt, x.first_index, x.tokens,
-           x.finished, x.cached_tokens);
+           x.finished, x.cached_tokens, x.logprobs);
 }
 
 /// A worker could not finish a request; the router re-dispatches it or fails it.
@@ -134,5 +155,9 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_failed& x) {
   return f(caf::meta::type_name("job_failed"), x.request, x.attempt, x.reason, x.retryable);
 }
+
+/// Registers the payloads above (and the standard containers messages carry) with an actor
+/// system's config.
+void register_payload_types(caf::actor_system_config& cfg);
 
 }  // namespace brigade::actors

@@ -4,24 +4,22 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <deque>
-#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "actors/cache_report.hpp"
-#include "actors/expert_dispatch.hpp"
 #include "actors/handoff_check.hpp"
+#include "actors/kv_block_codec.hpp"
 #include "actors/prefix_cache.hpp"
 #include "actors/remote_link.hpp"
 #include "actors/retention_table.hpp"
 #include "actors/sender_check.hpp"
-#include "actors/step_resources.hpp"
+#include "actors/step_loop.hpp"
 #include "common/log.hpp"
 #include "kvcache/block_pool.hpp"
+#include "model/finish_rules.hpp"
 #include "model/sampler.hpp"
-#include "model/step_batch.hpp"
-#include "model/step_driver.hpp"
-#include "model/workspace.hpp"
 
 namespace brigade::actors {
 namespace {
@@ -60,6 +58,9 @@ struct cache_state {
   int64_t prompt_tokens = 0;
   int64_t hit_tokens[3] = {0, 0, 0};  // pool, host, ssd
   int64_t demotion_batches = 0;       // kv_demotion messages sent
+  // Reference counts checked after every change: a debugging aid, O(pool blocks) each time, on
+  // while the environment sets BRIGADE_CHECK_CACHE (the tests do).
+  bool check_invariants = false;
   int64_t invariant_checks = 0;
   int64_t invariant_violations = 0;
   std::string first_violation;
@@ -68,24 +69,17 @@ struct cache_state {
 struct prefill_state {
   std::shared_ptr<const model_context> ctx;
   prefill_worker_config config;
-  expert_client experts;
-  step_resources run;  // KV storage, block pool, workspace, step driver
+  step_loop loop;
   std::deque<prefill_job> queue;
   std::deque<active_job> active;
-  model::step_batch batch;
   std::vector<std::pair<uint64_t, int>> in_step;  // (request, tokens fed) in batch order
   cache_state cached;
-  bool busy = false;
-  uint64_t step = 0;
-  int64_t steps_done = 0;
   int64_t tokens_done = 0;
-  double last_ms = 0.0;
-  double busy_s = 0.0;  // summed step durations: with tokens_done, the worker's compute rate
-  std::chrono::steady_clock::time_point step_start;
   static inline const char* name = "prefill_worker";
 };
 
-using prefill_pointer = prefill_worker_actor::stateful_pointer<prefill_state>;
+using prefill_worker_impl = with_step_loop<prefill_worker_actor>;
+using prefill_pointer = prefill_worker_impl::stateful_pointer<prefill_state>;
 
 active_job* find_active(prefill_state& st, uint64_t request) {
   for (auto& a : st.active) {
@@ -95,14 +89,14 @@ active_job* find_active(prefill_state& st, uint64_t request) {
 }
 
 void fail(prefill_pointer self, const prefill_job& job, const std::string& reason, bool retry) {
-  self->send(job.router, job_failed{job.request, job.attempt, reason, retry});
+  self->send(self->state.config.reports, job_failed{job.request, job.attempt, reason, retry});
 }
 
 // Gives a job's blocks back, and its references to the prefix cache.
 void release_job(prefill_state& st, job_prefix& prefix, std::vector<int32_t>& blocks,
                  int computed) {
   if (st.cached.cache) return st.cached.cache->finish(prefix, blocks, computed);
-  st.run.pool->release_all(blocks);
+  st.loop.run.pool->release_all(blocks);
   blocks.clear();
 }
 
@@ -119,7 +113,7 @@ void drop_cancelled(prefill_state& st) {
   }
 }
 
-// Checks the cache's reference counts against every job holding blocks (tests switch it on).
+// Checks the cache's reference counts against every job holding blocks.
 void check_cache(prefill_state& st, const std::string& where) {
   auto& cs = st.cached;
   std::vector<job_blocks> jobs;
@@ -151,12 +145,12 @@ void publish_cache(prefill_pointer self, const std::string& where) {
     ++cs.demotion_batches;
   }
   const bool changed = !cs.report.hashes.empty() || !cs.report.hits.empty();
-  if (changed && st.config.router) {
+  if (changed) {
     cs.report.worker = st.config.index;
-    self->send(st.config.router, std::move(cs.report));
+    self->send(st.config.reports, std::move(cs.report));
   }
   cs.report = prefill_cache_report{};
-  if (st.config.cache.check_invariants) check_cache(st, where);
+  if (cs.check_invariants) check_cache(st, where);
 }
 
 // Asks the KV store for the admitted job's blocks after its pooled ones; the job waits for the
@@ -193,7 +187,7 @@ bool begin_admission(prefill_pointer self) {
     prefill_job job = std::move(st.queue.front());
     st.queue.pop_front();
     const int needed = blocks_for(static_cast<int>(job.tokens.size()), st.config.block_tokens);
-    if (needed > st.run.pool->capacity()) {
+    if (needed > st.loop.run.pool->capacity()) {
       fail(self, job, "the prompt needs more KV than a prefill worker holds", false);
       continue;
     }
@@ -242,7 +236,8 @@ bool finish_admission(prefill_pointer self) {
   const int bt = st.config.block_tokens;
   const int fresh =
       blocks_for(static_cast<int>(a.job.tokens.size()), bt) - static_cast<int>(a.blocks.size());
-  if (!(cs.cache ? cs.cache->allocate(fresh, a.blocks) : st.run.pool->allocate(fresh, a.blocks))) {
+  if (!(cs.cache ? cs.cache->allocate(fresh, a.blocks)
+                 : st.loop.run.pool->allocate(fresh, a.blocks))) {
     return false;
   }
   if (cs.cache) {
@@ -300,33 +295,37 @@ void init_cache(prefill_state& st) {
   cs.retention = retention_table(c.scenarios);
   prefix_cache_config pc;
   pc.block_tokens = st.config.block_tokens;
-  pc.capacity_blocks =
-      c.capacity_blocks == 0 ? static_cast<size_t>(st.run.pool->capacity()) : c.capacity_blocks;
+  pc.capacity_blocks = c.capacity_blocks == 0 ? static_cast<size_t>(st.loop.run.pool->capacity())
+                                              : c.capacity_blocks;
   pc.demote = static_cast<bool>(c.store);
   // A worker spawned on another node gets no clock (it does not cross processes): the system's.
   if (!c.clock) st.config.cache.clock = std::make_shared<const kvcache::system_clock>();
-  cs.cache = std::make_unique<prefix_cache>(*st.run.pool, *st.ctx->dev, *st.run.kv, pc,
+  cs.cache = std::make_unique<prefix_cache>(*st.loop.run.pool, *st.ctx->dev, *st.loop.run.kv, pc,
                                             *st.config.cache.clock, cs.retention);
+  const char* check = std::getenv("BRIGADE_CHECK_CACHE");
+  cs.check_invariants = check && *check && std::string(check) != "0";
 }
 
-nlohmann::json cache_json(const prefill_state& st) {
+prefix_cache_status cache_status_of(const prefill_state& st) {
   const auto& cs = st.cached;
-  if (!cs.cache) return {{"enabled", false}};
+  prefix_cache_status out;
+  if (!cs.cache) return out;
   const auto& index = cs.cache->index();
-  return {{"enabled", true},
-          {"cached_blocks", index.size()},
-          {"pinned_blocks", index.referenced()},
-          {"capacity_blocks", index.capacity()},
-          {"used_blocks", st.run.pool->used_blocks()},
-          {"prompt_tokens", cs.prompt_tokens},
-          {"pool_hit_tokens", cs.hit_tokens[0]},
-          {"host_hit_tokens", cs.hit_tokens[1]},
-          {"ssd_hit_tokens", cs.hit_tokens[2]},
-          {"admitting", cs.front.has_value()},
-          {"demotion_batches", cs.demotion_batches},
-          {"invariant_checks", cs.invariant_checks},
-          {"invariant_violations", cs.invariant_violations},
-          {"first_violation", cs.first_violation}};
+  out.enabled = true;
+  out.cached_blocks = index.size();
+  out.pinned_blocks = index.referenced();
+  out.capacity_blocks = index.capacity();
+  out.used_blocks = st.loop.run.pool->used_blocks();
+  out.prompt_tokens = cs.prompt_tokens;
+  out.pool_hit_tokens = cs.hit_tokens[0];
+  out.host_hit_tokens = cs.hit_tokens[1];
+  out.ssd_hit_tokens = cs.hit_tokens[2];
+  out.admitting = cs.front.has_value();
+  out.demotion_batches = cs.demotion_batches;
+  out.invariant_checks = cs.invariant_checks;
+  out.invariant_violations = cs.invariant_violations;
+  out.first_violation = cs.first_violation;
+  return out;
 }
 
 // Samples the first token, packs the KV blocks and sends both to the decode worker.
@@ -338,44 +337,30 @@ void hand_off(prefill_pointer self, active_job& a, const float* logits_row) {
   h.attempt = a.job.attempt;
   h.block_tokens = st.config.block_tokens;
   h.cached_tokens = a.prefix.first_computed() * h.block_tokens;
-  const int32_t first = model::sample(logits_row, c.vocab_size, a.job.params.sampling,
-                                      static_cast<uint64_t>(a.job.params.draw_offset));
+  const generation_params& params = a.job.params;
+  const int32_t first = model::sample(logits_row, c.vocab_size, params.sampling,
+                                      static_cast<uint64_t>(params.draw_offset));
+  add_logprobs(params, logits_row, c.vocab_size, first, h.logprobs);
   // A generation that ends with its first token (max_tokens 1, a stop token, a full context)
-  // finishes here, with the decode worker's rules: its KV never needs to move.
-  const auto& stops = a.job.params.stop_ids;
-  finish ended = finish::none;
-  if (std::find(stops.begin(), stops.end(), first) != stops.end()) {
-    ended = finish::stop;
-  } else if (a.job.params.max_tokens <= 1) {
-    ended = finish::length;
-  } else if (static_cast<int>(a.job.tokens.size()) + 1 >= c.max_positions) {
-    ended = finish::context;
-  }
-  if (ended != finish::none) {
-    token_update u{a.job.request,
-                   a.job.attempt,
-                   a.job.params.draw_offset,
-                   {first},
-                   static_cast<int32_t>(ended),
-                   h.cached_tokens};
-    self->send(a.job.router, std::vector<token_update>{u});
+  // finishes here: its KV never needs to move.
+  const model::finish_reason ended =
+      model::finish_after(first, params.stop_ids, 1, params.max_tokens,
+                          static_cast<int>(a.job.tokens.size()) + 1, c.max_positions);
+  if (ended != model::finish_reason::none) {
+    token_update u{a.job.request, a.job.attempt,   params.draw_offset,   {first},
+                   ended,         h.cached_tokens, std::move(h.logprobs)};
+    self->send(st.config.reports, std::vector<token_update>{u});
     return;
   }
-  const int kv_blocks = blocks_for(static_cast<int>(a.job.tokens.size()), h.block_tokens);
-  const size_t block_floats = static_cast<size_t>(h.block_tokens) * c.num_kv_heads * c.head_dim;
-  std::vector<float> kv(static_cast<size_t>(kv_blocks) * c.num_layers * 2 * block_floats);
-  float* dst = kv.data();
-  for (int b = 0; b < kv_blocks; ++b) {
-    for (int l = 0; l < c.num_layers; ++l) {
-      st.ctx->dev->read_kv_block(*st.run.kv, l, a.blocks[static_cast<size_t>(b)], dst,
-                                 dst + block_floats);
-      dst += 2 * block_floats;
-    }
-  }
+  const kv_block_codec codec(*st.ctx->dev, *st.loop.run.kv);
+  const size_t kv_blocks =
+      static_cast<size_t>(blocks_for(static_cast<int>(a.job.tokens.size()), h.block_tokens));
+  std::vector<float> kv(kv_blocks * codec.block_floats());
+  codec.pack(a.blocks.data(), kv_blocks, kv.data());
   h.kv = shared_floats::adopt(std::move(kv));
   h.tokens = a.job.tokens;
   h.tokens.push_back(first);
-  h.params = a.job.params;
+  h.params = params;
   prefill_job job = a.job;
   job.tokens.clear();
   // A decode worker on another node gets the blocks over the data plane.
@@ -391,33 +376,8 @@ void hand_off(prefill_pointer self, active_job& a, const float* logits_row) {
             });
 }
 
-void continue_step(prefill_pointer self);
-
-void finish_step(prefill_pointer self) {
-  auto& st = self->state;
-  const auto& c = st.ctx->config;
-  const std::vector<float>& logits = st.run.driver->logits();
-  for (size_t i = 0; i < st.in_step.size(); ++i) {
-    active_job* a = find_active(st, st.in_step[i].first);
-    if (!a) continue;
-    a->computed += st.in_step[i].second;
-    st.tokens_done += st.in_step[i].second;
-    if (st.cached.cache) st.cached.cache->cache_computed(a->prefix, a->blocks, a->computed);
-    const int seq = static_cast<int>(i);
-    if (!a->cancelled && st.batch.logits_count(seq) > 0) {
-      if (st.config.cache.first_logits) {
-        st.config.cache.first_logits(
-            a->job.tokens,
-            logits.data() +
-                static_cast<size_t>(st.batch.logits_begin(seq)) * static_cast<size_t>(c.vocab_size),
-            c.vocab_size);
-      }
-      hand_off(self, *a,
-               logits.data() + static_cast<size_t>(st.batch.logits_begin(seq)) *
-                                   static_cast<size_t>(c.vocab_size));
-    }
-  }
-  // Jobs handed off or cancelled give their blocks back.
+// Gives back the blocks of jobs that are done (handed off) or cancelled.
+void release_finished(prefill_state& st) {
   for (auto it = st.active.begin(); it != st.active.end();) {
     if (it->cancelled || it->computed == static_cast<int>(it->job.tokens.size())) {
       release_job(st, it->prefix, it->blocks, it->computed);
@@ -426,18 +386,31 @@ void finish_step(prefill_pointer self) {
       ++it;
     }
   }
-  publish_cache(self, "after a step");
-  st.busy = false;
-  apply_pending_layout(self, st.experts);
-  ++st.steps_done;
-  st.last_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - st.step_start)
-          .count();
-  st.busy_s += st.last_ms / 1000.0;
-  if (has_work(st)) self->send(self, step_atom_v);
 }
 
-void abandon_step(prefill_pointer self, const std::string& reason) {
+// The step's chunks are computed: cache their full blocks, and hand off the prompts that ended.
+void step_done(prefill_pointer self) {
+  auto& st = self->state;
+  const auto& c = st.ctx->config;
+  const std::vector<float>& logits = st.loop.run.driver->logits();
+  for (size_t i = 0; i < st.in_step.size(); ++i) {
+    active_job* a = find_active(st, st.in_step[i].first);
+    if (!a) continue;
+    a->computed += st.in_step[i].second;
+    st.tokens_done += st.in_step[i].second;
+    if (st.cached.cache) st.cached.cache->cache_computed(a->prefix, a->blocks, a->computed);
+    const int seq = static_cast<int>(i);
+    if (!a->cancelled && st.loop.batch.logits_count(seq) > 0) {
+      hand_off(self, *a,
+               logits.data() + static_cast<size_t>(st.loop.batch.logits_begin(seq)) *
+                                   static_cast<size_t>(c.vocab_size));
+    }
+  }
+  release_finished(st);
+  publish_cache(self, "after a step");
+}
+
+void step_abandoned(prefill_pointer self, const std::string& reason) {
   auto& st = self->state;
   for (const auto& [request, fed] : st.in_step) {
     if (active_job* a = find_active(st, request)) {
@@ -445,38 +418,13 @@ void abandon_step(prefill_pointer self, const std::string& reason) {
       a->cancelled = true;
     }
   }
-  for (auto it = st.active.begin(); it != st.active.end();) {
-    if (it->cancelled) {
-      release_job(st, it->prefix, it->blocks, it->computed);
-      it = st.active.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  drop_cancelled(st);
   publish_cache(self, "after an abandoned step");
-  st.busy = false;
-  st.experts.stalled = false;
-  apply_pending_layout(self, st.experts);
-  ++st.step;
-  if (has_work(st)) self->send(self, step_atom_v);
 }
 
-void dispatch(prefill_pointer self) {
+// Admits what fits, then takes a chunk of each active prompt within the step's token budget.
+bool fill_batch(prefill_pointer self) {
   auto& st = self->state;
-  dispatch_layer(
-      self, st.experts, *st.run.driver, st.step, &st.step, [self] { continue_step(self); },
-      [self] { dispatch(self); });
-}
-
-void continue_step(prefill_pointer self) {
-  auto& st = self->state;
-  if (st.run.driver->advance() == model::step_driver::state::need_experts) return dispatch(self);
-  finish_step(self);
-}
-
-void start_step(prefill_pointer self) {
-  auto& st = self->state;
-  if (st.busy || st.experts.shards.shards.empty()) return;
   drop_cancelled(st);
   admit(self);
   const auto& front = st.cached.front;
@@ -485,10 +433,10 @@ void start_step(prefill_pointer self) {
     if (waited < store_answer_wait) {
       // The answer's arrival sends a step; this one is the fallback if it is slow.
       self->delayed_send(self, store_answer_wait - waited, step_atom_v);
-      return;
+      return false;
     }
   }
-  st.batch.clear();
+  st.loop.batch.clear();
   st.in_step.clear();
   int budget = st.config.max_step_tokens;
   for (auto& a : st.active) {
@@ -496,10 +444,10 @@ void start_step(prefill_pointer self) {
     const int total = static_cast<int>(a.job.tokens.size());
     const int chunk = std::min(budget, total - a.computed);
     const bool last = a.computed + chunk == total;
-    st.batch.add_sequence(&a.job.tokens[static_cast<size_t>(a.computed)], chunk, a.computed,
-                          a.blocks.data(), static_cast<int>(a.blocks.size()), last ? 1 : 0);
+    st.loop.batch.add_sequence(&a.job.tokens[static_cast<size_t>(a.computed)], chunk, a.computed,
+                               a.blocks.data(), static_cast<int>(a.blocks.size()), last ? 1 : 0);
     st.in_step.emplace_back(a.job.request, chunk);
-    if (st.config.cache.check_invariants && st.cached.cache) {
+    if (st.cached.check_invariants && st.cached.cache) {
       status writable = st.cached.cache->check_writable(a.blocks, a.computed, chunk);
       if (!writable && st.cached.invariant_violations++ == 0) {
         st.cached.first_violation = writable.err().message;
@@ -507,32 +455,45 @@ void start_step(prefill_pointer self) {
     }
     budget -= chunk;
   }
-  if (st.in_step.empty()) return;
-  st.busy = true;
-  ++st.step;
-  st.step_start = std::chrono::steady_clock::now();
-  st.run.driver->start(st.batch);
-  continue_step(self);
+  return !st.in_step.empty();
 }
 
-prefill_worker_actor::behavior_type prefill_behavior(prefill_pointer self,
-                                                     std::shared_ptr<const model_context> ctx,
-                                                     prefill_worker_config config,
-                                                     shard_set shards) {
+prefill_status status_of(const prefill_state& st) {
+  prefill_status out;
+  out.load = loop_status(st.loop, st.config.name, "prefill");
+  out.load.queue_depth = static_cast<int32_t>(st.queue.size() + (st.cached.front ? 1 : 0));
+  out.load.in_flight = static_cast<int32_t>(st.active.size());
+  out.tokens_prefilled = st.tokens_done;
+  out.busy_s = st.loop.total_ms / 1000.0;
+  out.free_kv_blocks = st.loop.run.pool->free_blocks();
+  out.stalled = st.loop.experts.stalled;
+  out.epoch = st.loop.experts.shards.layout.epoch();
+  out.cache = cache_status_of(st);
+  return out;
+}
+
+prefill_worker_impl::behavior_type prefill_behavior(prefill_pointer self,
+                                                    std::shared_ptr<const model_context> ctx,
+                                                    prefill_worker_config config,
+                                                    shard_set shards) {
   auto& st = self->state;
   st.ctx = std::move(ctx);
   st.config = std::move(config);
-  st.experts.owner = st.config.name;
-  st.experts.acks = st.config.layout_acks;
-  st.experts.stall_timeout = std::chrono::milliseconds(st.config.stall_timeout_ms);
-  adopt_shards(self, st.experts, std::move(shards));
-  st.run = make_step_resources(*st.ctx, st.config.kv_tokens, st.config.block_tokens,
-                               st.config.max_step_tokens);
+  step_hooks hooks;
+  hooks.fill_batch = [self] { return fill_batch(self); };
+  hooks.step_done = [self] { step_done(self); };
+  hooks.step_abandoned = [self](const std::string& why) { step_abandoned(self, why); };
+  hooks.has_work = [self] { return has_work(self->state); };
+  start_loop(self, st.ctx->config, st.config.name, st.config.layout_acks,
+             st.config.stall_timeout_ms, std::move(shards),
+             make_step_resources(*st.ctx, st.config.kv_tokens, st.config.block_tokens,
+                                 st.config.max_step_tokens),
+             std::move(hooks));
   init_cache(st);
   return {
       [=](prefill_job& job) {
         auto& s = self->state;
-        if (s.config.router && !sent_by(self->current_sender(), s.config.router)) {
+        if (!sent_by(self->current_sender(), s.config.reports)) {
           return log::warn(s.config.name,
                            "ignored a prefill job that did not come from the router");
         }
@@ -548,7 +509,7 @@ prefill_worker_actor::behavior_type prefill_behavior(prefill_pointer self,
       },
       [=](cancel_atom, uint64_t request, uint32_t attempt) {
         auto& s = self->state;
-        if (s.config.router && !sent_by(self->current_sender(), s.config.router)) return;
+        if (!sent_by(self->current_sender(), s.config.reports)) return;
         // A cancel of an earlier attempt never touches the request's newer one.
         for (auto it = s.queue.begin(); it != s.queue.end(); ++it) {
           if (it->request == request && it->attempt <= attempt) {
@@ -565,19 +526,13 @@ prefill_worker_actor::behavior_type prefill_behavior(prefill_pointer self,
           self->send(self, step_atom_v);  // gives its blocks back if no step is running
         }
       },
-      [=](shards_atom, shard_set& next) {
+      [=](shards_atom, shard_set& next) { on_shards(self, next, self->state.ctx->config); },
+      [=](step_atom) { try_step(self); },
+      [=](tick_atom, uint64_t step) { on_stall_timeout(self, step); },
+      [=](rebind_atom, prefill_report_actor& reports, layout_ack_actor& acks) {
         auto& s = self->state;
-        if (!acceptable_shards(self, s.experts, next, s.ctx->config)) return;
-        if (receive_shards(self, s.experts, std::move(next), s.busy)) return dispatch(self);
-        self->send(self, step_atom_v);
-      },
-      [=](step_atom) { start_step(self); },
-      [=](rebind_atom, router_actor& router, layout_ack_actor& acks) {
-        auto& s = self->state;
-        if (!sent_by(self->current_sender(), s.config.layout_acks)) return;
-        s.config.router = std::move(router);
-        s.config.layout_acks = acks;
-        s.experts.acks = std::move(acks);
+        if (!rebind_supervisor(self, std::move(acks))) return;
+        s.config.reports = std::move(reports);
         const size_t dropped = s.queue.size() + s.active.size() + (s.cached.front ? 1 : 0);
         s.queue.clear();
         if (s.cached.front) cancel_admitting(self, s.cached.front->job.request);
@@ -590,33 +545,13 @@ prefill_worker_actor::behavior_type prefill_behavior(prefill_pointer self,
       [=](store_atom, kv_store_actor& store) {
         auto& s = self->state;
         // Only the supervisor names the store: blocks demoted to it hold users' KV.
-        if (s.config.layout_acks && !sent_by(self->current_sender(), s.config.layout_acks)) {
+        if (!sent_by(self->current_sender(), s.loop.experts.acks)) {
           return log::warn(s.config.name,
                            "ignored a KV store that did not come from the supervisor");
         }
         s.config.cache.store = std::move(store);
       },
-      [=](tick_atom, uint64_t step) {
-        auto& s = self->state;
-        if (s.experts.stalled && s.step == step) abandon_step(self, "expert shard unavailable");
-      },
-      [=](status_atom) {
-        const auto& s = self->state;
-        role_status out;
-        out.name = s.config.name;
-        out.role = "prefill";
-        out.queue_depth = static_cast<int32_t>(s.queue.size() + (s.cached.front ? 1 : 0));
-        out.in_flight = static_cast<int32_t>(s.active.size());
-        out.last_step_ms = s.last_ms;
-        out.steps = s.steps_done;
-        out.detail =
-            nlohmann::json{
-                {"tokens_prefilled", s.tokens_done},           {"busy_s", s.busy_s},
-                {"free_kv_blocks", s.run.pool->free_blocks()}, {"stalled", s.experts.stalled},
-                {"epoch", s.experts.shards.layout.epoch},      {"cache", cache_json(s)}}
-                .dump();
-        return out;
-      },
+      [=](status_atom) { return status_of(self->state); },
   };
 }
 
@@ -627,6 +562,14 @@ prefill_worker_actor spawn_prefill_worker(caf::actor_system& sys,
                                           prefill_worker_config config, shard_set shards) {
   return sys.spawn<caf::detached>(prefill_behavior, std::move(ctx), std::move(config),
                                   std::move(shards));
+}
+
+void register_prefill_worker_types(caf::actor_system_config& cfg) {
+  cfg.add_message_type<prefill_job>("brigade::prefill_job");
+  cfg.add_message_type<prefill_worker_config>("brigade::prefill_worker_config");
+  cfg.add_message_type<prefill_status>("brigade::prefill_status");
+  cfg.add_message_type<prefill_worker_actor>("brigade::prefill_worker_actor");
+  cfg.add_message_type<prefill_report_actor>("brigade::prefill_report_actor");
 }
 
 }  // namespace brigade::actors

@@ -13,17 +13,12 @@ prefix_cache::prefix_cache(kvcache::block_pool& pool, gpu::backend& dev, gpu::kv
                            const prefix_cache_config& config, const kvcache::clock& clk,
                            const kvcache::retention& policy)
     : pool_(pool),
-      dev_(dev),
-      kv_(kv),
+      codec_(dev, kv),
       config_(config),
       index_(
           std::min<std::size_t>(config.capacity_blocks, static_cast<std::size_t>(pool.capacity())),
           clk, policy) {
-  const gpu::kv_layout& l = kv.layout();
-  layers_ = static_cast<std::size_t>(l.layers);
-  half_floats_ = static_cast<std::size_t>(l.block_tokens) * static_cast<std::size_t>(l.kv_heads) *
-                 static_cast<std::size_t>(l.head_dim);
-  block_bytes_ = 2 * layers_ * half_floats_ * sizeof(float);
+  block_bytes_ = codec_.block_bytes();
 }
 
 void prefix_cache::begin(const std::vector<std::int32_t>& tokens, kvcache::scenario_id scenario,
@@ -69,8 +64,8 @@ void prefix_cache::adopt_fetched(job_prefix& job, std::vector<std::int32_t>& blo
   const std::size_t first = job.held;
   const int count = host + ssd;
   for (int i = 0; i < count; ++i) {
-    copy_in(blocks[first + static_cast<std::size_t>(i)],
-            bytes.data() + static_cast<std::size_t>(i) * block_bytes_);
+    codec_.unpack_bytes(bytes.data() + static_cast<std::size_t>(i) * block_bytes_,
+                        blocks[first + static_cast<std::size_t>(i)]);
   }
   job.host_blocks = host;
   job.ssd_blocks = ssd;
@@ -158,22 +153,9 @@ void prefix_cache::drop(const std::vector<kvcache::removed_block>& removed, bool
 }
 
 void prefix_cache::copy_out(std::int32_t block, std::vector<std::uint8_t>& bytes) const {
+  // A vector's buffer is aligned for any fundamental type: the floats go straight into it.
   bytes.resize(block_bytes_);
-  auto* dst = reinterpret_cast<float*>(bytes.data());
-  for (std::size_t l = 0; l < layers_; ++l) {
-    dev_.read_kv_block(kv_, static_cast<int>(l), block, dst, dst + half_floats_);
-    dst += 2 * half_floats_;
-  }
-}
-
-void prefix_cache::copy_in(std::int32_t block, const std::uint8_t* bytes) {
-  // The payload bytes are not necessarily float-aligned: copy through an aligned buffer.
-  std::vector<float> layer(2 * half_floats_);
-  for (std::size_t l = 0; l < layers_; ++l) {
-    std::memcpy(layer.data(), bytes + l * 2 * half_floats_ * sizeof(float),
-                layer.size() * sizeof(float));
-    dev_.write_kv_block(kv_, static_cast<int>(l), block, layer.data(), layer.data() + half_floats_);
-  }
+  codec_.pack(&block, 1, reinterpret_cast<float*>(bytes.data()));
 }
 
 void prefix_cache::take_events(std::vector<kvcache::block_hash>& hashes,

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "actors/kv_block_codec.hpp"
 #include "common/result.hpp"
 #include "gpu/backend.hpp"
 #include "kvcache/block_pool.hpp"
@@ -127,16 +128,12 @@ class prefix_cache {
  private:
   void drop(const std::vector<kvcache::removed_block>& removed, bool demote);
   void copy_out(std::int32_t block, std::vector<std::uint8_t>& bytes) const;
-  void copy_in(std::int32_t block, const std::uint8_t* bytes);
   bool cache_block(job_prefix& job, std::vector<std::int32_t>& blocks, std::size_t position);
 
   kvcache::block_pool& pool_;
-  gpu::backend& dev_;
-  gpu::kv_storage& kv_;
+  kv_block_codec codec_;
   prefix_cache_config config_;
   kvcache::prefix_index index_;
-  std::size_t layers_ = 0;
-  std::size_t half_floats_ = 0;  // one layer's keys (or values) in one block
   std::size_t block_bytes_ = 0;
   std::vector<kvcache::block_hash> event_hashes_;
   std::vector<std::uint8_t> event_stored_;

@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <map>
-#include <nlohmann/json.hpp>
 
 namespace brigade::actors {
 namespace {
@@ -13,7 +12,7 @@ struct registry_state {
   uint64_t version = 0;
   std::map<std::string, actor_entry> entries;
   std::map<std::string, node_entry> nodes;
-  std::vector<caf::actor> subscribers;
+  std::vector<registry_listener_actor> subscribers;
   static inline const char* name = "registry";
 };
 
@@ -80,15 +79,15 @@ static registry_actor::behavior_type registry_behavior(registry_pointer self) {
           snap.nodes.push_back(node);
         return snap;
       },
-      [=](subscribe_atom, caf::actor subscriber) {
-        self->state.subscribers.push_back(std::move(subscriber));
+      [=](subscribe_atom, registry_listener_actor& listener) {
+        self->state.subscribers.push_back(std::move(listener));
       },
       [=](status_atom) {
-        role_status s;
-        s.name = "registry";
-        s.role = "registry";
-        s.detail = "{\"version\": " + std::to_string(self->state.version) +
-                   ", \"actors\": " + std::to_string(self->state.entries.size()) + "}";
+        registry_status s;
+        s.load.name = "registry";
+        s.load.role = "registry";
+        s.version = self->state.version;
+        s.actors = self->state.entries.size();
         return s;
       },
   };
@@ -98,31 +97,14 @@ registry_actor spawn_registry(caf::actor_system& sys) {
   return sys.spawn(registry_behavior);
 }
 
-std::string to_json(const registry_snapshot& snapshot) {
-  nlohmann::json j;
-  j["version"] = snapshot.version;
-  j["actors"] = nlohmann::json::array();
-  for (const auto& e : snapshot.actors) {
-    j["actors"].push_back({{"name", e.name},
-                           {"role", e.role},
-                           {"node", e.node},
-                           {"generation", e.generation},
-                           {"spawned_ms", e.spawned_ms},
-                           {"alive", e.alive},
-                           {"death_cause", e.death_cause.empty() ? nlohmann::json(nullptr)
-                                                                 : nlohmann::json(e.death_cause)},
-                           {"restarts", e.restarts}});
-  }
-  j["nodes"] = nlohmann::json::array();
-  for (const auto& n : snapshot.nodes) {
-    j["nodes"].push_back({{"name", n.name},
-                          {"address", n.address},
-                          {"state", n.state},
-                          {"since_ms", n.since_ms},
-                          {"joins", n.joins},
-                          {"detail", n.detail}});
-  }
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+void register_registry_types(caf::actor_system_config& cfg) {
+  cfg.add_message_type<actor_entry>("brigade::actor_entry");
+  cfg.add_message_type<registry_snapshot>("brigade::registry_snapshot");
+  cfg.add_message_type<node_entry>("brigade::node_entry");
+  cfg.add_message_type<std::vector<node_entry>>("std::vector<brigade::node_entry>");
+  cfg.add_message_type<registry_event>("brigade::registry_event");
+  cfg.add_message_type<registry_status>("brigade::registry_status");
+  cfg.add_message_type<registry_actor>("brigade::registry_actor");
 }
 
 }  // namespace brigade::actors

@@ -78,6 +78,20 @@ typename Inspector::result_type inspect(Inspector& f, registry_event& x) {
   return f(caf::meta::type_name("registry_event"), x.version, x.kind, x.entry);
 }
 
+/// Where the registry sends every change after a subscription.
+using registry_listener_actor = caf::typed_actor<caf::reacts_to<registry_event>>;
+
+struct registry_status {
+  role_status load;
+  uint64_t version = 0;
+  uint64_t actors = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, registry_status& x) {
+  return f(caf::meta::type_name("registry_status"), x.load, x.version, x.actors);
+}
+
 using registry_actor = caf::typed_actor<
     /// A new generation of `entry.name` is alive. Replies with the new version.
     caf::replies_to<register_atom, actor_entry>::with<uint64_t>,
@@ -89,12 +103,13 @@ using registry_actor = caf::typed_actor<
     /// A node changed state.
     caf::replies_to<node_atom, node_entry>::with<uint64_t>,
     caf::replies_to<snapshot_atom>::with<registry_snapshot>,
-    /// Sends every later registry_event to the given actor.
-    caf::reacts_to<subscribe_atom, caf::actor>, caf::replies_to<status_atom>::with<role_status>>;
+    /// Sends every later registry_event to the listener.
+    caf::reacts_to<subscribe_atom, registry_listener_actor>,
+    caf::replies_to<status_atom>::with<registry_status>>;
 
 registry_actor spawn_registry(caf::actor_system& sys);
 
-/// The snapshot as the JSON that GET /v1/actors serves.
-std::string to_json(const registry_snapshot& snapshot);
+/// Registers the types above with an actor system's config.
+void register_registry_types(caf::actor_system_config& cfg);
 
 }  // namespace brigade::actors

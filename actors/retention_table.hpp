@@ -4,12 +4,11 @@
 
 #include <vector>
 
-#include "deploy/manifest.hpp"
 #include "kvcache/retention.hpp"
 
 namespace brigade::actors {
 
 /// The table of `scenarios` (validated by the manifest parser; an invalid entry is skipped).
-kvcache::retention retention_table(const std::vector<deploy::scenario_retention>& scenarios);
+kvcache::retention retention_table(const std::vector<kvcache::scenario_retention>& scenarios);
 
 }  // namespace brigade::actors

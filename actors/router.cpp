@@ -5,12 +5,11 @@
 #include <algorithm>
 #include <deque>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "actors/cache_usage.hpp"
 #include "actors/decode_worker.hpp"
-#include "actors/prefill_placement.hpp"
+#include "actors/prefill_routing.hpp"
 #include "actors/prefill_worker.hpp"
 #include "actors/sender_check.hpp"
 #include "common/log.hpp"
@@ -59,7 +58,7 @@ struct router_state {
   uint64_t next_id = 1;
   int64_t completed = 0;
   int64_t redispatched = 0;
-  std::unique_ptr<prefill_placement> placement;
+  std::unique_ptr<prefill_routing> routing;
   std::unique_ptr<cache_usage> usage;
   int64_t cache_event_errors = 0;
   // Token updates and failures from actors that are not the request's workers: dropped.
@@ -70,7 +69,9 @@ struct router_state {
   static inline const char* name = "router";
 };
 
-using router_pointer = router_actor::stateful_pointer<router_state>;
+// Private: its own retry and no-worker timers.
+using router_impl = router_actor::extend<caf::reacts_to<tick_atom>>;
+using router_pointer = router_impl::stateful_pointer<router_state>;
 
 // The live worker with the least load, on a node not suspected when there is one.
 int pick(const std::vector<worker_slot>& slots, bool need_room) {
@@ -109,15 +110,15 @@ void cancel_at_workers(router_pointer self, tracked_request& r) {
   }
 }
 
-// The prefill worker for `tokens` by cache-aware placement among the live ones.
-prefill_placement::choice place_prefill(router_state& st, const std::vector<int32_t>& tokens) {
+// The prefill worker for `tokens` by cache-aware routing among the live ones.
+prefill_routing::choice place_prefill(router_state& st, const std::vector<int32_t>& tokens) {
   std::vector<bool> alive;
   std::vector<int64_t> queued;
   for (const auto& w : st.prefill) {
     alive.push_back(w.alive);
     queued.push_back(w.load);
   }
-  return st.placement->place(tokens, alive, queued);
+  return st.routing->choose(tokens, alive, queued);
 }
 
 // Starts one attempt of `r`; false when no worker can take it now.
@@ -128,7 +129,7 @@ bool dispatch(router_pointer self, tracked_request& r) {
   prefill_job job;
   job.tokens = r.req.prompt;
   job.tokens.insert(job.tokens.end(), r.streamed.begin(), r.streamed.end());
-  const prefill_placement::choice placed = place_prefill(st, job.tokens);
+  const prefill_routing::choice placed = place_prefill(st, job.tokens);
   const int p = placed.worker;
   ++r.attempt;
   ++r.attempts;
@@ -139,8 +140,8 @@ bool dispatch(router_pointer self, tracked_request& r) {
   job.params.max_tokens = r.req.max_tokens - static_cast<int32_t>(r.streamed.size());
   job.params.draw_offset = static_cast<int32_t>(r.streamed.size());
   job.params.stop_ids = r.req.stop_ids;
+  job.params.top_logprobs = r.req.top_logprobs;
   job.decode = caf::actor_cast<decode_worker_actor>(st.decode[static_cast<size_t>(d)].handle);
-  job.router = caf::actor_cast<router_actor>(self);
   r.prefill = p;
   r.decode = d;
   r.at = phase::prefill;
@@ -249,11 +250,11 @@ void redispatch(router_pointer self, tracked_request& r, const std::string& why)
   pump(self);
 }
 
-serve::finish_reason to_reason(int32_t f) {
-  switch (static_cast<finish>(f)) {
-    case finish::stop:
+serve::finish_reason to_reason(model::finish_reason f) {
+  switch (f) {
+    case model::finish_reason::stop:
       return serve::finish_reason::stop_token;
-    case finish::context:
+    case model::finish_reason::context:
       return serve::finish_reason::context_full;
     default:
       return serve::finish_reason::max_tokens;
@@ -289,8 +290,12 @@ void on_update(router_pointer self, token_update& u) {
   const size_t have = r.streamed.size();
   const size_t first = static_cast<size_t>(u.first_index);
   std::vector<int32_t> fresh;
+  std::vector<model::position_logprobs> fresh_logprobs;
+  const bool with_logprobs = !u.logprobs.empty() && u.logprobs.size() == u.tokens.size();
   for (size_t i = 0; i < u.tokens.size(); ++i) {
-    if (first + i >= have) fresh.push_back(u.tokens[i]);
+    if (first + i < have) continue;
+    fresh.push_back(u.tokens[i]);
+    if (with_logprobs) fresh_logprobs.push_back(std::move(u.logprobs[i]));
   }
   if (first > have) {
     return redispatch(self, r, "token stream has a gap");
@@ -299,12 +304,13 @@ void on_update(router_pointer self, token_update& u) {
   r.cached_tokens = u.cached_tokens;
   r.streamed.insert(r.streamed.end(), fresh.begin(), fresh.end());
   if (!fresh.empty()) {
+    if (with_logprobs) r.sink->on_logprobs(fresh_logprobs);
     r.sink->on_tokens(fresh);
     // Attempts are counted while none makes progress: a long request that lives through many
     // faults keeps going as long as each attempt streams something.
     r.attempts = 0;
   }
-  if (u.finished == static_cast<int32_t>(finish::none)) return;
+  if (u.finished == model::finish_reason::none) return;
   serve::generation_usage usage;
   usage.prompt_tokens = static_cast<int>(r.req.prompt.size());
   usage.completion_tokens = static_cast<int>(r.streamed.size());
@@ -317,16 +323,18 @@ void on_update(router_pointer self, token_update& u) {
   pump(self);
 }
 
-submit_result submit(router_pointer self, generation_job& job) {
+// Admits a request, or refuses it through its sink.
+void submit(router_pointer self, generation_job& job) {
   auto& st = self->state;
+  auto refuse = [&job](errc code, const std::string& why) { job.sink->on_error(error(code, why)); };
   if (static_cast<int>(st.waiting.size()) >= st.config.admission_queue) {
-    return {false, static_cast<int32_t>(errc::resource_exhausted),
-            "the admission queue is full (" + std::to_string(st.config.admission_queue) +
-                " requests waiting); retry later"};
+    return refuse(errc::resource_exhausted, "the admission queue is full (" +
+                                                std::to_string(st.config.admission_queue) +
+                                                " requests waiting); retry later");
   }
   if (st.by_service_id.count(job.request.id)) {
-    return {false, static_cast<int32_t>(errc::invalid_argument),
-            "request id " + std::to_string(job.request.id) + " is already in use"};
+    return refuse(errc::invalid_argument,
+                  "request id " + std::to_string(job.request.id) + " is already in use");
   }
   uint16_t scenario = 0;
   while (scenario < st.config.scenarios.size() &&
@@ -337,21 +345,25 @@ submit_result submit(router_pointer self, generation_job& job) {
     std::string known;
     for (const auto& name : st.config.scenarios)
       known += (known.empty() ? "" : ", ") + name;
-    return {false, static_cast<int32_t>(errc::invalid_argument),
-            "unknown scenario '" + job.request.scenario + "': known scenarios are " + known};
+    return refuse(errc::invalid_argument,
+                  "unknown scenario '" + job.request.scenario + "': known scenarios are " + known);
+  }
+  if (job.request.top_logprobs < -1 || job.request.top_logprobs > model::max_top_logprobs) {
+    return refuse(errc::invalid_argument,
+                  "top_logprobs must be between 0 and " + std::to_string(model::max_top_logprobs));
   }
   tracked_request r;
   r.scenario = scenario;
   r.id = st.next_id++;
   r.req = std::move(job.request);
   r.sink = std::move(job.sink);
+  r.sink->on_accepted();
   st.by_service_id[r.req.id] = r.id;
   const uint64_t id = r.id;
   r.queued = true;
   st.requests.emplace(id, std::move(r));
   st.waiting.push_back(id);
   pump(self);
-  return {};
 }
 
 // A prefill worker's cache changes and the hits of the jobs it admitted: the global index,
@@ -365,7 +377,7 @@ void on_cache_report(router_pointer self, const prefill_cache_report& report) {
       self->current_sender() != caf::actor_cast<caf::strong_actor_ptr>(slot.handle)) {
     return;
   }
-  st.cache_event_errors += static_cast<int64_t>(st.placement->apply(report));
+  st.cache_event_errors += static_cast<int64_t>(st.routing->apply(report));
   for (const prefix_hit& hit : report.hits) {
     st.usage->record(hit);
     auto it = st.requests.find(hit.request);
@@ -378,7 +390,7 @@ void on_cache_report(router_pointer self, const prefill_cache_report& report) {
     const int64_t cached = int64_t{hit.pool_tokens} + hit.host_tokens + hit.ssd_tokens;
     const int64_t actual =
         std::clamp<int64_t>(hit.prompt_tokens - cached, 0, std::max<int64_t>(0, hit.prompt_tokens));
-    st.placement->correct(report.worker, r.prefill_tokens, actual);
+    st.routing->correct(report.worker, r.prefill_tokens, actual);
     if (r.at == phase::prefill) slot.load += actual - r.prefill_tokens;
     r.prefill_tokens = actual;
   }
@@ -392,7 +404,7 @@ void on_worker_down(router_pointer self, const caf::down_msg& dm) {
       if (!w.alive || w.handle.address() != dm.source) continue;
       w.alive = false;
       const bool is_decode = group == &st.decode;
-      if (!is_decode) st.placement->cleared(static_cast<int>(i));
+      if (!is_decode) st.routing->cleared(static_cast<int>(i));
       std::vector<uint64_t> affected;
       for (auto& [id, r] : st.requests) {
         const bool uses = is_decode ? (r.at != phase::waiting && r.decode == static_cast<int>(i))
@@ -409,14 +421,52 @@ void on_worker_down(router_pointer self, const caf::down_msg& dm) {
   }
 }
 
-router_actor::behavior_type router_behavior(router_pointer self, router_config config) {
+router_status status_of(const router_state& st) {
+  router_status out;
+  out.load.name = "router";
+  out.load.role = "router";
+  out.load.queue_depth = static_cast<int32_t>(st.waiting.size());
+  out.load.in_flight = static_cast<int32_t>(st.requests.size() - st.waiting.size());
+  out.load.steps = st.completed;
+  out.completed = st.completed;
+  out.redispatched = st.redispatched;
+  out.foreign_messages = st.foreign_messages;
+  out.cache_served = st.usage->totals();
+  out.computed_tokens = st.routing->computed_tokens();
+  for (size_t w = 0; w < st.prefill.size(); ++w)
+    out.cached_blocks.push_back(st.routing->cached_blocks(static_cast<int>(w)));
+  out.cache_event_errors = st.cache_event_errors;
+  return out;
+}
+
+// A worker (re)started under its index: it takes new work from now on.
+void worker_up(router_pointer self, std::vector<worker_slot>& group, int32_t index,
+               const std::string& name, const std::string& node, caf::actor handle,
+               int32_t capacity) {
+  auto& st = self->state;
+  if (index < 0) return;
+  if (static_cast<size_t>(index) >= group.size()) group.resize(static_cast<size_t>(index) + 1);
+  worker_slot& w = group[static_cast<size_t>(index)];
+  w.name = name;
+  w.node = node;
+  w.suspected = st.suspected_nodes.count(node) > 0;
+  w.handle = std::move(handle);
+  w.alive = true;
+  w.capacity = capacity;
+  w.load = 0;
+  self->monitor(w.handle);
+  pump(self);
+}
+
+router_impl::behavior_type router_behavior(router_pointer self, router_config config) {
   self->state.config = config;
-  self->state.placement = std::make_unique<prefill_placement>(
+  self->state.routing = std::make_unique<prefill_routing>(
       std::max(1, config.prefill_workers), config.block_tokens, config.balance_slack);
   self->state.usage = std::make_unique<cache_usage>(config.scenarios);
   self->set_down_handler([self](caf::down_msg& dm) { on_worker_down(self, dm); });
   return {
-      [=](submit_atom, generation_job& job) { return submit(self, job); },
+      // generation_job cannot be deserialized: only this process can submit.
+      [=](submit_atom, generation_job& job) { submit(self, job); },
       [=](service_cancel cancel) {
         auto& st = self->state;
         auto id = st.by_service_id.find(cancel.service_id);
@@ -442,22 +492,15 @@ router_actor::behavior_type router_behavior(router_pointer self, router_config c
           return fail_request(self, f.request, error(errc::invalid_argument, f.reason));
         redispatch(self, it->second, f.reason);
       },
-      [=](worker_atom, worker_up& up) {
+      [=](worker_atom, prefill_up& up) {
         auto& st = self->state;
-        auto& group = up.role == "prefill" ? st.prefill : st.decode;
-        if (static_cast<size_t>(up.index) >= group.size())
-          group.resize(static_cast<size_t>(up.index) + 1);
-        worker_slot& w = group[static_cast<size_t>(up.index)];
-        w.name = up.name;
-        w.node = up.node;
-        w.suspected = st.suspected_nodes.count(up.node) > 0;
-        w.handle = up.handle;
-        w.alive = true;
-        w.capacity = up.capacity;
-        w.load = 0;
-        if (up.role == "prefill") st.placement->cleared(up.index);
-        self->monitor(w.handle);
-        pump(self);
+        st.routing->cleared(up.index);
+        worker_up(self, st.prefill, up.index, up.name, up.node,
+                  caf::actor_cast<caf::actor>(up.handle), 0);
+      },
+      [=](worker_atom, decode_up& up) {
+        worker_up(self, self->state.decode, up.index, up.name, up.node,
+                  caf::actor_cast<caf::actor>(up.handle), up.capacity);
       },
       [=](tick_atom) { pump(self); },
       [=](suspect_atom, const std::string& node, bool suspected) {
@@ -476,49 +519,22 @@ router_actor::behavior_type router_behavior(router_pointer self, router_config c
         pump(self);
       },
       [=](const prefill_cache_report& report) { on_cache_report(self, report); },
-      [=](status_atom) {
-        const auto& st = self->state;
-        role_status out;
-        out.name = "router";
-        out.role = "router";
-        out.queue_depth = static_cast<int32_t>(st.waiting.size());
-        out.in_flight = static_cast<int32_t>(st.requests.size() - st.waiting.size());
-        out.steps = st.completed;
-        nlohmann::json cache = nlohmann::json::parse(st.usage->to_json());
-        cache["computed_tokens"] = st.placement->computed_tokens();
-        std::vector<size_t> blocks;
-        for (size_t w = 0; w < st.prefill.size(); ++w) {
-          blocks.push_back(st.placement->cached_blocks(static_cast<int>(w)));
-        }
-        cache["cached_blocks"] = blocks;
-        cache["event_errors"] = st.cache_event_errors;
-        out.detail = nlohmann::json{
-            {"completed", st.completed},
-            {"redispatched", st.redispatched},
-            {"foreign_messages", st.foreign_messages},
-            {"cache",
-             cache}}.dump();
-        return out;
-      },
+      [=](status_atom) { return status_of(self->state); },
   };
 }
 
 }  // namespace
 
-router_config router_config_for(const deploy::manifest& m) {
-  router_config rc;
-  rc.admission_queue = m.admission_queue;
-  rc.prefill_workers = m.prefill.count;
-  rc.block_tokens = m.block_tokens;
-  rc.no_worker_timeout = std::chrono::milliseconds(m.liveness.no_worker_timeout_ms);
-  rc.scenarios.clear();
-  for (const auto& s : m.kv_cache.scenarios)
-    rc.scenarios.push_back(s.name);
-  return rc;
-}
-
 router_actor spawn_router(caf::actor_system& sys, router_config config) {
   return sys.spawn(router_behavior, config);
+}
+
+void register_router_types(caf::actor_system_config& cfg) {
+  cfg.add_message_type<prefill_up>("brigade::prefill_up");
+  cfg.add_message_type<decode_up>("brigade::decode_up");
+  cfg.add_message_type<scenario_cache_usage>("brigade::scenario_cache_usage");
+  cfg.add_message_type<router_status>("brigade::router_status");
+  cfg.add_message_type<router_actor>("brigade::router_actor");
 }
 
 }  // namespace brigade::actors

@@ -2,7 +2,7 @@
 // request until it completes or fails with an explicit error, re-dispatches the work of dead
 // workers, and cancels work whose client went away.
 //
-//   submit --queue full--> refused (429)
+//   submit --queue full, bad scenario--> refused through the sink (429, 400)
 //     |
 //   waiting --(a decode worker has room)--> prefilling --(first token)--> decoding --> finished
 //     ^                                         |                            |
@@ -24,13 +24,16 @@
 
 #include "actors/atoms.hpp"
 #include "actors/cache_report.hpp"
+#include "actors/cache_usage.hpp"
+#include "actors/decode_worker.hpp"
 #include "actors/payloads.hpp"
-#include "deploy/manifest.hpp"
+#include "actors/prefill_worker.hpp"
 #include "serve/inference_service.hpp"
 
 namespace brigade::actors {
 
-/// A request handed over by the service edge, with the sink its output goes to.
+/// A request handed over by the service edge, with the sink its output goes to. Refusals (a full
+/// queue, an unknown scenario, a duplicate id) also arrive through the sink, as on_error.
 struct generation_job {
   serve::generation_request request;
   std::shared_ptr<serve::generation_sink> sink;
@@ -42,43 +45,68 @@ struct service_cancel {
   int64_t service_id = 0;
 };
 
-/// The router's answer to a submission: accepted, or refused with an errc value and a message.
-struct submit_result {
-  bool accepted = true;
-  int32_t code = 0;  ///< The errc of a refusal (errc::invalid_argument is 0: read `accepted`).
-  std::string message;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, submit_result& x) {
-  return f(caf::meta::type_name("submit_result"), x.accepted, x.code, x.message);
-}
-
-/// A prefill or decode worker is (again) up under a stable index.
-struct worker_up {
-  std::string role;  ///< "prefill" or "decode"
+/// A prefill worker is (again) up under a stable index.
+struct prefill_up {
   int32_t index = 0;
   std::string name;
-  caf::actor handle;
-  int32_t capacity = 0;  ///< Decode workers: sequences they run at once.
-  std::string node;      ///< Where it runs: new work avoids suspected nodes.
+  prefill_worker_actor handle;
+  std::string node;  ///< Where it runs: new work avoids suspected nodes.
 };
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, worker_up& x) {
-  return f(caf::meta::type_name("worker_up"), x.role, x.index, x.name, x.handle, x.capacity,
-           x.node);
+typename Inspector::result_type inspect(Inspector& f, prefill_up& x) {
+  return f(caf::meta::type_name("prefill_up"), x.index, x.name, x.handle, x.node);
 }
 
+/// A decode worker is (again) up under a stable index.
+struct decode_up {
+  int32_t index = 0;
+  std::string name;
+  decode_worker_actor handle;
+  int32_t capacity = 0;  ///< Sequences it runs at once.
+  std::string node;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, decode_up& x) {
+  return f(caf::meta::type_name("decode_up"), x.index, x.name, x.handle, x.capacity, x.node);
+}
+
+/// The router's status: requests done and re-dispatched, and what the prefix cache served.
+struct router_status {
+  role_status load;
+  int64_t completed = 0;
+  int64_t redispatched = 0;
+  /// Token updates and failures from actors that are not the request's workers: dropped.
+  int64_t foreign_messages = 0;
+  std::vector<scenario_cache_usage> cache_served;
+  std::vector<int64_t> computed_tokens;  ///< Per prefill worker: prompt tokens it computed.
+  std::vector<uint64_t> cached_blocks;   ///< Per prefill worker, as the global index sees it.
+  int64_t cache_event_errors = 0;        ///< Cache reports that did not fit the index.
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, router_status& x) {
+  return f(caf::meta::type_name("router_status"), x.load, x.completed, x.redispatched,
+           x.foreign_messages, x.cache_served, x.computed_tokens, x.cached_blocks,
+           x.cache_event_errors);
+}
+
+/// What the router accepts. It sends prefill_jobs to prefill workers and cancels to both kinds
+/// of worker; the service edge hears back through each request's sink.
 using router_actor = caf::typed_actor<
-    caf::replies_to<submit_atom, generation_job>::with<submit_result>,
-    caf::reacts_to<service_cancel>, caf::reacts_to<std::vector<token_update>>,
-    caf::reacts_to<job_failed>, caf::reacts_to<worker_atom, worker_up>, caf::reacts_to<tick_atom>,
-    /// A node's heartbeats are late (true) or on time again: new work avoids suspected nodes
-    /// while any other worker can take it.
+    /// From the service edge (this process only): admits the request or refuses it through its
+    /// sink. Never waits for an answer.
+    caf::reacts_to<submit_atom, generation_job>, caf::reacts_to<service_cancel>,
+    /// From the request's current workers (generation_report_actor, prefill_report_actor).
+    caf::reacts_to<std::vector<token_update>>, caf::reacts_to<job_failed>,
+    caf::reacts_to<prefill_cache_report>,
+    /// From the supervisor: a worker (re)started.
+    caf::reacts_to<worker_atom, prefill_up>, caf::reacts_to<worker_atom, decode_up>,
+    /// From the membership: a node's heartbeats are late (true) or on time again; new work
+    /// avoids suspected nodes while any other worker can take it.
     caf::reacts_to<suspect_atom, std::string, bool>,
-    /// A prefill worker's cache changes and hits.
-    caf::reacts_to<prefill_cache_report>, caf::replies_to<status_atom>::with<role_status>>;
+    caf::replies_to<status_atom>::with<router_status>>;
 
 struct router_config {
   int admission_queue = 256;  ///< Requests waiting for a worker before submissions get 429.
@@ -88,16 +116,16 @@ struct router_config {
   int block_tokens = 16;    ///< KV block size of the workers' prefix caches.
   /// Scenario names by id (the manifest's kv_cache.scenarios); requests naming others fail.
   std::vector<std::string> scenarios{"chat", "agent"};
-  /// How far above the mean computed load a prefill worker may go (kvcache/placement.hpp).
+  /// How far above the mean computed load a prefill worker may go (actors/prefill_routing.hpp).
   double balance_slack = 0.05;
   /// Requests waiting while no decode (or prefill) worker runs anywhere fail after this long.
   std::chrono::milliseconds no_worker_timeout{30000};
 };
 
-/// The router's settings for a deployment of `manifest`.
-router_config router_config_for(const deploy::manifest& manifest);
-
 router_actor spawn_router(caf::actor_system& sys, router_config config);
+
+/// Registers the types above with an actor system's config.
+void register_router_types(caf::actor_system_config& cfg);
 
 }  // namespace brigade::actors
 

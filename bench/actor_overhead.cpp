@@ -85,7 +85,7 @@ std::pair<int64_t, double> decode_steps(deploy::topology& t) {
 }
 
 result<double> topology_step_ms(const std::string& dir, int batch, int steps, int shards) {
-  deploy::manifest m = deploy::default_manifest(dir);
+  config::manifest m = config::default_manifest(dir);
   m.experts.count = shards;
   m.decode.max_running = batch;
   m.eplb.enabled = false;

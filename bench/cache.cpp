@@ -23,7 +23,7 @@
 #include <thread>
 
 #include "bench/table.hpp"
-#include "deploy/manifest.hpp"
+#include "config/manifest.hpp"
 #include "deploy/topology.hpp"
 #include "model/model_writer.hpp"
 
@@ -231,8 +231,8 @@ void wait_store_idle(const deploy::topology& topo) {
   }
 }
 
-deploy::manifest base_manifest(const std::string& model_dir, const cache_bench_options& o) {
-  deploy::manifest m = deploy::default_manifest(model_dir);
+config::manifest base_manifest(const std::string& model_dir, const cache_bench_options& o) {
+  config::manifest m = config::default_manifest(model_dir);
   m.experts.count = 2;
   m.prefill.kv_tokens = 4 * (o.prefix_tokens + o.unique_tokens + 16) * o.concurrency / 2;
   m.decode.kv_tokens = (o.prefix_tokens + o.unique_tokens + 32) * o.concurrency;
@@ -241,7 +241,7 @@ deploy::manifest base_manifest(const std::string& model_dir, const cache_bench_o
   return m;
 }
 
-uint64_t block_bytes_of(const deploy::manifest& m, const model::model_spec& spec) {
+uint64_t block_bytes_of(const config::manifest& m, const model::model_spec& spec) {
   return 2ull * static_cast<uint64_t>(spec.layers) * static_cast<uint64_t>(m.block_tokens) *
          static_cast<uint64_t>(spec.kv_heads) * static_cast<uint64_t>(spec.head_dim) * 4;
 }
@@ -356,7 +356,7 @@ status start(const cache_bench_options& o, bench_setup& b) {
   b.spec.max_positions = 2 * (o.prefix_tokens + o.unique_tokens) + 64;
   b.spec.seed = 11;
   if (status s = model::write_random_model(b.spec, b.model_dir.string()); !s) return s;
-  deploy::manifest m = base_manifest(b.model_dir.string(), o);
+  config::manifest m = base_manifest(b.model_dir.string(), o);
   m.kv_cache.enabled = false;
   auto off = deploy::topology::start(m);
   if (!off) return off.err();

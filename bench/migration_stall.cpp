@@ -256,7 +256,7 @@ constexpr int tokens_per_sequence = 8000;
 
 // The model and manifest the bench decodes with: 4 shards of 10 slots for 32 experts, so that 8
 // replicas move around, and room for every sequence to run to its end.
-result<deploy::manifest> stall_manifest(const std::string& work_dir, int copy_interval_ms) {
+result<config::manifest> stall_manifest(const std::string& work_dir, int copy_interval_ms) {
   const std::string dir = work_dir + "/migration-model";
   model::model_spec spec;
   spec.layers = 4;
@@ -269,7 +269,7 @@ result<deploy::manifest> stall_manifest(const std::string& work_dir, int copy_in
   // Written every run (a fraction of a second): a model kept from an older build of the bench
   // could have another shape, and cut the sequences short.
   if (status st = model::write_random_model(spec, dir); !st) return st.err();
-  deploy::manifest m = deploy::default_manifest(dir);
+  config::manifest m = config::default_manifest(dir);
   m.experts.count = 4;
   m.experts.slots_per_shard = 10;
   m.decode.max_running = 32;
@@ -281,7 +281,7 @@ result<deploy::manifest> stall_manifest(const std::string& work_dir, int copy_in
 
 // Starts two `brigade node` processes on loopback and places the roles on them in `m`: 2 shards
 // each, prefill and decode on the first. The nodes are killed when the returned handles go.
-result<std::vector<subprocess>> add_two_nodes(deploy::manifest& m, const std::string& work_dir,
+result<std::vector<subprocess>> add_two_nodes(config::manifest& m, const std::string& work_dir,
                                               const std::string& tls) {
   const std::string secret = work_dir + "/join-secret";
   if (FILE* f = std::fopen(secret.c_str(), "w")) {
@@ -295,7 +295,7 @@ result<std::vector<subprocess>> add_two_nodes(deploy::manifest& m, const std::st
   for (int n = 1; n <= 2; ++n) {
     auto node = start_node("n" + std::to_string(n), secret);
     if (!node) return node.err();
-    deploy::node_spec on;
+    config::node_spec on;
     on.name = "n" + std::to_string(n);
     on.address = node.value().second;
     on.expert_shards = 2;

@@ -9,7 +9,7 @@
 #include "bench/sample_statistics.hpp"
 #include "bench/step_plot.hpp"
 #include "common/result.hpp"
-#include "deploy/manifest.hpp"
+#include "config/manifest.hpp"
 
 namespace brigade::bench {
 
@@ -83,7 +83,7 @@ struct migration_stall_options {
   /// nodes are copied over the data plane; otherwise everything runs in this process.
   bool two_nodes = false;
   /// Each shard's pause after every expert it copies in.
-  int copy_interval_ms = deploy::eplb_policy{}.copy_interval_ms;
+  int copy_interval_ms = config::eplb_policy{}.copy_interval_ms;
   /// The data plane's UCX_TLS between the two nodes: "tcp" (as between machines without RDMA),
   /// or shared memory ("posix,sysv,cma,self"), which moves the bytes with a fraction of the CPU.
   std::string transport_tls = "tcp";

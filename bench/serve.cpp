@@ -19,7 +19,7 @@
 #include "bench/load_generator.hpp"
 #include "bench/sample_statistics.hpp"
 #include "bench/table.hpp"
-#include "deploy/manifest.hpp"
+#include "config/manifest.hpp"
 #include "deploy/topology.hpp"
 #include "gpu/backend.hpp"
 #include "model/loaded_model.hpp"
@@ -216,7 +216,7 @@ status start_engine(const serve_bench_options& o, harness& h) {
 // The embedded default topology, sized like the engine: as many running sequences, as much KV.
 status start_actors(const serve_bench_options& o, harness& h) {
   const int max_level = max_level_of(o);
-  deploy::manifest m = deploy::default_manifest(h.dir.string());
+  config::manifest m = config::default_manifest(h.dir.string());
   m.admission_queue = 4 * max_level + 16;
   m.decode.max_running = max_level;
   m.decode.kv_tokens =

@@ -21,18 +21,13 @@
 #include "chaos/run_checks.hpp"
 #include "chaos/workload.hpp"
 #include "common/hex.hpp"
+#include "common/wall_clock.hpp"
 #include "model/model_writer.hpp"
 
 namespace brigade::chaos {
 namespace {
 
 using steady = std::chrono::steady_clock;
-
-int64_t unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string fmt_ms(int64_t ms) {
   char buf[32];
@@ -336,9 +331,9 @@ result<run_result> run::go() {
         fired_ = next + 1;
       }
       // A fault on a node that is down already (killed earlier) has nothing to be noticed.
-      const bool target_down =
-          f.target.what == fault_target::kind::node && f.action != fault_spec::kind::restart &&
-          !cluster_->node_running(f.target.name);
+      const bool target_down = f.target.what == fault_target::kind::node &&
+                               f.action != fault_spec::kind::restart &&
+                               !cluster_->node_running(f.target.name);
       if (target_down) untargeted_.insert(next);
       auto done = fire(next, inject);
       {

@@ -7,12 +7,12 @@
 #include <set>
 #include <sstream>
 
-#include "deploy/yaml_section.hpp"
+#include "config/yaml_section.hpp"
 
 namespace brigade::chaos {
 namespace {
 
-using deploy::yaml_section;
+using config::yaml_section;
 
 const std::set<std::string> role_kinds = {"prefill", "decode", "expert_shard", "kv_store"};
 
@@ -174,7 +174,7 @@ void read_time(yaml_section& f, fault_time& t) {
       t.when = fault_time::kind::migration;
       return;
     }
-    if (n.IsScalar() && deploy::parse_duration_ms(n.Scalar(), ms)) {
+    if (n.IsScalar() && config::parse_duration_ms(n.Scalar(), ms)) {
       t.when = fault_time::kind::at;
       t.ms = ms;
       return;
@@ -192,8 +192,8 @@ void read_time(yaml_section& f, fault_time& t) {
     a.raw("random", [&](const YAML::Node& r) {
       int64_t from = 0, to = 0;
       if (!r.IsSequence() || r.size() != 2 || !r[0].IsScalar() || !r[1].IsScalar() ||
-          !deploy::parse_duration_ms(r[0].Scalar(), from) ||
-          !deploy::parse_duration_ms(r[1].Scalar(), to) || from > to) {
+          !config::parse_duration_ms(r[0].Scalar(), from) ||
+          !config::parse_duration_ms(r[1].Scalar(), to) || from > to) {
         return a.invalid("random", "must be [FROM, TO], two times with FROM <= TO");
       }
       t.when = fault_time::kind::random;
@@ -456,7 +456,7 @@ YAML::Node spread_roles(const YAML::Node& root, size_t count) {
 
 }  // namespace
 
-result<deploy::manifest> complete_manifest(const scenario& s, const std::string& model_dir,
+result<config::manifest> complete_manifest(const scenario& s, const std::string& model_dir,
                                            const std::vector<std::string>& addresses,
                                            const std::string& secret_file,
                                            const std::string& api_key, std::string* yaml_out) {
@@ -494,7 +494,7 @@ result<deploy::manifest> complete_manifest(const scenario& s, const std::string&
   out << root;
   const std::string text = out.c_str();
   if (yaml_out) *yaml_out = text;
-  return deploy::parse_manifest(text, s.source + " (manifest)");
+  return config::parse_manifest(text, s.source + " (manifest)");
 }
 
 std::string describe(const fault_spec& f) {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/result.hpp"
-#include "deploy/manifest.hpp"
+#include "config/manifest.hpp"
 #include "model/model_writer.hpp"
 
 namespace brigade::chaos {
@@ -118,7 +118,7 @@ result<scenario> load_scenario(const std::string& path);
 /// The manifest the runner deploys: the scenario's, with the nodes at `addresses` (one per node,
 /// in the manifest's order, or spread roles over that many nodes), the model, the join secret and
 /// the API key filled in. Checked like any manifest.
-result<deploy::manifest> complete_manifest(const scenario& s, const std::string& model_dir,
+result<config::manifest> complete_manifest(const scenario& s, const std::string& model_dir,
                                            const std::vector<std::string>& addresses,
                                            const std::string& secret_file,
                                            const std::string& api_key, std::string* yaml_out);

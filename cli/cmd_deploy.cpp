@@ -8,8 +8,8 @@
 
 #include "cli/commands.hpp"
 #include "common/progress.hpp"
-#include "deploy/manifest.hpp"
-#include "deploy/placement.hpp"
+#include "config/manifest.hpp"
+#include "config/role_placement.hpp"
 #include "deploy/topology.hpp"
 
 namespace brigade::cli {
@@ -23,10 +23,10 @@ int deploy(int argc, char** argv) {
   app.add_option("manifest", path, "cluster manifest (YAML)")->required();
   app.add_flag("--dry-run", dry_run, "print the placement, node by node, and exit");
   CLI11_PARSE(app, argc, argv);
-  auto m = deploy::load_manifest(path);
+  auto m = config::load_manifest(path);
   if (!m) return std::fprintf(stderr, "brigade deploy: %s\n", m.err().message.c_str()), 1;
   if (dry_run) {
-    std::printf("%s", deploy::describe_placement(m.value()).c_str());
+    std::printf("%s", config::describe_placement(m.value()).c_str());
     return 0;
   }
   sigset_t signals;
@@ -38,7 +38,7 @@ int deploy(int argc, char** argv) {
   auto topo = deploy::topology::start(m.value(), [&](size_t d, size_t t) { bar.update(d, t); });
   if (!topo) return std::fprintf(stderr, "brigade deploy: %s\n", topo.err().message.c_str()), 1;
   bar.finish();
-  std::printf("brigade deploy: topology up\n%s", deploy::describe_placement(m.value()).c_str());
+  std::printf("brigade deploy: topology up\n%s", config::describe_placement(m.value()).c_str());
   std::fflush(stdout);
   int signal_number = 0;
   sigwait(&signals, &signal_number);

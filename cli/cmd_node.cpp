@@ -13,12 +13,12 @@
 #include <memory>
 #include <thread>
 
-#include "actors/message_types.hpp"
 #include "cli/commands.hpp"
 #include "cluster/join_secret.hpp"
 #include "cluster/node_agent.hpp"
-#include "deploy/middleman_config.hpp"
-#include "deploy/scheduler_config.hpp"
+#include "config/middleman_config.hpp"
+#include "config/scheduler_config.hpp"
+#include "deploy/message_types.hpp"
 
 namespace brigade::cli {
 namespace {
@@ -54,7 +54,7 @@ void force_exit_later(sigset_t signals, std::chrono::seconds timeout,
 // outlive it in CAF's own queues (its clock keeps pending delayed messages and request timeouts
 // until the clock itself is destroyed, after that wait), so that wait never ended after a peer
 // node had died.
-[[noreturn]] void leave(caf::actor_system& sys, const actors::node_agent_actor& agent) {
+[[noreturn]] void leave(caf::actor_system& sys, const cluster::node_agent_actor& agent) {
   {
     caf::scoped_actor self{sys};
     self->monitor(agent);
@@ -114,9 +114,9 @@ int node(int argc, char** argv) {
 
   caf::actor_system_config cfg;
   cfg.set("logger.verbosity", caf::atom("quiet"));
-  deploy::configure_scheduler(cfg);
-  actors::register_message_types(cfg);
-  deploy::configure_middleman(cfg, heartbeat_ms, dead_after_ms);
+  config::configure_scheduler(cfg);
+  deploy::register_message_types(cfg);
+  config::configure_middleman(cfg, heartbeat_ms, dead_after_ms);
   auto census = std::make_shared<cluster::role_census>();
   caf::actor_system sys{cfg};
   const std::string node_name = name.empty() ? listen : name;

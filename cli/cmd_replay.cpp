@@ -120,7 +120,7 @@ int replay(int argc, char** argv) {
   add_options(app, args);
   CLI11_PARSE(app, argc, argv);
 
-  auto policy = kvcache::parse_placement_policy(args.policy_name);
+  auto policy = kvcache::parse_choice_policy(args.policy_name);
   if (!policy) return std::fprintf(stderr, "brigade replay: %s\n", policy.err().message.c_str()), 2;
   args.options.policy = *policy;
   auto trace = kvcache::load_mooncake_trace(args.trace_path);

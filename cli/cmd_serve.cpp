@@ -10,7 +10,7 @@
 
 #include "cli/commands.hpp"
 #include "common/progress.hpp"
-#include "deploy/manifest.hpp"
+#include "config/manifest.hpp"
 #include "deploy/topology.hpp"
 #include "gpu/backend.hpp"
 #include "model/loaded_model.hpp"
@@ -128,10 +128,10 @@ std::vector<int32_t> eos_ids(const model::model_config& config, const model::tok
 }
 
 // The manifest to serve: the file's, or the embedded default, with command-line overrides.
-result<deploy::manifest> manifest_for(const serve_options& o) {
-  deploy::manifest m = deploy::default_manifest(BRIGADE_DEFAULT_MODEL_DIR);
+result<config::manifest> manifest_for(const serve_options& o) {
+  config::manifest m = config::default_manifest(BRIGADE_DEFAULT_MODEL_DIR);
   if (!o.manifest_path.empty()) {
-    auto loaded = deploy::load_manifest(o.manifest_path);
+    auto loaded = config::load_manifest(o.manifest_path);
     if (!loaded) return loaded.err();
     m = loaded.value();
   }
@@ -166,7 +166,7 @@ struct backend_service {
   }
 };
 
-result<backend_service> start_service(const serve_options& o, const deploy::manifest& m) {
+result<backend_service> start_service(const serve_options& o, const config::manifest& m) {
   backend_service b;
   progress_bar bar("loading " + m.model);
   auto progress = [&](size_t done, size_t total) { bar.update(done, total); };
@@ -238,7 +238,7 @@ int serve(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   auto manifest = manifest_for(o);
   if (!manifest) return fail(manifest.err().message);
-  const deploy::manifest& m = manifest.value();
+  const config::manifest& m = manifest.value();
   auto listen = parse_listen(m.listen);
   if (!listen) return fail(listen.err().message);
   o.http.host = listen->first;

@@ -1,6 +1,7 @@
 #include "cluster/data_plane.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "cluster/data_plane_impl.hpp"
 #include "cluster/wire_checks.hpp"
@@ -93,6 +94,21 @@ void on_kv_part(data_plane::impl* dp, received_message& m, bool meta) {
   out.params.sampling.top_k = h.top_k;
   out.params.sampling.top_p = h.top_p;
   out.params.sampling.seed = h.seed;
+  out.params.top_logprobs = h.top_logprobs;
+  if (h.logprob_pairs > 0) {
+    const int32_t* pairs = ids + h.tokens + h.stop_ids;
+    auto pair_at = [pairs](int32_t i) {
+      model::token_logprob p;
+      p.token = pairs[2 * i];
+      std::memcpy(&p.logprob, &pairs[2 * i + 1], sizeof p.logprob);
+      return p;
+    };
+    model::position_logprobs first;
+    first.chosen = pair_at(0);
+    for (int32_t i = 1; i < h.logprob_pairs; ++i)
+      first.top.push_back(pair_at(i));
+    out.logprobs.push_back(std::move(first));
+  }
   const transport::byte_buffer blocks = *parts.blocks;
   out.kv =
       actors::shared_floats::alias(blocks.owner(), reinterpret_cast<const float*>(blocks.data()),

@@ -177,8 +177,22 @@ caf::result<bool> forward_kv(proxy_pointer self, data_plane::impl* dp, uint64_t 
   m.top_p = h.params.sampling.top_p;
   m.seed = h.params.sampling.seed;
   m.kv_floats = h.kv.size();
+  m.top_logprobs = h.params.top_logprobs;
   std::vector<int32_t> ids = h.tokens;
   ids.insert(ids.end(), h.params.stop_ids.begin(), h.params.stop_ids.end());
+  if (!h.logprobs.empty()) {
+    const model::position_logprobs& first = h.logprobs.front();
+    auto add_pair = [&ids](const model::token_logprob& p) {
+      int32_t bits = 0;
+      std::memcpy(&bits, &p.logprob, sizeof bits);
+      ids.push_back(p.token);
+      ids.push_back(bits);
+    };
+    add_pair(first.chosen);
+    for (const auto& p : first.top)
+      add_pair(p);
+    m.logprob_pairs = static_cast<int32_t>(1 + first.top.size());
+  }
   auto tokens = transport::byte_buffer::copy_of({ids.data(), ids.size() * sizeof(int32_t)});
   dp->send_call(peer, wire::kv_meta, wire::as_bytes(m), std::move(tokens), correlation);
   wire::kv_data_header d{correlation};

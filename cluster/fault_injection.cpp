@@ -6,7 +6,7 @@
 
 namespace brigade::cluster {
 
-status apply_fault(const std::string& node_name, const actors::node_fault& fault) {
+status apply_fault(const std::string& node_name, const cluster::node_fault& fault) {
   const std::string who = "node " + node_name;
   if (fault.for_ms < 0 || fault.for_ms > 24LL * 3600 * 1000) {
     return error(errc::invalid_argument, "a fault lasts between 0 (until cleared) and 24 h");

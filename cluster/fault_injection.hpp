@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "actors/node_agent.hpp"
+#include "cluster/node_agent_protocol.hpp"
 #include "common/result.hpp"
 
 namespace brigade::cluster {
@@ -13,6 +13,6 @@ namespace brigade::cluster {
 /// (kvcache::disk_faults: "disk full", "disk slow ms=50"); any other is a data-plane rule
 /// (transport::fault_points: "drop rate=0.05 to=ID"). An empty spec clears the fault `name`,
 /// or every fault when the name is empty too. for_ms bounds how long the fault lasts.
-status apply_fault(const std::string& node_name, const actors::node_fault& fault);
+status apply_fault(const std::string& node_name, const cluster::node_fault& fault);
 
 }  // namespace brigade::cluster

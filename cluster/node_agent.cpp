@@ -5,14 +5,12 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 
 #include "actors/model_context.hpp"
+#include "actors/role_spawner.hpp"
 #include "actors/sender_check.hpp"
-#include "actors/spawn_checks.hpp"
-#include "actors/supervisor.hpp"
 #include "cluster/data_plane.hpp"
 #include "cluster/fault_injection.hpp"
 #include "cluster/join_secret.hpp"
@@ -30,7 +28,7 @@ constexpr size_t max_pending_hellos = 16;
 // A role spawned here, kept weakly: its exit ends it.
 struct owned_role {
   std::string name;
-  std::string role;
+  role_kind role = role_kind::expert_shard;
   caf::actor_addr addr;
 };
 
@@ -59,7 +57,9 @@ struct agent_state {
   static inline const char* name = "node_agent";
 };
 
-using agent_pointer = node_agent_actor::stateful_pointer<agent_state>;
+// Private: the end of a grace period (the number names which loss of contact it was).
+using node_agent_impl = node_agent_actor::extend<caf::reacts_to<grace_atom, uint64_t>>;
+using agent_pointer = node_agent_impl::stateful_pointer<agent_state>;
 
 caf::node_id sender_node(agent_pointer self) {
   const auto& sender = self->current_sender();
@@ -215,7 +215,7 @@ std::vector<held_role> holdings(agent_pointer self) {
 
 // The asking coordinator's supervisor takes back the roles named in `keep`; its other roles
 // here stop. Returns the number kept.
-int32_t adopt(agent_pointer self, const caf::actor& supervisor,
+int32_t adopt(agent_pointer self, const node_owner_actor& supervisor,
               const std::vector<std::string>& keep) {
   auto& st = self->state;
   const caf::node_id asker = sender_node(self);
@@ -244,10 +244,19 @@ int32_t adopt(agent_pointer self, const caf::actor& supervisor,
   return kept_count;
 }
 
-template <class Handle>
-Handle registered(agent_pointer self, Handle h, const std::string& name, const char* role) {
+// Spawns a role for the asking coordinator, through the one spawner table, and keeps it: the
+// data plane can reach it, the node monitors it, and it is the coordinator's while it lives.
+caf::result<caf::actor> spawn_for(agent_pointer self, const std::string& dir, role_spec& spec) {
   auto& st = self->state;
-  st.plane->register_local(caf::actor_cast<caf::actor>(h));
+  const role_kind kind = kind_of(spec);
+  const std::string name = name_of(spec);
+  if (spawner_for(kind).needs_model) {
+    if (auto err = ensure_model(self, dir)) return err;
+  }
+  auto spawned_role = spawn_role(self->system(), st.ctx, std::move(spec));
+  if (!spawned_role) return refused(self, status(spawned_role.err()));
+  caf::actor h = std::move(spawned_role.value());
+  st.plane->register_local(h);
   const caf::actor_addr owner = caf::actor_cast<caf::actor_addr>(self->current_sender());
   auto [it, first] = st.owners->try_emplace(owner);
   // A supervisor seen again after a lost contact is watched through its new connection.
@@ -255,18 +264,17 @@ Handle registered(agent_pointer self, Handle h, const std::string& name, const c
     self->monitor(caf::actor_cast<caf::actor>(self->current_sender()));
     it->second.in_contact = true;
   }
-  it->second.roles.push_back({name, role, caf::actor_cast<caf::actor_addr>(h)});
-  self->monitor(caf::actor_cast<caf::actor>(h));
+  it->second.roles.push_back({name, kind, caf::actor_cast<caf::actor_addr>(h)});
+  self->monitor(h);
   if (auto census = st.config.census) {
     census->add(name);
-    caf::actor_cast<caf::actor>(h)->attach_functor(
-        [census, name](const caf::error&) { census->remove(name); });
+    h->attach_functor([census, name](const caf::error&) { census->remove(name); });
   }
   log::info("node " + st.config.name, "spawned " + name);
   return h;
 }
 
-node_agent_actor::behavior_type agent_behavior(agent_pointer self, node_agent_config config) {
+node_agent_impl::behavior_type agent_behavior(agent_pointer self, node_agent_config config) {
   self->state.config = std::move(config);
   self->set_down_handler([=](caf::down_msg& dm) { owner_down(self, dm); });
   // The node stopping stops its roles, or the actor system would wait for them for good.
@@ -320,44 +328,9 @@ node_agent_actor::behavior_type agent_behavior(agent_pointer self, node_agent_co
           j.address.push_back(static_cast<uint8_t>(b));
         return j;
       },
-      [=](spawn_atom, const std::string& dir,
-          actors::expert_shard_config& cfg) -> caf::result<actors::expert_shard_actor> {
+      [=](spawn_atom, const std::string& dir, role_spec& spec) -> caf::result<caf::actor> {
         if (auto err = check_admitted(self, "a spawn")) return err;
-        if (auto err = ensure_model(self, dir)) return err;
-        if (auto err = refused(self, actors::check_spawn(self->state.ctx->config, cfg))) return err;
-        const std::string name = cfg.name;
-        return registered(self, actors::spawn_expert_shard(self->system(), self->state.ctx, cfg),
-                          name, "expert_shard");
-      },
-      [=](spawn_atom, const std::string& dir, actors::decode_worker_config& cfg,
-          actors::shard_set& shards) -> caf::result<actors::decode_worker_actor> {
-        if (auto err = check_admitted(self, "a spawn")) return err;
-        if (auto err = ensure_model(self, dir)) return err;
-        if (auto err = refused(self, actors::check_spawn(self->state.ctx->config, cfg, shards))) {
-          return err;
-        }
-        const std::string name = cfg.name;
-        return registered(self,
-                          actors::spawn_decode_worker(self->system(), self->state.ctx, cfg, shards),
-                          name, "decode");
-      },
-      [=](spawn_atom, const std::string& dir, actors::prefill_worker_config& cfg,
-          actors::shard_set& shards) -> caf::result<actors::prefill_worker_actor> {
-        if (auto err = check_admitted(self, "a spawn")) return err;
-        if (auto err = ensure_model(self, dir)) return err;
-        if (auto err = refused(self, actors::check_spawn(self->state.ctx->config, cfg, shards))) {
-          return err;
-        }
-        const std::string name = cfg.name;
-        return registered(
-            self, actors::spawn_prefill_worker(self->system(), self->state.ctx, cfg, shards), name,
-            "prefill");
-      },
-      [=](spawn_atom, actors::kv_store_config& cfg) -> caf::result<actors::kv_store_actor> {
-        if (auto err = check_admitted(self, "a spawn")) return err;
-        const std::string name = cfg.name;
-        return registered(self, actors::spawn_kv_store(self->system(), std::move(cfg)), name,
-                          "kv_store");
+        return spawn_for(self, dir, spec);
       },
       [=](peers_atom, std::vector<peer_info>& peers) -> caf::result<bool> {
         if (auto err = check_admitted(self, "a peer list")) return err;
@@ -391,7 +364,7 @@ node_agent_actor::behavior_type agent_behavior(agent_pointer self, node_agent_co
         if (auto err = check_admitted(self, "a holdings request")) return err;
         return holdings(self);
       },
-      [=](adopt_atom, const caf::actor& supervisor,
+      [=](adopt_atom, const node_owner_actor& supervisor,
           const std::vector<std::string>& keep) -> caf::result<int32_t> {
         if (auto err = check_admitted(self, "an adoption")) return err;
         return adopt(self, supervisor, keep);
@@ -419,7 +392,7 @@ node_agent_actor::behavior_type agent_behavior(agent_pointer self, node_agent_co
         st.leaving = true;
         for (const auto& [owner, rec] : *st.owners) {
           if (!rec.in_contact) continue;
-          if (auto supervisor = caf::actor_cast<supervisor_actor>(owner)) {
+          if (auto supervisor = caf::actor_cast<node_owner_actor>(owner)) {
             self->send(supervisor, leave_atom_v, st.config.name);
           }
         }
@@ -427,14 +400,14 @@ node_agent_actor::behavior_type agent_behavior(agent_pointer self, node_agent_co
                   "leaving: stopping " + std::to_string(spawned(st)) + " roles");
         self->quit(caf::exit_reason::user_shutdown);  // the exit hook stops the roles
       },
-      [=](actors::status_atom) {
+      [=](status_atom) {
         const auto& st = self->state;
-        actors::role_status s;
-        s.name = st.config.name;
-        s.role = "node_agent";
-        s.in_flight = spawned(st);
-        s.detail =
-            nlohmann::json{{"model", st.model_dir}, {"coordinators", st.admitted.size()}}.dump();
+        node_agent_status s;
+        s.load.name = st.config.name;
+        s.load.role = "node_agent";
+        s.load.in_flight = spawned(st);
+        s.model = st.model_dir;
+        s.coordinators = static_cast<int32_t>(st.admitted.size());
         return s;
       },
   };
@@ -444,6 +417,20 @@ node_agent_actor::behavior_type agent_behavior(agent_pointer self, node_agent_co
 
 node_agent_actor spawn_node_agent(caf::actor_system& sys, node_agent_config config) {
   return sys.spawn(agent_behavior, std::move(config));
+}
+
+void register_node_agent_types(caf::actor_system_config& cfg) {
+  cfg.add_message_type<node_hello>("brigade::node_hello");
+  cfg.add_message_type<data_plane_settings>("brigade::data_plane_settings");
+  cfg.add_message_type<node_joined>("brigade::node_joined");
+  cfg.add_message_type<peer_info>("brigade::peer_info");
+  cfg.add_message_type<std::vector<peer_info>>("std::vector<brigade::peer_info>");
+  cfg.add_message_type<held_role>("brigade::held_role");
+  cfg.add_message_type<std::vector<held_role>>("std::vector<brigade::held_role>");
+  cfg.add_message_type<node_fault>("brigade::node_fault");
+  cfg.add_message_type<node_agent_status>("brigade::node_agent_status");
+  cfg.add_message_type<node_owner_actor>("brigade::node_owner_actor");
+  cfg.add_message_type<node_agent_actor>("brigade::node_agent_actor");
 }
 
 }  // namespace brigade::cluster

@@ -1,4 +1,4 @@
-// Spawning the node agent (interface: actors/node_agent.hpp).
+// Spawning the node agent (interface: cluster/node_agent_protocol.hpp).
 #pragma once
 
 #include <caf/fwd.hpp>
@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "actors/node_agent.hpp"
+#include "cluster/node_agent_protocol.hpp"
 #include "cluster/role_census.hpp"
 
 namespace brigade::cluster {
@@ -19,6 +19,6 @@ struct node_agent_config {
 };
 
 /// Spawns the agent. It starts this process's data plane when a coordinator joins.
-actors::node_agent_actor spawn_node_agent(caf::actor_system& sys, node_agent_config config);
+cluster::node_agent_actor spawn_node_agent(caf::actor_system& sys, node_agent_config config);
 
 }  // namespace brigade::cluster

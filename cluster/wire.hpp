@@ -17,7 +17,8 @@ namespace brigade::cluster::wire {
 enum channel : transport::channel_id {
   expert_call = 1,     ///< Rows for an expert shard. Payload: slots (int32 each), then rows.
   expert_answer = 2,   ///< A shard's output rows, or an error. Payload: rows.
-  kv_meta = 3,         ///< A KV handoff's tokens and parameters. Payload: tokens, stop ids.
+  kv_meta = 3,         ///< A KV handoff's tokens and parameters. Payload: tokens, stop ids,
+                       ///< then the first token's log-probabilities as (token, logprob) pairs.
   kv_data = 4,         ///< A KV handoff's blocks. Payload: the blocks, float32.
   kv_answer = 5,       ///< Whether the decode worker took the sequence. No payload.
   weights_call = 6,    ///< A shard asks a peer shard for an expert's weights. No payload.
@@ -103,6 +104,9 @@ struct kv_meta_header {
   int32_t top_k = 0;
   float temperature = 0;
   float top_p = 1;
+  int32_t top_logprobs = -1;  ///< generation_params::top_logprobs
+  /// (token, logprob) pairs after the stop ids: the chosen token's, then the likeliest ones.
+  int32_t logprob_pairs = 0;
 };
 
 /// Pairs a kv_data message with its kv_meta.

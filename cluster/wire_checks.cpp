@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <string>
 
+#include "model/logprobs.hpp"
+
 namespace brigade::cluster::wire {
 namespace {
 
@@ -52,13 +54,22 @@ status check(const answer_header& h, std::size_t payload_bytes) {
 }
 
 status check(const kv_meta_header& h, std::size_t token_bytes, std::size_t block_bytes) {
-  std::uint64_t tokens = 0, stops = 0, ids = 0, blocks = 0;
+  std::uint64_t tokens = 0, stops = 0, pairs = 0, ids = 0, blocks = 0;
   if (!bytes_of(h.tokens, sizeof(std::int32_t), tokens) ||
       !bytes_of(h.stop_ids, sizeof(std::int32_t), stops) ||
-      __builtin_add_overflow(tokens, stops, &ids) || ids != token_bytes) {
-    return mismatch(
-        "a KV handoff's token list", token_bytes,
-        "tokens " + std::to_string(h.tokens) + ", stop ids " + std::to_string(h.stop_ids));
+      !bytes_of(h.logprob_pairs, 2 * sizeof(std::int32_t), pairs) ||
+      __builtin_add_overflow(tokens, stops, &ids) || __builtin_add_overflow(ids, pairs, &ids) ||
+      ids != token_bytes) {
+    return mismatch("a KV handoff's token list", token_bytes,
+                    "tokens " + std::to_string(h.tokens) + ", stop ids " +
+                        std::to_string(h.stop_ids) + ", logprob pairs " +
+                        std::to_string(h.logprob_pairs));
+  }
+  // At most the chosen token and the likeliest ones a request may ask for.
+  if (h.logprob_pairs > 1 + model::max_top_logprobs) {
+    return error(errc::invalid_argument, "a KV handoff carries " + std::to_string(h.logprob_pairs) +
+                                             " logprob pairs; at most " +
+                                             std::to_string(1 + model::max_top_logprobs));
   }
   if (__builtin_mul_overflow(h.kv_floats, std::uint64_t{sizeof(float)}, &blocks) ||
       blocks != block_bytes) {

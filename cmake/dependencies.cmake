@@ -5,7 +5,8 @@ find_package(fmt REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(yaml-cpp REQUIRED)
 
-# CAF 0.17 ships no CMake config: find it by hand (docs: toolchain.md).
+# CAF 0.17 ships no CMake config: find its headers and libraries by hand (Debian installs them
+# under the standard prefixes).
 find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)
 find_library(CAF_CORE_LIBRARY caf_core REQUIRED)
 find_library(CAF_IO_LIBRARY caf_io REQUIRED)

@@ -12,6 +12,7 @@
 #include "cluster/failure_detector.hpp"
 #include "cluster/join_secret.hpp"
 #include "common/log.hpp"
+#include "common/wall_clock.hpp"
 
 namespace brigade::deploy {
 
@@ -25,18 +26,12 @@ using steady = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds dial_timeout{2000};
 constexpr std::chrono::milliseconds handshake_timeout{5000};
 
-int64_t unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 double steady_ms() {
   return std::chrono::duration<double, std::milli>(steady::now().time_since_epoch()).count();
 }
 
 struct node_record {
-  node_spec spec;
+  config::node_spec spec;
   std::string host;
   uint16_t port = 0;
   std::string state = "joining";
@@ -57,7 +52,7 @@ struct node_record {
 };
 
 struct membership_state {
-  manifest m;
+  config::manifest m;
   std::string secret;
   registry_actor registry;
   supervisor_actor supervisor;
@@ -68,7 +63,13 @@ struct membership_state {
   static inline const char* name = "membership";
 };
 
-using membership_pointer = membership_actor::stateful_pointer<membership_state>;
+// Private: its timers (the heartbeat tick, a re-dial of a node, the end of a lost node's rejoin
+// window before peers hear of it; the numbers name which round or loss).
+using membership_impl =
+    membership_actor::extend<caf::reacts_to<tick_atom>,
+                             caf::reacts_to<dial_atom, std::string, uint64_t>,
+                             caf::reacts_to<peer_down_atom, std::string, uint64_t>>;
+using membership_pointer = membership_impl::stateful_pointer<membership_state>;
 
 void dial(membership_pointer self, const std::string& name);
 
@@ -362,17 +363,16 @@ void heartbeat(membership_pointer self) {
   self->delayed_send(self, std::chrono::milliseconds(st.m.liveness.heartbeat_ms), tick_atom_v);
 }
 
-role_status node_status(const node_record& n) {
-  role_status s;
-  s.name = n.spec.name;
-  s.role = "node";
-  s.detail = nlohmann::json{{"address", n.spec.address},
-                            {"state", n.state},
-                            {"since_ms", n.since_ms},
-                            {"joins", n.joins},
-                            {"peer_id", std::to_string(n.peer_id)},
-                            {"last_error", n.last_error}}
-                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+node_status status_of(const node_record& n) {
+  node_status s;
+  s.load.name = n.spec.name;
+  s.load.role = "node";
+  s.address = n.spec.address;
+  s.state = n.state;
+  s.since_ms = n.since_ms;
+  s.joins = n.joins;
+  s.peer_id = n.peer_id;
+  s.last_error = n.last_error;
   return s;
 }
 
@@ -440,9 +440,9 @@ std::string inject(membership_pointer self, const fault_order& o) {
 
 }  // namespace
 
-static membership_actor::behavior_type membership_behavior(membership_pointer self, manifest m,
-                                                           std::string secret,
-                                                           registry_actor registry) {
+static membership_impl::behavior_type membership_behavior(membership_pointer self,
+                                                          config::manifest m, std::string secret,
+                                                          registry_actor registry) {
   auto& st = self->state;
   st.m = std::move(m);
   st.secret = std::move(secret);
@@ -476,9 +476,9 @@ static membership_actor::behavior_type membership_behavior(membership_pointer se
         self->state.supervisor = std::move(supervisor);
       },
       [=](status_atom, bool) {
-        std::vector<role_status> out;
+        std::vector<node_status> out;
         for (const auto& [name, n] : self->state.nodes)
-          out.push_back(node_status(n));
+          out.push_back(status_of(n));
         return out;
       },
       [=](fault_atom, const fault_order& order) { return inject(self, order); },
@@ -503,8 +503,8 @@ static membership_actor::behavior_type membership_behavior(membership_pointer se
   };
 }
 
-membership_actor spawn_membership(caf::actor_system& sys, const manifest& m, std::string secret,
-                                  registry_actor registry) {
+membership_actor spawn_membership(caf::actor_system& sys, const config::manifest& m,
+                                  std::string secret, registry_actor registry) {
   return sys.spawn(membership_behavior, m, std::move(secret), std::move(registry));
 }
 

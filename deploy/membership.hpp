@@ -20,18 +20,18 @@
 #include <vector>
 
 #include "actors/atoms.hpp"
-#include "actors/node_agent.hpp"
 #include "actors/payloads.hpp"
 #include "actors/registry.hpp"
-#include "actors/supervisor.hpp"
-#include "deploy/manifest.hpp"
+#include "cluster/node_agent_protocol.hpp"
+#include "config/manifest.hpp"
+#include "deploy/supervisor.hpp"
 
 namespace brigade::deploy {
 
 /// A node that joined: its agent and its data plane.
 struct joined_node {
   std::string name;
-  actors::node_agent_actor agent;
+  cluster::node_agent_actor agent;
   uint64_t peer_id = 0;          ///< Its data plane's id.
   std::vector<uint8_t> address;  ///< Its data plane's address.
 };
@@ -49,27 +49,37 @@ struct fault_order {
   uint64_t seed = 1;
 };
 
+/// A node of the cluster, as GET /v1/status shows it.
+struct node_status {
+  actors::role_status load;  ///< name: the node's; role: "node"
+  std::string address;
+  std::string state;  ///< "joining", "alive", "suspected", "lost" or "rejoining"
+  int64_t since_ms = 0;
+  uint32_t joins = 0;
+  uint64_t peer_id = 0;  ///< Its data plane's id.
+  std::string last_error;
+};
+
+/// What the membership accepts (this process only).
 using membership_actor = caf::typed_actor<
     /// Joins every node of the manifest; the answer comes once all did, or an error naming the
     /// first that could not (unreachable within the connect timeout, or a wrong secret).
     caf::replies_to<actors::join_atom>::with<std::vector<joined_node>>,
     /// Where node events go from now on.
-    caf::reacts_to<actors::supervise_atom, actors::supervisor_actor>,
-    /// Every node's state, as role_status entries ("node" role) for GET /v1/status.
-    caf::replies_to<actors::status_atom, bool>::with<std::vector<actors::role_status>>,
+    caf::reacts_to<actors::supervise_atom, supervisor_actor>,
+    /// Every node's state, for GET /v1/status.
+    caf::replies_to<actors::status_atom, bool>::with<std::vector<node_status>>,
     /// Fault injection on a node (POST /v1/admin/faults): "" on success, else why not.
-    caf::replies_to<actors::fault_atom, fault_order>::with<std::string>,
-    /// Internal timers: the heartbeat tick, and a re-dial attempt of a node.
-    caf::reacts_to<actors::tick_atom>, caf::reacts_to<actors::dial_atom, std::string, uint64_t>,
-    /// Internal: a lost node's rejoin window is over (the number names which loss).
-    caf::reacts_to<actors::peer_down_atom, std::string, uint64_t>>;
+    caf::replies_to<actors::fault_atom, fault_order>::with<std::string>>;
 
 /// Spawns the membership of `m`'s nodes; `secret` is the join secret.
-membership_actor spawn_membership(caf::actor_system& sys, const manifest& m, std::string secret,
-                                  actors::registry_actor registry);
+membership_actor spawn_membership(caf::actor_system& sys, const config::manifest& m,
+                                  std::string secret, actors::registry_actor registry);
 
 }  // namespace brigade::deploy
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(brigade::deploy::joined_node)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<brigade::deploy::joined_node>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(brigade::deploy::fault_order)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(brigade::deploy::node_status)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<brigade::deploy::node_status>)

@@ -1,13 +1,15 @@
-// A whole topology of role actors in one process, built from a manifest, and the
-// inference_service the HTTP layer talks to. No actor headers here: CAF stays in actors/*.cpp.
+// A whole topology built from a manifest: the coordinator's actors (registry, router,
+// supervisor, and with nodes the membership), the roles the supervisor spawns here or on the
+// nodes, and the inference_service the HTTP layer talks to (deploy/router_service.hpp). No actor
+// headers here: CAF stays out of the HTTP layer and the command line.
 #pragma once
 
 #include <memory>
 #include <string>
 
-#include "actors/cache_options.hpp"
 #include "common/result.hpp"
-#include "deploy/manifest.hpp"
+#include "config/manifest.hpp"
+#include "kvcache/clock.hpp"
 #include "model/config.hpp"
 #include "model/weights.hpp"
 #include "serve/inference_service.hpp"
@@ -17,11 +19,11 @@ namespace brigade::deploy {
 class topology {
  public:
   /// Loads the model, spawns registry, router, supervisor, expert shards, the KV store, prefill
-  /// and decode workers. `progress` gets (layers loaded, layers); `cache` sets the prefix
-  /// cache's clock and test hooks.
-  static result<std::unique_ptr<topology>> start(const deploy::manifest& manifest,
-                                                 const model::load_progress& progress = {},
-                                                 actors::cache_options cache = {});
+  /// and decode workers. `progress` gets (layers loaded, layers); `cache_clock` is what the
+  /// prefix cache's retention reads in this process (null: the system clock; tests warp it).
+  static result<std::unique_ptr<topology>> start(
+      const config::manifest& manifest, const model::load_progress& progress = {},
+      std::shared_ptr<const kvcache::clock> cache_clock = nullptr);
   ~topology();
   topology(const topology&) = delete;
   topology& operator=(const topology&) = delete;

@@ -54,6 +54,13 @@ status validate_layout_shape(const layout_shape& shape) {
                      std::to_string(shape.shards) + ", " + std::to_string(shape.slots_per_shard) +
                      ")");
   }
+  if (shape.experts > layout::max_experts ||
+      static_cast<long long>(shape.shards) * shape.slots_per_shard > layout::max_slots) {
+    return error(errc::invalid_argument, "a layout of " + std::to_string(shape.shards) +
+                                             " shards of " + std::to_string(shape.slots_per_shard) +
+                                             " slots for " + std::to_string(shape.experts) +
+                                             " experts is past any model");
+  }
   if (static_cast<long long>(shape.shards) * shape.slots_per_shard < shape.experts) {
     return error(errc::invalid_argument,
                  std::to_string(shape.shards) + " shards x " +

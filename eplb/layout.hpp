@@ -46,8 +46,17 @@ struct slot_list {
 };
 
 /// An immutable, validated expert layout with both maps and the replica counts.
+/// The one expert layout type: the planner's output, what the supervisor migrates to, and what
+/// workers route with (over the model's MoE layers, in order: layer l here is the l-th MoE layer).
 class layout {
  public:
+  /// Bounds on what a layout may name, far above any model: a peer's layout beyond them is
+  /// refused before anything is allocated for it.
+  static constexpr int max_experts = 1 << 16;
+  static constexpr long long max_slots = 1 << 20;
+
+  /// An empty layout (no layers): a model without experts, or a layout not set yet.
+  layout() = default;
   /// Builds a layout from phy2log ([layers][slots]), checking every invariant listed above.
   static result<layout> from_phy2log(const layout_shape& shape,
                                      std::vector<std::vector<int32_t>> phy2log, uint64_t epoch);
@@ -68,6 +77,11 @@ class layout {
   const std::vector<std::vector<int32_t>>& phy2log() const { return phy2log_; }
   /// The physical slots of a logical expert, ascending.
   slot_list log2phy(int layer, int expert) const;
+  /// The slot that serves row `token`'s call of `expert`: replicas take rows in turn.
+  int32_t slot_for(int layer, int expert, int token) const {
+    const slot_list slots = log2phy(layer, expert);
+    return slots.first[token % slots.count];
+  }
   int replica_count(int layer, int expert) const {
     return replica_count_[static_cast<size_t>(layer) * shape_.experts + expert];
   }

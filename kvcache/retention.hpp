@@ -16,6 +16,12 @@
 
 namespace brigade::kvcache {
 
+/// A scenario (traffic class) and how long its cached KV blocks outlive their last use.
+struct scenario_retention {
+  std::string name;         ///< [a-z0-9_-], 1 to 64 characters.
+  int64_t retention_s = 0;  ///< Positive.
+};
+
 /// A scenario's index in its retention table; small so that every cache entry can carry one.
 using scenario_id = std::uint16_t;
 

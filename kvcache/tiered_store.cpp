@@ -190,11 +190,6 @@ bool tiered_store::wait_idle(std::chrono::milliseconds timeout) {
   return work_done_.wait_for(lock, timeout, [&] { return done_ticket_ + 1 == next_ticket_; });
 }
 
-void tiered_store::set_job_hook(std::function<void(store_job)> hook) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  job_hook_ = std::move(hook);
-}
-
 store_stats tiered_store::stats() const {
   store_stats s;
   {
@@ -219,7 +214,6 @@ scenario_lookups& tiered_store::lookups_of_locked(scenario_id scenario) {
 void tiered_store::run_background() {
   for (;;) {
     job j;
-    std::function<void(store_job)> hook;
     bool stopping = false;
     {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -227,22 +221,21 @@ void tiered_store::run_background() {
       if (queue_.empty()) return;
       j = std::move(queue_.front());
       queue_.pop_front();
-      hook = job_hook_;
       stopping = stopping_;
     }
-    if (hook) hook(j.kind);
     // On shutdown only demotions run: they keep blocks across the restart.
     const bool run = !stopping || j.kind == store_job::demote;
     if (run && j.kind == store_job::demote) run_demote(j);
     if (run && j.kind == store_job::promote) run_promote(j);
     if (run && j.kind == store_job::sweep) ssd_->expire();
+    // Before the job counts as done, so that whoever waits for it also waits for the hook.
+    if (config_.on_job_done) config_.on_job_done(j.ticket);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (j.kind == store_job::promote) promoting_.erase({j.model->digest(), j.hash});
       done_ticket_ = j.ticket;
     }
     work_done_.notify_all();
-    if (config_.on_job_done) config_.on_job_done(j.ticket);
   }
 }
 

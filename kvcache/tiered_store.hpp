@@ -56,8 +56,9 @@ struct tiered_store_config {
   /// How long demotion stays paused after a full disk (or another write failure), in the store
   /// clock's time.
   std::chrono::milliseconds disk_full_retry_ms{30000};
-  /// Called on the background thread after each job with its ticket (an actor sends itself a
-  /// message here); must not call back into the store.
+  /// Called on the background thread after each job's work, before the job counts as done
+  /// (wait_for and wait_idle wait for it too), with its ticket (an actor sends itself a message
+  /// here); must not call back into the store.
   std::function<void(std::uint64_t ticket)> on_job_done;
 };
 
@@ -162,10 +163,6 @@ class tiered_store {
   /// Null for a host-only store.
   ssd_tier* ssd() { return ssd_.get(); }
 
-  /// Test fault point: `hook` runs on the background thread before each job (a test blocks in
-  /// it to hold the thread). Costs one branch when unset.
-  void set_job_hook(std::function<void(store_job)> hook);
-
  private:
   struct job {
     store_job kind = store_job::demote;
@@ -212,7 +209,6 @@ class tiered_store {
   bool demotion_paused_ = false;
   time_ns retry_demotion_at_ns_ = 0;
   bool warned_block_too_large_ = false;
-  std::function<void(store_job)> job_hook_;
   store_stats counters_;
   std::thread worker_;
 };

@@ -70,13 +70,13 @@ class simulation {
  public:
   explicit simulation(const replay_options& options)
       : options_(options),
-        placement_(options.policy, options.balance_slack),
+        chooser_(options.policy, options.balance_slack),
         global_(options.replicas),
         replicas_(options.replicas),
         loads_(options.replicas) {
     const auto blocks_per_replica =
         static_cast<std::size_t>(options.cache_tokens_per_replica) / options.block_size;
-    if (options.policy == placement_policy::pooled) {
+    if (options.policy == choice_policy::pooled) {
       pooled_ =
           std::make_unique<prefix_index>(blocks_per_replica * options.replicas, clock_, retention_);
     } else {
@@ -104,7 +104,7 @@ class simulation {
   replay_options options_;
   manual_clock clock_;
   retention retention_;
-  placement placement_;
+  worker_chooser chooser_;
   global_prefix_index global_;
   std::unique_ptr<prefix_index> pooled_;
   std::vector<replica> replicas_;
@@ -158,7 +158,7 @@ status simulation::step(const replay_request& request) {
         std::max(0.0, replicas_[w].busy_until_ms - now_ms) * options_.prefill_tokens_per_s / 1e3;
     loads_[w].computed_tokens = replicas_[w].report.computed_tokens;
   }
-  const std::size_t w = placement_.place(request.prompt_tokens, loads_);
+  const std::size_t w = chooser_.choose(request.prompt_tokens, loads_);
 
   prefix_index& index = pooled_ ? *pooled_ : *replicas_[w].index;
   if (status s = serve(index, request.chain, next_block_id_, pass_); !s) return s;

@@ -26,7 +26,7 @@
 #include "common/result.hpp"
 #include "kvcache/block_hash.hpp"
 #include "kvcache/mooncake_trace.hpp"
-#include "kvcache/placement.hpp"
+#include "kvcache/worker_choice.hpp"
 
 namespace brigade::kvcache {
 
@@ -41,10 +41,10 @@ struct replay_options {
   std::size_t replicas = 8;
   std::int64_t cache_tokens_per_replica = 3'100'000;
   std::size_t block_size = 512;
-  placement_policy policy = placement_policy::cache_aware;
+  choice_policy policy = choice_policy::cache_aware;
   /// Each replica's prefill speed; sets how much work queues up (see the time model above).
   double prefill_tokens_per_s = 6000;
-  /// The placement's balance guard (kvcache/placement.hpp).
+  /// The placement's balance guard (kvcache/worker_choice.hpp).
   double balance_slack = 0.05;
 };
 
@@ -62,7 +62,7 @@ struct replica_report {
 };
 
 struct replay_report {
-  placement_policy policy = placement_policy::cache_aware;
+  choice_policy policy = choice_policy::cache_aware;
   std::int64_t requests = 0;
   std::int64_t prompt_tokens = 0;
   std::int64_t hit_tokens = 0;

@@ -190,6 +190,14 @@ const char* family_name(family f) {
   return "?";
 }
 
+std::vector<int> model_config::moe_layers() const {
+  std::vector<int> out;
+  for (int l = 0; l < num_layers; ++l) {
+    if (is_moe_layer(l)) out.push_back(l);
+  }
+  return out;
+}
+
 bool model_config::is_moe_layer(int layer) const {
   if (!is_moe()) return false;
   if (std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) != mlp_only_layers.end()) {

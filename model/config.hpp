@@ -56,6 +56,8 @@ struct model_config {
   bool is_moe() const { return num_experts > 0; }
   /// True when `layer` has experts; false when it has a dense MLP.
   bool is_moe_layer(int layer) const;
+  /// The layers with experts, in order: an expert layout's layer i is moe_layers()[i].
+  std::vector<int> moe_layers() const;
   /// Approximate parameter counts, for reports.
   double total_params() const;
   double active_params() const;

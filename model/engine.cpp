@@ -21,20 +21,6 @@ struct engine::sequence {
   draft_window drafts;
 };
 
-const char* to_string(finish_reason r) {
-  switch (r) {
-    case finish_reason::none:
-      return "none";
-    case finish_reason::stop:
-      return "stop";
-    case finish_reason::length:
-      return "length";
-    case finish_reason::context:
-      return "context";
-  }
-  return "?";
-}
-
 engine::engine(const loaded_model& model, gpu::backend& dev, const engine_options& options)
     : model_(model),
       options_(options),
@@ -178,14 +164,9 @@ void engine::append_token(sequence& s, int32_t token, const float* row,
   s.tokens.push_back(token);
   s.generated.push_back(token);
   if (s.options.keep_logits) s.logits.insert(s.logits.end(), row, row + model_.config.vocab_size);
-  const auto& stops = s.options.stop_ids;
-  if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
-    s.finished = finish_reason::stop;
-  } else if (static_cast<int>(s.generated.size()) >= s.options.max_tokens) {
-    s.finished = finish_reason::length;
-  } else if (static_cast<int>(s.tokens.size()) >= model_.config.max_positions) {
-    s.finished = finish_reason::context;
-  }
+  s.finished = finish_after(token, s.options.stop_ids, static_cast<int>(s.generated.size()),
+                            s.options.max_tokens, static_cast<int>(s.tokens.size()),
+                            model_.config.max_positions);
   events.push_back({s.id, token, s.finished});
 }
 

@@ -23,6 +23,7 @@
 #include "common/result.hpp"
 #include "gpu/backend.hpp"
 #include "kvcache/block_pool.hpp"
+#include "model/finish_rules.hpp"
 #include "model/loaded_model.hpp"
 #include "model/sampler.hpp"
 #include "model/speculation.hpp"
@@ -47,10 +48,6 @@ struct request_options {
   std::vector<int32_t> stop_ids;  ///< Generation ends after producing one of these.
   bool keep_logits = false;       ///< Record the logits row each token was chosen from.
 };
-
-enum class finish_reason { none, stop, length, context };
-
-const char* to_string(finish_reason r);
 
 /// One generated token, as step() reports it.
 struct token_event {

@@ -79,6 +79,10 @@ status engine_service::submit(generation_request request, std::shared_ptr<genera
     }
   }
   if (r.max_tokens < 1) return error(errc::invalid_argument, "max_tokens must be at least 1");
+  if (r.top_logprobs >= 0) {
+    return error(errc::unsupported,
+                 "log-probabilities are not served by the single-process engine");
+  }
   const int prompt_tokens = static_cast<int>(r.prompt.size());
   if (prompt_tokens >= info_.context_tokens) {
     return error(errc::invalid_argument, "the prompt has " + std::to_string(prompt_tokens) +
@@ -106,6 +110,8 @@ status engine_service::submit(generation_request request, std::shared_ptr<genera
   if (!known_ids_.insert(r.id).second) {
     return error(errc::invalid_argument, "request id " + std::to_string(r.id) + " is in use");
   }
+  // Before the engine thread can see it: on_accepted comes before any token.
+  sink->on_accepted();
   submitted_.push_back({std::move(request), std::move(sink)});
   ++in_flight_;
   wake_.notify_one();

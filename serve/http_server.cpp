@@ -119,6 +119,7 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   void close();
+  void deliver_accepted(int64_t id);
   void deliver_tokens(int64_t id, const std::vector<int32_t>& tokens);
   void deliver_cached(int64_t id, int cached_tokens);
   void deliver_finished(int64_t id, finish_reason reason, const generation_usage& usage);
@@ -132,6 +133,8 @@ class session : public std::enable_shared_from_this<session> {
   void on_read_error(beast::error_code ec);
   void handle_request();
   void start_generation(generation_start start);
+  // The service refused the generation (at submit or through the sink): the refusal's status.
+  void refuse(const error& err);
   void open_stream();
   void start_events(uint64_t since);
   void poll_events();
@@ -185,6 +188,7 @@ class session : public std::enable_shared_from_this<session> {
   bool resume_after_watch_ = false;
   bool writing_ = false;
   bool head_sent_ = false;
+  bool accepted_ = false;  // The service admitted the generation (the stream may open).
   bool last_sent_ = false;
   bool chunked_ = true;
   bool events_ = false;  // This connection streams /v1/events until the client leaves.
@@ -199,6 +203,9 @@ class session_sink final : public generation_sink {
   session_sink(std::shared_ptr<http_server::state> st, std::shared_ptr<session> s, int64_t id)
       : st_(std::move(st)), session_(std::move(s)), id_(id) {}
 
+  void on_accepted() override {
+    net::post(session_->executor(), [s = session_, id = id_] { s->deliver_accepted(id); });
+  }
   void on_tokens(const std::vector<int32_t>& tokens) override {
     net::post(session_->executor(),
               [s = session_, id = id_, tokens] { s->deliver_tokens(id, tokens); });
@@ -373,22 +380,32 @@ void session::start_generation(generation_start start) {
   pending_.clear();
   st_.generation_started(gen_id_);
   auto sink = std::make_shared<session_sink>(st_.shared_from_this(), shared_from_this(), gen_id_);
+  accepted_ = false;
   status submitted = st_.handler.service().submit(std::move(start.request), std::move(sink));
-  if (!submitted) {
-    st_.generation_ended(gen_id_);
-    gen_.reset();
-    return write_whole(st_.handler.refused(submitted.err()));
-  }
+  if (!submitted) return refuse(submitted.err());
+  // The stream opens once the service admits the request: a refusal still gets its own status.
+  start_watch();
+}
+
+void session::refuse(const error& err) {
+  st_.generation_ended(gen_id_);
+  gen_.reset();
+  write_whole(st_.handler.refused(err));
+}
+
+void session::deliver_accepted(int64_t id) {
+  if (id != gen_id_ || !gen_ || closed_ || accepted_) return;
+  accepted_ = true;
   if (gen_->streaming()) {
     open_stream();
     pending_ = gen_->open();
     pump();
   }
-  start_watch();
 }
 
 void session::deliver_tokens(int64_t id, const std::vector<int32_t>& tokens) {
   if (id != gen_id_ || !gen_ || closed_) return;
+  deliver_accepted(id);  // output is acceptance, whether or not the service said so first
   const std::string bytes = gen_->on_tokens(tokens);
   if (gen_->stop_matched()) st_.handler.service().cancel(gen_id_);
   emit(bytes);
@@ -401,11 +418,13 @@ void session::deliver_cached(int64_t id, int cached_tokens) {
 
 void session::deliver_finished(int64_t id, finish_reason reason, const generation_usage& usage) {
   if (id != gen_id_ || !gen_ || closed_) return;
+  deliver_accepted(id);
   emit(gen_->on_finished(reason, usage));
 }
 
 void session::deliver_error(int64_t id, const error& err) {
   if (id != gen_id_ || !gen_ || closed_) return;
+  if (!accepted_) return refuse(err);
   emit(gen_->on_error(err));
 }
 

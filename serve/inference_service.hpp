@@ -1,19 +1,22 @@
 // The one interface between the HTTP layer and whatever generates tokens behind it.
 //
-// The HTTP server knows nothing else about the backend: today engine_service runs the
-// single-process engine on a thread; the actor router implements the same interface. Nothing
-// here includes network or actor headers.
+// The HTTP server knows nothing else about the backend: engine_service runs the single-process
+// engine on a thread; deploy/router_service.hpp puts the actor topology's router behind it.
+// Nothing here includes network or actor headers.
 //
 // One request's life, as a service must report it:
 //
-//   submit() --error--> (nothing more; the caller answers 400 or 429 itself)
+//   submit() --error--> (nothing more; the caller answers 400, 429 or 503 itself)
 //      |
-//      ok
+//      ok: submit never waits for the backend, whose own verdict comes through the sink
 //      v
-//   on_tokens()* --> on_finished(reason, usage)     normal end
-//                \-> on_error(error)                failure, shutdown, or after cancel()
+//   on_error(error) ------------------------------> refused (400, 429, 503): nothing more
+//   on_accepted() --> on_tokens()* --> on_finished(reason, usage)     normal end
+//                                  \-> on_error(error)                failure, shutdown, cancel()
 //
 // Exactly one of on_finished / on_error follows every successful submit, then no more calls.
+// An on_error before on_accepted is a refusal: no token was produced, and the caller answers it
+// as it would a refusal from submit().
 // Callbacks come from service threads, never two at once for one request, in token order. They
 // must return quickly (post the work elsewhere): the service may call them from its step loop.
 #pragma once
@@ -24,6 +27,7 @@
 #include <vector>
 
 #include "common/result.hpp"
+#include "model/logprobs.hpp"
 #include "model/sampler.hpp"
 
 namespace brigade::metrics {
@@ -41,6 +45,9 @@ struct generation_request {
   std::vector<int32_t> stop_ids;  ///< Generation ends after producing one of these.
   std::string scenario =
       "chat";  ///< Traffic class (brigade's "scenario" extension): cache retention.
+  /// Log-probabilities with each token: -1 none; 0 the chosen token's; n also the n likeliest
+  /// (at most model::max_top_logprobs).
+  int top_logprobs = -1;
 };
 
 /// Why a generation ended.
@@ -64,8 +71,15 @@ struct generation_usage {
 class generation_sink {
  public:
   virtual ~generation_sink() = default;
+  /// The service admitted the request: it waits for a worker or runs. Comes before any tokens.
+  virtual void on_accepted() {}
   /// New tokens, in order (usually one per engine step).
   virtual void on_tokens(const std::vector<int32_t>& tokens) = 0;
+  /// Log-probabilities of the tokens of the on_tokens call that follows, one per token, when the
+  /// request asked for them (generation_request::top_logprobs).
+  virtual void on_logprobs(const std::vector<model::position_logprobs>& logprobs) {
+    (void)logprobs;
+  }
   /// How many prompt tokens the prefix cache served, once known (before the tokens that follow
   /// it; again if a retry changed it). A request stopped early (a stop string) reports it from
   /// here, as no on_finished comes.
@@ -103,7 +117,8 @@ class inference_service {
  public:
   virtual ~inference_service() = default;
 
-  /// Starts a request. Errors: invalid_argument (the request can never run: answer 400),
+  /// Starts a request without waiting for the backend. Errors here or as the sink's on_error
+  /// before on_accepted: invalid_argument (the request can never run: answer 400),
   /// resource_exhausted (the admission queue is full: answer 429), unavailable (shutting down:
   /// answer 503). On success the sink gets exactly one terminal callback.
   virtual status submit(generation_request request, std::shared_ptr<generation_sink> sink) = 0;

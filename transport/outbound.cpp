@@ -86,6 +86,13 @@ status outbound::connect(const worker_address& address) {
                          "'; both must share a transport)",
                      s);
   }
+  // A link made again numbers on from where the last one stopped: the peer may never have seen
+  // that link fail and still holds its duplicate window, where numbers starting again at 1 would
+  // all read as repeats and be dropped.
+  if (auto retired = retired_sequences_.find(address.node); retired != retired_sequences_.end()) {
+    peer->sequences = std::move(retired->second);
+    retired_sequences_.erase(retired);
+  }
   peers_.emplace(address.node, std::move(peer));
   return ok_status();
 }
@@ -360,6 +367,7 @@ std::vector<std::pair<peer_id, error>> outbound::take_failed_peers() {
 }
 
 void outbound::start_close(std::unique_ptr<peer_state> peer, bool force) {
+  retired_sequences_[peer->id] = peer->sequences;
   peer->closing = true;
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;

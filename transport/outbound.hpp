@@ -108,6 +108,8 @@ class outbound {
   std::atomic<std::size_t>& outstanding_;
   registration_cache& registrations_;
   std::unordered_map<peer_id, std::unique_ptr<peer_state>> peers_;
+  /// The last sequence numbers of closed links, per peer: a new link to it numbers on.
+  std::unordered_map<peer_id, std::vector<std::pair<channel_id, std::uint64_t>>> retired_sequences_;
   /// Endpoints being closed; their peer_state stays alive until UCX is done with it.
   std::vector<std::unique_ptr<peer_state>> closing_;
   /// Sends whose handler already ran but whose UCX requests are still outstanding.

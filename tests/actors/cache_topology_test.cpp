@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +20,7 @@
 #include "common/metrics.hpp"
 #include "deploy/topology.hpp"
 #include "model/engine.hpp"
+#include "model/logprobs.hpp"
 #include "model/model_writer.hpp"
 #include "support/temp_dir.hpp"
 
@@ -46,9 +48,13 @@ std::vector<int32_t> prompt(int family, int shared, int length, int unique) {
   return p;
 }
 
+// How many of the likeliest tokens the oracle compares at the first position: with their values,
+// bit for bit, they pin the logits down far more than the sampled token does.
+constexpr int compared_logprobs = model::max_top_logprobs;
+
 struct engine_answer {
   std::vector<int32_t> tokens;
-  std::vector<float> first_logits;
+  model::position_logprobs first;  ///< The first token's log-probabilities.
 };
 
 std::vector<engine_answer> engine_answers(const std::string& dir,
@@ -66,13 +72,15 @@ std::vector<engine_answer> engine_answers(const std::string& dir,
     const int64_t id = eng.submit(p, req).value();
     eng.run_until_idle();
     const auto& logits = eng.kept_logits(id);
-    out.push_back({eng.output(id), std::vector<float>(logits.begin(), logits.begin() + 512)});
+    const auto& tokens = eng.output(id);
+    out.push_back({tokens, model::logprobs_at(logits.data(), m.value()->config.vocab_size,
+                                              tokens.front(), compared_logprobs)});
   }
   return out;
 }
 
-deploy::manifest manifest_for(const std::string& dir, int prefill = 1, int decode = 1) {
-  deploy::manifest m = deploy::default_manifest(dir);
+config::manifest manifest_for(const std::string& dir, int prefill = 1, int decode = 1) {
+  config::manifest m = config::default_manifest(dir);
   m.experts.count = 2;
   m.prefill.count = prefill;
   m.decode.count = decode;
@@ -84,21 +92,41 @@ deploy::manifest manifest_for(const std::string& dir, int prefill = 1, int decod
 struct answer {
   std::vector<int32_t> tokens;
   serve::generation_usage usage;
+  std::vector<model::position_logprobs> logprobs;  ///< When asked for, one per token.
 };
 
 answer run(deploy::topology& topo, const std::vector<int32_t>& p, int max_tokens,
-           const std::string& scenario = "chat") {
+           const std::string& scenario = "chat", int top_logprobs = -1) {
   static int64_t next_id = 1;
   serve::generation_request r;
   r.id = next_id++;
   r.prompt = p;
   r.max_tokens = max_tokens;
   r.scenario = scenario;
+  r.top_logprobs = top_logprobs;
   auto sink = std::make_shared<testing::collecting_sink>();
   REQUIRE(topo.service().submit(r, sink).ok());
   REQUIRE(sink->wait());
   REQUIRE_FALSE(sink->failed());
-  return {sink->tokens(), sink->usage()};
+  return {sink->tokens(), sink->usage(), sink->logprobs()};
+}
+
+// The same log-probabilities, bit for bit (compare the bytes, not the values).
+bool same_bits(const model::position_logprobs& a, const model::position_logprobs& b) {
+  auto same = [](const model::token_logprob& x, const model::token_logprob& y) {
+    return x.token == y.token && std::memcmp(&x.logprob, &y.logprob, sizeof x.logprob) == 0;
+  };
+  if (!same(a.chosen, b.chosen) || a.top.size() != b.top.size()) return false;
+  for (size_t i = 0; i < a.top.size(); ++i) {
+    if (!same(a.top[i], b.top[i])) return false;
+  }
+  return true;
+}
+
+// The prefill workers check the prefix cache's reference counts after every change
+// (O(pool blocks) each: a debugging aid production runs without).
+void check_cache_invariants() {
+  ::setenv("BRIGADE_CHECK_CACHE", "1", 1);
 }
 
 // The statuses of every role, by name.
@@ -167,27 +195,17 @@ TEST_CASE("a cache hit gives the logits and tokens of recomputing (cache on vs o
       prompt(2, 0, 40, 3),                                    // shares nothing
   };
   const auto expected = engine_answers(f.dir.path(), prompts, max_tokens);
-  std::map<bool, std::vector<std::vector<float>>> logits;
   std::map<bool, std::vector<answer>> answers;
+  check_cache_invariants();
   for (bool cache_on : {false, true}) {
     INFO("cache " << (cache_on ? "on" : "off"));
-    deploy::manifest m = manifest_for(f.dir.path());
+    config::manifest m = manifest_for(f.dir.path());
     m.kv_cache.enabled = cache_on;
     m.prefill.max_step_tokens = 24;  // chunks that start and end inside blocks
-    std::mutex mutex;
-    std::map<std::vector<int32_t>, std::vector<float>> seen;
-    actors::cache_options options;
-    options.check_invariants = true;
-    options.first_logits = [&](const std::vector<int32_t>& p, const float* row, int vocab) {
-      std::lock_guard<std::mutex> lock(mutex);
-      seen[p] = std::vector<float>(row, row + vocab);
-    };
-    auto topo = deploy::topology::start(m, {}, options);
+    auto topo = deploy::topology::start(m, {});
     REQUIRE(topo.ok());
     for (const auto& p : prompts) {
-      answers[cache_on].push_back(run(*topo.value(), p, max_tokens));
-      std::lock_guard<std::mutex> lock(mutex);
-      logits[cache_on].push_back(seen.at(p));
+      answers[cache_on].push_back(run(*topo.value(), p, max_tokens, "chat", compared_logprobs));
     }
     for (const auto& c : idle_prefill_caches(*topo.value())) {
       if (!cache_on) continue;
@@ -200,12 +218,10 @@ TEST_CASE("a cache hit gives the logits and tokens of recomputing (cache on vs o
     INFO("prompt " << i);
     CHECK(answers[true][i].tokens == expected[i].tokens);
     CHECK(answers[false][i].tokens == expected[i].tokens);
-    // Bit for bit: compare the bytes, not the values.
-    REQUIRE(logits[true][i].size() == expected[i].first_logits.size());
-    CHECK(std::memcmp(logits[true][i].data(), logits[false][i].data(),
-                      logits[true][i].size() * sizeof(float)) == 0);
-    CHECK(std::memcmp(logits[true][i].data(), expected[i].first_logits.data(),
-                      logits[true][i].size() * sizeof(float)) == 0);
+    REQUIRE(answers[true][i].logprobs.size() == answers[true][i].tokens.size());
+    REQUIRE(answers[false][i].logprobs.size() == answers[false][i].tokens.size());
+    CHECK(same_bits(answers[true][i].logprobs.front(), answers[false][i].logprobs.front()));
+    CHECK(same_bits(answers[true][i].logprobs.front(), expected[i].first));
     CHECK(answers[true][i].usage.cached_tokens == reused[i]);
     CHECK(answers[false][i].usage.cached_tokens == 0);
     CHECK(answers[true][i].usage.prompt_tokens == static_cast<int>(prompts[i].size()));
@@ -217,11 +233,9 @@ TEST_CASE("retention through the topology: agent blocks expire after 3 days, cha
   using namespace std::chrono_literals;
   model_fixture f;
   auto clk = std::make_shared<kvcache::manual_clock>(kvcache::to_ns(24h * 1000));
-  actors::cache_options options;
-  options.clock = clk;
-  deploy::manifest m = manifest_for(f.dir.path());
+  config::manifest m = manifest_for(f.dir.path());
   m.kv_cache.host_bytes = 64 * block_bytes;  // the host tier follows the same retention
-  auto topo = deploy::topology::start(m, {}, options);
+  auto topo = deploy::topology::start(m, {}, clk);
   REQUIRE(topo.ok());
   auto& t = *topo.value();
   const auto chat = prompt(3, 100, 65, 0), agent = prompt(4, 100, 65, 0);
@@ -241,10 +255,12 @@ TEST_CASE("retention through the topology: agent blocks expire after 3 days, cha
   r.id = 999;
   r.prompt = chat;
   r.scenario = "nightly";
-  const status refused = t.service().submit(r, std::make_shared<testing::collecting_sink>());
-  REQUIRE_FALSE(refused.ok());
-  CHECK(refused.err().code == errc::invalid_argument);
-  CHECK_THAT(refused.err().message, Catch::Contains("nightly"));
+  auto refused = std::make_shared<testing::collecting_sink>();
+  REQUIRE(t.service().submit(r, refused).ok());
+  REQUIRE(refused->wait());
+  CHECK_FALSE(refused->accepted());
+  CHECK(refused->err().code == errc::invalid_argument);
+  CHECK_THAT(refused->err().message, Catch::Contains("nightly"));
 }
 
 TEST_CASE("random concurrent requests: no block freed while in use, no leak afterwards",
@@ -262,14 +278,13 @@ TEST_CASE("random concurrent requests: no block freed while in use, no leak afte
     prompts.push_back(prompt(family, shared, length, i));
   }
   const auto expected = engine_answers(f.dir.path(), prompts, max_tokens);
-  deploy::manifest m = manifest_for(f.dir.path(), 2, 2);
+  config::manifest m = manifest_for(f.dir.path(), 2, 2);
   m.prefill.kv_tokens = 40 * block_tokens;  // a small pool: evictions all the time
   m.prefill.max_step_tokens = 40;
   m.kv_cache.pool_bytes = 24 * block_bytes;
   m.kv_cache.host_bytes = 16 * block_bytes;
-  actors::cache_options options;
-  options.check_invariants = true;
-  auto topo = deploy::topology::start(m, {}, options);
+  check_cache_invariants();
+  auto topo = deploy::topology::start(m, {});
   REQUIRE(topo.ok());
   auto& svc = topo.value()->service();
   std::vector<std::shared_ptr<testing::collecting_sink>> sinks;
@@ -352,9 +367,9 @@ TEST_CASE(
 namespace {
 
 // A topology whose KV store keeps little in host memory and the rest on SSD.
-deploy::manifest ssd_manifest(const std::string& model, const std::string& ssd_dir,
+config::manifest ssd_manifest(const std::string& model, const std::string& ssd_dir,
                               uint64_t ssd_bytes) {
-  deploy::manifest m = manifest_for(model);
+  config::manifest m = manifest_for(model);
   m.kv_cache.pool_bytes = block_bytes;      // the pool keeps one block
   m.kv_cache.host_bytes = 2 * block_bytes;  // host memory two
   m.kv_cache.ssd_bytes = ssd_bytes;
@@ -465,7 +480,7 @@ TEST_CASE("a full disk stops demotion with a warning and loses nothing from uppe
   for (int i = 0; i < 6; ++i)
     prompts.push_back(prompt(10 + i, 300, 200, i));  // 12 blocks each
   const auto expected = engine_answers(f.dir.path(), prompts, 4);
-  deploy::manifest m = ssd_manifest(f.dir.path(), ssd.path(), 1 << 30);
+  config::manifest m = ssd_manifest(f.dir.path(), ssd.path(), 1 << 30);
   m.kv_cache.host_bytes = 16 * block_bytes;
   auto topo = deploy::topology::start(m);
   REQUIRE(topo.ok());

@@ -12,6 +12,14 @@ namespace brigade::testing {
 
 class collecting_sink final : public serve::generation_sink {
  public:
+  void on_accepted() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    accepted_ = true;
+  }
+  void on_logprobs(const std::vector<model::position_logprobs>& logprobs) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    logprobs_.insert(logprobs_.end(), logprobs.begin(), logprobs.end());
+  }
   void on_tokens(const std::vector<int32_t>& tokens) override {
     std::lock_guard<std::mutex> lock(mutex_);
     tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
@@ -65,11 +73,22 @@ class collecting_sink final : public serve::generation_sink {
     std::lock_guard<std::mutex> lock(mutex_);
     return terminal_calls_;
   }
+  /// The service admitted the request (an error before this is a refusal).
+  bool accepted() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return accepted_;
+  }
+  std::vector<model::position_logprobs> logprobs() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return logprobs_;
+  }
 
  private:
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::vector<int32_t> tokens_;
+  std::vector<model::position_logprobs> logprobs_;
+  bool accepted_ = false;
   bool done_ = false;
   bool failed_ = false;
   error error_;

@@ -49,7 +49,7 @@ struct shard_fixture {
     REQUIRE(loaded.ok());
     ctx = loaded.value();
     cfg.set("logger.verbosity", caf::atom("quiet"));
-    actors::register_message_types(cfg);
+    actors::register_role_types(cfg);
     sys = std::make_unique<caf::actor_system>(cfg);
   }
 
@@ -93,10 +93,10 @@ int samples_sent(caf::scoped_actor& self, const caf::actor& sink) {
   return samples;
 }
 
-// Asks `shard` to prepare the next epoch and returns how long until it was ready.
-std::chrono::milliseconds prepare_time(caf::actor_system& sys,
+// Asks `shard` to prepare the next epoch as its supervisor `self` and returns how long until it
+// was ready.
+std::chrono::milliseconds prepare_time(caf::actor_system& sys, caf::scoped_actor& self,
                                        const actors::expert_shard_actor& shard) {
-  caf::scoped_actor self{sys};
   const auto start = std::chrono::steady_clock::now();
   bool ready = false;
   self->request(shard, std::chrono::seconds(30), actors::prepare_atom_v, next_plan())
@@ -112,24 +112,24 @@ TEST_CASE("a shard's loader reads sourceless experts from the checkpoint, pausin
           "[experts]") {
   shard_fixture f{"expert-loader"};
   caf::actor_system& sys = *f.sys;
+  caf::scoped_actor self{sys};  // the shard's supervisor: it plans the shard's epochs
   actors::expert_shard_config config;
   config.name = "expert_shard-0";
   config.plan = first_plan();
   config.copy_interval_ms = GENERATE(0, 150);
+  config.load_sink = caf::actor_cast<actors::load_sink_actor>(self);
   auto shard = actors::spawn_expert_shard(sys, f.ctx, config);
-  const auto took = prepare_time(sys, shard);
+  const auto took = prepare_time(sys, self, shard);
   INFO("copy interval " << config.copy_interval_ms << " ms, ready after " << took.count() << " ms");
   // Three experts read, a pause before the first (the prepares of a migration go out to every
   // shard at once) and after each of the first two (the third's does not delay the epoch). Only a
   // lower bound: this machine's speed is no part of the claim.
   CHECK(took.count() >= 3 * config.copy_interval_ms);
-  caf::scoped_actor self{sys};
   self->request(shard, std::chrono::seconds(30), actors::status_atom_v)
       .receive(
-          [&](const actors::role_status& s) {
-            const auto received = nlohmann::json::parse(s.detail)["experts_received"];
-            CHECK(received["from_checkpoint"].get<int>() == 3);
-            CHECK(received["same_node"].get<int>() == 0);
+          [&](const actors::expert_shard_status& s) {
+            CHECK(s.experts_received.from_checkpoint == 3);
+            CHECK(s.experts_received.same_node == 0);
           },
           [&](caf::error& err) { FAIL(sys.render(err)); });
   caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "actors/retention_table.hpp"
+#include "config/manifest.hpp"
 
 using namespace brigade;
 using actors::job_blocks;
@@ -23,7 +24,7 @@ struct fixture {
   std::unique_ptr<gpu::kv_storage> kv;
   kvcache::block_pool pool;
   kvcache::manual_clock clk{1'000'000'000};
-  kvcache::retention policy = actors::retention_table(deploy::kv_cache_policy{}.scenarios);
+  kvcache::retention policy = actors::retention_table(brigade::config::kv_cache_policy{}.scenarios);
   actors::prefix_cache cache;
 
   explicit fixture(int blocks, size_t capacity = 0, bool demote = false)

@@ -3,6 +3,8 @@
 // pass. Layouts from peers are checked before they are indexed.
 #include "actors/spawn_checks.hpp"
 
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
 #include <catch2/catch.hpp>
 
 using namespace brigade;
@@ -22,7 +24,7 @@ model::model_config moe_config() {
 
 shard_set valid_shards() {
   shard_set set;
-  auto layout = expert_layout::initial(moe_config(), 2, 5);
+  auto layout = initial_layout(moe_config(), 2, 5);
   REQUIRE(layout.ok());
   set.layout = layout.value();
   set.shards.resize(2);
@@ -37,36 +39,62 @@ std::string refusal(const status& s) {
 
 }  // namespace
 
-TEST_CASE("a layout from a peer is checked whatever its numbers", "[actors][spawn]") {
-  const expert_layout good = valid_shards().layout;
-  CHECK(good.check().ok());
-  CHECK(good.fits(moe_config()).ok());
-  CHECK(expert_layout{}.check().ok());  // no MoE layers: nothing to route
+// What a peer may send where a layout goes: any numbers, in the layout's wire format.
+struct forged_layout {
+  int layers = 0, experts = 0, shards = 0, slots_per_shard = 0;
+  uint64_t epoch = 0;
+  std::vector<std::vector<int32_t>> phy2log;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, forged_layout& x) {
+  return f(x.layers, x.experts, x.shards, x.slots_per_shard, x.epoch, x.phy2log);
+}
+
+forged_layout forged_from(const eplb::layout& l) {
+  return {l.layers(), l.experts(), l.shards(), l.slots_per_shard(), l.epoch(), l.phy2log()};
+}
+
+// Deserializes `sent` as a layout; the error it fails with ("" if it arrives).
+std::string arrival(forged_layout sent) {
+  std::vector<char> bytes;
+  caf::binary_serializer sink{nullptr, bytes};
+  REQUIRE_FALSE(sink(sent));
+  eplb::layout received;
+  caf::binary_deserializer source{nullptr, bytes};
+  const caf::error err = source(received);
+  return err ? caf::to_string(err) : std::string();
+}
+
+TEST_CASE("a layout from a peer is checked whatever its numbers, before it is indexed",
+          "[actors][spawn]") {
+  const eplb::layout good = valid_shards().layout;
+  CHECK(arrival(forged_from(good)).empty());
+  CHECK(arrival(forged_layout{}).empty());  // the empty layout of a model without experts
+  CHECK(check_layout(good, moe_config()).ok());
   auto spoiled = [&](auto spoil) {
-    expert_layout l = good;
+    forged_layout l = forged_from(good);
     spoil(l);
-    return refusal(l.check());
+    return arrival(l);
   };
-  CHECK_THAT(spoiled([](expert_layout& l) { l.experts = -1; }), Catch::Contains("impossible"));
-  CHECK_THAT(spoiled([](expert_layout& l) { l.slots_per_shard = 0; }),
-             Catch::Contains("impossible"));
-  CHECK_THAT(spoiled([](expert_layout& l) { l.shards = 1 << 30; }), Catch::Contains("impossible"));
-  CHECK_THAT(spoiled([](expert_layout& l) { l.phy2log[1][3] = 8; }),
+  CHECK_THAT(spoiled([](forged_layout& l) { l.experts = -1; }), Catch::Contains("positive"));
+  CHECK_THAT(spoiled([](forged_layout& l) { l.slots_per_shard = 0; }), Catch::Contains("positive"));
+  CHECK_THAT(spoiled([](forged_layout& l) { l.shards = 1 << 30; }),
+             Catch::Contains("past any model"));
+  CHECK_THAT(spoiled([](forged_layout& l) { l.phy2log[1][3] = 8; }),
              Catch::Contains("slot 3 holds expert 8"));
-  CHECK_THAT(spoiled([](expert_layout& l) { l.phy2log[1].pop_back(); }),
-             Catch::Contains("layer 1 has 9 slots, expected 10"));
-  CHECK_THAT(spoiled([](expert_layout& l) { l.phy2log[3][5] = l.phy2log[3][6]; }),
-             Catch::Contains("twice on one shard"));
+  CHECK_THAT(spoiled([](forged_layout& l) { l.phy2log[1].pop_back(); }),
+             Catch::Contains("layer 1 has 9 slots"));
+  CHECK_THAT(spoiled([](forged_layout& l) { l.phy2log[1][5] = l.phy2log[1][6]; }),
+             Catch::Contains("twice on shard 1"));
   // Valid on its own, but not this model's.
-  expert_layout other = good;
-  other.phy2log.pop_back();
-  CHECK_THAT(refusal(other.fits(moe_config())), Catch::Contains("3 layers but the model 4"));
-  other = good;
-  other.phy2log[0] = other.phy2log[1];
-  CHECK_THAT(refusal(other.fits(moe_config())), Catch::Contains("layer 0 has no experts"));
+  auto one_layer = eplb::layout::from_phy2log({1, 8, 2, 5}, {good.phy2log(0)}, 0);
+  REQUIRE(one_layer.ok());
+  CHECK_THAT(refusal(check_layout(one_layer.value(), moe_config())),
+             Catch::Contains("in 1 layers but the model has 2 MoE layers"));
   model::model_config more = moe_config();
   more.num_experts = 9;
-  CHECK_THAT(refusal(good.fits(more)), Catch::Contains("places 8 experts per layer"));
+  CHECK_THAT(refusal(check_layout(good, more)), Catch::Contains("places 8 experts per layer"));
 }
 
 TEST_CASE("a spawn a node cannot honour is refused by field", "[actors][spawn]") {

@@ -46,8 +46,8 @@ std::vector<std::vector<int32_t>> engine_outputs(const std::string& dir, int n, 
   return out;
 }
 
-deploy::manifest manifest_for(const std::string& dir, int shards, int decoders) {
-  deploy::manifest m = deploy::default_manifest(dir);
+config::manifest manifest_for(const std::string& dir, int shards, int decoders) {
+  config::manifest m = config::default_manifest(dir);
   m.experts.count = shards;
   m.decode.count = decoders;
   m.decode.max_running = 8;
@@ -184,7 +184,7 @@ TEST_CASE("outputs stay identical across 100 random re-plans during generation",
   model_fixture f;
   const int n = 6, max_tokens = 2000;
   const auto expected = engine_outputs(f.dir.path(), n, max_tokens);
-  deploy::manifest m = manifest_for(f.dir.path(), 4, 2);
+  config::manifest m = manifest_for(f.dir.path(), 4, 2);
   m.experts.slots_per_shard = 3;  // 12 slots for 8 experts: room for replicas
   m.eplb.enabled = false;         // only the test's re-plans
   auto topo = deploy::topology::start(m);
@@ -247,7 +247,7 @@ void wait_for_restart(deploy::topology& topo, const std::string& name, int gener
 
 TEST_CASE("load samples go on closing windows after an expert shard restarts", "[topology][eplb]") {
   model_fixture f;
-  deploy::manifest m = manifest_for(f.dir.path(), 4, 1);
+  config::manifest m = manifest_for(f.dir.path(), 4, 1);
   m.eplb.enabled = false;  // sampling alone: no migration in the way
   m.eplb.sample_interval_steps = 4;
   auto topo = deploy::topology::start(m);
@@ -274,7 +274,7 @@ TEST_CASE("an expert shard killed mid-migration: rollback, serving goes on, outp
   model_fixture f;
   const int n = 6, max_tokens = 40;
   const auto expected = engine_outputs(f.dir.path(), n, max_tokens);
-  deploy::manifest m = manifest_for(f.dir.path(), 4, 1);
+  config::manifest m = manifest_for(f.dir.path(), 4, 1);
   m.experts.slots_per_shard = 3;
   m.eplb.enabled = false;
   auto topo = deploy::topology::start(m);
@@ -388,7 +388,7 @@ TEST_CASE("speculative decoding through the topology gives the engine's tokens",
   for (const model::sampling_params& sampling : {model::sampling_params{}, sampled_params()}) {
     INFO("temperature " << sampling.temperature);
     const auto expected = plain_outputs(f.dir.path(), prompts, max_tokens, sampling);
-    deploy::manifest m = manifest_for(f.dir.path(), 4, 2);
+    config::manifest m = manifest_for(f.dir.path(), 4, 2);
     m.decode.speculation.max_draft = 4;
     auto topo = deploy::topology::start(m);
     REQUIRE(topo.ok());
@@ -419,7 +419,7 @@ TEST_CASE("speculation keeps the engine's tokens through re-plans and a decode w
   for (const model::sampling_params& sampling : {model::sampling_params{}, sampled_params()}) {
     INFO("temperature " << sampling.temperature);
     const auto expected = plain_outputs(f.dir.path(), prompts, max_tokens, sampling);
-    deploy::manifest m = manifest_for(f.dir.path(), 4, 2);
+    config::manifest m = manifest_for(f.dir.path(), 4, 2);
     m.experts.slots_per_shard = 3;  // room for replicas, so that re-plans move experts
     m.eplb.enabled = false;         // only the test's re-plans
     m.decode.speculation.max_draft = 4;
@@ -455,7 +455,7 @@ TEST_CASE("a decode worker drafts nothing while more decode than disable_above_b
   const auto expected = plain_outputs(f.dir.path(), prompts, max_tokens, {});
   // The same requests with and without the limit, on one worker.
   auto run = [&](int disable_above_batch) {
-    deploy::manifest m = manifest_for(f.dir.path(), 2, 1);
+    config::manifest m = manifest_for(f.dir.path(), 2, 1);
     m.decode.speculation.max_draft = 4;
     m.decode.speculation.disable_above_batch = disable_above_batch;
     auto topo = deploy::topology::start(m);

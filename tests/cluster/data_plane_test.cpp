@@ -9,8 +9,8 @@
 #include <catch2/catch.hpp>
 
 #include "actors/expert_shard.hpp"
-#include "actors/message_types.hpp"
 #include "cluster/wire.hpp"
+#include "deploy/message_types.hpp"
 #include "tests/transport/test_inbox.hpp"
 
 using namespace brigade;
@@ -44,7 +44,7 @@ struct node_and_peer {
 
   node_and_peer() {
     cfg.set("logger.verbosity", caf::atom("quiet"));
-    actors::register_message_types(cfg);
+    deploy::register_message_types(cfg);
     sys = std::make_unique<caf::actor_system>(cfg);
     auto p = data_plane::start(*sys, test_config(node_id, tcp_tls));
     REQUIRE(p.ok());

@@ -1,4 +1,4 @@
-#include "deploy/manifest.hpp"
+#include "config/manifest.hpp"
 
 #include <catch2/catch.hpp>
 #include <map>
@@ -8,7 +8,7 @@ using namespace brigade;
 namespace {
 
 std::string parse_error(const std::string& yaml) {
-  auto m = deploy::parse_manifest(yaml, "m.yaml");
+  auto m = config::parse_manifest(yaml, "m.yaml");
   REQUIRE_FALSE(m.ok());
   return m.err().message;
 }
@@ -16,7 +16,7 @@ std::string parse_error(const std::string& yaml) {
 }  // namespace
 
 TEST_CASE("a full manifest parses", "[manifest]") {
-  auto m = deploy::parse_manifest(R"(
+  auto m = config::parse_manifest(R"(
 model: /models/x
 block_tokens: 32
 serve: {listen: "0.0.0.0:9000", api_keys: [a, b], admission_queue: 10, model_name: my-moe}
@@ -74,7 +74,7 @@ TEST_CASE("manifest errors name the field and the problem", "[manifest]") {
   CHECK_THAT(parse_error(nodes + "  - {name: b, address: '127.0.0.1:0', "
                                  "roles: {expert_shard: 1}}\n"),
              Catch::Contains("port 0"));
-  CHECK(deploy::parse_manifest(nodes + "  - {name: b, address: '127.0.0.1:7101', "
+  CHECK(config::parse_manifest(nodes + "  - {name: b, address: '127.0.0.1:7101', "
                                        "roles: {expert_shard: 1}}\n",
                                "m.yaml")
             .ok());
@@ -92,14 +92,14 @@ TEST_CASE("manifest errors name the field and the problem", "[manifest]") {
 
 TEST_CASE("the example manifests are valid", "[manifest]") {
   auto m =
-      deploy::load_manifest(std::string(BRIGADE_SOURCE_DIR) + "/deploy/examples/single-node.yaml");
+      config::load_manifest(std::string(BRIGADE_SOURCE_DIR) + "/deploy/examples/single-node.yaml");
   REQUIRE(m.ok());
   CHECK(m->experts.count == 8);
   CHECK(m->kv_cache.pool_bytes == 64ull << 20);
   CHECK(m->eplb.replan_interval_steps == 10000);
   CHECK(m->eplb.copy_interval_ms == 100);
   auto three =
-      deploy::load_manifest(std::string(BRIGADE_SOURCE_DIR) + "/deploy/examples/three-nodes.yaml");
+      config::load_manifest(std::string(BRIGADE_SOURCE_DIR) + "/deploy/examples/three-nodes.yaml");
   INFO((three.ok() ? std::string() : three.err().message));
   REQUIRE(three.ok());
   CHECK(three->nodes.size() == 3);
@@ -108,7 +108,7 @@ TEST_CASE("the example manifests are valid", "[manifest]") {
 
 TEST_CASE("kv_cache: budgets, the SSD directory and retention per scenario",
           "[manifest][kv_cache]") {
-  auto m = deploy::parse_manifest(R"(
+  auto m = config::parse_manifest(R"(
 model: m
 kv_cache:
   enabled: true
@@ -137,7 +137,7 @@ kv_cache:
 
 TEST_CASE("kv_cache defaults: on, pool and host tiers, chat 7 days, agent 3 days",
           "[manifest][kv_cache]") {
-  auto m = deploy::parse_manifest("model: m", "m.yaml");
+  auto m = config::parse_manifest("model: m", "m.yaml");
   REQUIRE(m.ok());
   CHECK(m->kv_cache.enabled);
   CHECK(m->kv_cache.pool_bytes == 0);
@@ -148,7 +148,7 @@ TEST_CASE("kv_cache defaults: on, pool and host tiers, chat 7 days, agent 3 days
   CHECK(m->kv_cache.scenarios[0].retention_s == 7 * 86400);
   CHECK(m->kv_cache.scenarios[1].name == "agent");
   CHECK(m->kv_cache.scenarios[1].retention_s == 3 * 86400);
-  auto off = deploy::parse_manifest("model: m\nkv_cache: {enabled: false}", "m.yaml");
+  auto off = config::parse_manifest("model: m\nkv_cache: {enabled: false}", "m.yaml");
   REQUIRE(off.ok());
   CHECK_FALSE(off->kv_cache.has_store());
 }
@@ -184,10 +184,10 @@ TEST_CASE("bad kv_cache fields are refused, naming the field", "[manifest][kv_ca
 }
 
 TEST_CASE("roles.decode.speculation: off by default, set field by field", "[manifest]") {
-  auto plain = deploy::parse_manifest("model: m\n", "m.yaml");
+  auto plain = config::parse_manifest("model: m\n", "m.yaml");
   REQUIRE(plain.ok());
   CHECK_FALSE(plain->decode.speculation.enabled());
-  auto m = deploy::parse_manifest(R"(
+  auto m = config::parse_manifest(R"(
 model: m
 roles:
   decode: {speculation: {max_draft: 5, min_trust: 0.75, max_ngram: 3, min_ngram: 1,
@@ -223,7 +223,7 @@ TEST_CASE("bad speculation fields are refused, naming the field", "[manifest]") 
 }
 
 TEST_CASE("restart delays double up to the cap without overflowing", "[manifest]") {
-  deploy::restart_policy p;
+  config::restart_policy p;
   p.backoff_ms = 50;
   p.max_backoff_ms = 5000;
   CHECK(p.delay_ms(0) == 50);
@@ -240,7 +240,7 @@ TEST_CASE("restart delays double up to the cap without overflowing", "[manifest]
 
 TEST_CASE("liveness: heartbeats, suspicion, the dead-after bound, rejoin window and grace",
           "[manifest]") {
-  auto m = deploy::parse_manifest(R"(
+  auto m = config::parse_manifest(R"(
 model: /models/x
 liveness: {heartbeat: 100ms, suspect_phi: 5, acceptable_pause: 1s, dead_after: 2.5s,
            rejoin_window: 500ms, redial_max_backoff: 1s, grace: 1m, no_worker_timeout: 10s}
@@ -255,7 +255,7 @@ liveness: {heartbeat: 100ms, suspect_phi: 5, acceptable_pause: 1s, dead_after: 2
   CHECK(m->liveness.redial_max_backoff_ms == 1000);
   CHECK(m->liveness.grace_ms == 60000);
   CHECK(m->liveness.no_worker_timeout_ms == 10000);
-  auto defaults = deploy::parse_manifest("model: /models/x\n", "m.yaml");
+  auto defaults = config::parse_manifest("model: /models/x\n", "m.yaml");
   REQUIRE(defaults.ok());
   CHECK(defaults->liveness.dead_after_ms == 3000);
   CHECK(defaults->liveness.grace_ms == 30000);

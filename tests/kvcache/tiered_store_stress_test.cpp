@@ -122,14 +122,19 @@ TEST_CASE("stress: concurrent lookups, fetches and puts against demotion and pro
   config.ssd_dir = dir.path();
   config.ssd_budget_bytes = 40 * 4096;
   config.queue_capacity = 16;
+  // Between the background thread's jobs (in on_job_done, on that thread), now and then a block
+  // file is damaged: reads race with damage as they would with a failing disk.
+  std::mt19937_64 damage_rng(seed);
+  std::atomic<bool> damaging{true};
+  std::atomic<tiered_store*> damaged{nullptr};
+  config.on_job_done = [&](std::uint64_t) {
+    tiered_store* s = damaged.load();
+    if (damaging && s && damage_rng() % 16 == 0) damage_random_block(*s, model, damage_rng);
+  };
   auto opened = tiered_store::open(config, clk, policy);
   REQUIRE(opened.ok());
   auto store = std::move(*opened);
-
-  std::mt19937_64 damage_rng(seed);
-  store->set_job_hook([&](store_job) {
-    if (damage_rng() % 16 == 0) damage_random_block(*store, model, damage_rng);
-  });
+  damaged = store.get();
   observations seen;
   std::atomic<int> running{worker_threads};
   std::vector<std::thread> threads;
@@ -144,7 +149,7 @@ TEST_CASE("stress: concurrent lookups, fetches and puts against demotion and pro
     t.join();
   clock_mover.join();
   REQUIRE(store->wait_idle(milliseconds(60000)));
-  store->set_job_hook(nullptr);
+  damaging = false;
 
   const store_stats s = store->stats();
   INFO("fetched " << seen.fetched << ", promotions " << s.promotions << ", demotions "

@@ -23,18 +23,28 @@ namespace {
 
 constexpr milliseconds patience{20000};
 
-/// Holds the background thread inside the job hook until opened.
+/// Holds the store's background thread between jobs, in the store's on_job_done callback (the
+/// seam the KV store actor uses to hear of finished jobs): once armed, the thread stops after
+/// each job until a pass is released or the gate opens. Declare it before the store it holds.
 class gate {
  public:
-  void pass(store_job) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    ++entered_;
-    changed_.notify_all();
-    changed_.wait(lock, [&] { return open_; });
+  /// The callback for tiered_store_config::on_job_done.
+  std::function<void(std::uint64_t)> callback() {
+    return [this](std::uint64_t) { pass(); };
+  }
+  void arm() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    armed_ = true;
   }
   void wait_entered(int count) {
     std::unique_lock<std::mutex> lock(mutex_);
     changed_.wait(lock, [&] { return entered_ >= count; });
+  }
+  /// Lets the thread run one more job (it stops again after it).
+  void release_one() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++released_;
+    changed_.notify_all();
   }
   void open() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -43,11 +53,29 @@ class gate {
   }
 
  private:
+  void pass() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!armed_) return;
+    const int me = ++entered_;
+    changed_.notify_all();
+    changed_.wait(lock, [&] { return open_ || released_ >= me; });
+  }
+
   std::mutex mutex_;
   std::condition_variable changed_;
+  bool armed_ = false;
   int entered_ = 0;
+  int released_ = 0;
   bool open_ = false;
 };
+
+/// Holds the background thread of `store` (whose on_job_done is `held`'s callback) before any
+/// job queued after this returns: it runs a sweep of the SSD tier and stops after it.
+void hold(tiered_store& store, gate& held) {
+  held.arm();
+  store.expire();
+  held.wait_entered(1);
+}
 
 tiered_store_config config_for(const std::string& dir, std::size_t host_blocks,
                                const model_fingerprint& model) {
@@ -134,23 +162,26 @@ TEST_CASE("a lookup returns before the SSD read: promotion runs on the backgroun
   manual_clock clk(test_epoch_ns);
   retention policy;
   const auto model = small_model();
-  auto store = open_store(config_for(dir.path(), 4, model), clk, policy);
+  gate held;
+  tiered_store_config config = config_for(dir.path(), 4, model);
+  config.on_job_done = held.callback();
+  auto store = open_store(config, clk, policy);
   put_all(*store, model, hashes(6));
   REQUIRE(store->wait_idle(patience));
-  gate held;
-  store->set_job_hook([&](store_job kind) { held.pass(kind); });
+  hold(*store, held);
   const std::vector<block_hash> chain = {1000, 1001, 1004};
-  // The background thread is held in the hook, so this returns only because the lookup does not
-  // wait for the read.
+  // The background thread is held, so this returns only because the lookup does not wait for
+  // the read.
   prefix_lookup found = store->lookup_prefix(model, chain, retention::chat);
   CHECK(found.where == where_list{S, S, H});
-  held.wait_entered(1);
   CHECK(fetch_checked(*store, model, chain) == 0);
   CHECK_FALSE(store->wait_for(found.ticket, milliseconds(50)));
   // A second lookup joins the promotions in flight instead of starting new ones.
+  const auto queued = store->stats().queue_depth;
+  CHECK(queued >= 2);  // the two SSD blocks' promotions
   const prefix_lookup again = store->lookup_prefix(model, chain, retention::chat);
   CHECK(again.ticket == found.ticket);
-  CHECK(store->stats().queue_depth == 1);
+  CHECK(store->stats().queue_depth == queued);
   held.open();
   REQUIRE(store->wait_for(found.ticket, patience));
   CHECK(fetch_checked(*store, model, chain) == 3);
@@ -162,11 +193,12 @@ TEST_CASE("a block waiting for demotion is served from memory and taken back int
   manual_clock clk(test_epoch_ns);
   retention policy;
   const auto model = small_model();
-  auto store = open_store(config_for(dir.path(), 2, model), clk, policy);
   gate held;
-  store->set_job_hook([&](store_job kind) { held.pass(kind); });
+  tiered_store_config config = config_for(dir.path(), 2, model);
+  config.on_job_done = held.callback();
+  auto store = open_store(config, clk, policy);
+  hold(*store, held);
   put_all(*store, model, {1, 2, 3});  // 1 leaves host memory; its demotion is held.
-  held.wait_entered(1);
   CHECK(store->stats().pending_demotions == 1);
   CHECK(store->lookup_prefix(model, {1}, retention::chat).where == where_list{H});
   CHECK(fetch_checked(*store, model, {1, 3}) == 2);
@@ -298,9 +330,14 @@ TEST_CASE("store queue is bounded: demotions beyond it are dropped, promotions r
   config.queue_capacity = 1;
   std::vector<std::uint64_t> done;
   std::mutex done_mutex;
+  gate held;
+  const auto hold_after = held.callback();
   config.on_job_done = [&](std::uint64_t ticket) {
-    std::lock_guard<std::mutex> lock(done_mutex);
-    done.push_back(ticket);
+    {
+      std::lock_guard<std::mutex> lock(done_mutex);
+      done.push_back(ticket);
+    }
+    hold_after(ticket);
   };
   auto store = open_store(config, clk, policy);
   for (block_hash h : {9, 10, 11, 12}) {
@@ -308,12 +345,10 @@ TEST_CASE("store queue is bounded: demotions beyond it are dropped, promotions r
     REQUIRE(store->wait_idle(patience));
   }
   REQUIRE(store->stats().ssd.blocks == 3);
-  gate held;
-  store->set_job_hook([&](store_job kind) { held.pass(kind); });
+  hold(*store, held);
+  // The promotion of 9 fills the queue of one.
   CHECK(store->lookup_prefix(model, {9}, retention::chat).where == where_list{S});
-  held.wait_entered(1);  // Promotion of 9 is running; the queue is empty.
-  CHECK(store->lookup_prefix(model, {10}, retention::chat).where == where_list{S});
-  CHECK(store->lookup_prefix(model, {11}, retention::chat).available() == 0);
+  CHECK(store->lookup_prefix(model, {10}, retention::chat).available() == 0);
   store->put(block_of(model, 13), retention::chat);  // Evicts 12: no room to demote it.
   store_stats s = store->stats();
   CHECK(s.promotions_refused == 1);
@@ -321,6 +356,11 @@ TEST_CASE("store queue is bounded: demotions beyond it are dropped, promotions r
   CHECK(s.queue_depth == 1);
   held.open();
   REQUIRE(store->wait_idle(patience));
+  CHECK(store->stats().promotions == 1);
+  // With the queue free again, 10 is promoted when asked.
+  const prefix_lookup again = store->lookup_prefix(model, {10}, retention::chat);
+  CHECK(again.where == where_list{S});
+  REQUIRE(store->wait_for(again.ticket, patience));
   CHECK(store->stats().promotions == 2);
   std::lock_guard<std::mutex> lock(done_mutex);
   REQUIRE_FALSE(done.empty());

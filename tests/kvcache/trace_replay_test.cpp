@@ -54,7 +54,7 @@ TEST_CASE("replay hit rates match a hand count", "[kvcache][replay]") {
   SECTION("round robin over two replicas") {
     // r1 -> 0, r2 -> 1 (a miss), r3 -> 0 (hits b1), r4 -> 1 (hits b1 b2 that r2 left).
     o.replicas = 2;
-    o.policy = placement_policy::round_robin;
+    o.policy = choice_policy::round_robin;
     auto r = run(hand_trace(), o);
     REQUIRE(r);
     CHECK(r->hit_rate == Approx((512 + 1024) / total_prompt));
@@ -66,7 +66,7 @@ TEST_CASE("replay hit rates match a hand count", "[kvcache][replay]") {
     // Six pooled blocks hold all five distinct ones: as good as unbounded.
     o.replicas = 2;
     o.cache_tokens_per_replica = 3 * 512;
-    o.policy = placement_policy::pooled;
+    o.policy = choice_policy::pooled;
     auto r = run(hand_trace(), o);
     REQUIRE(r);
     CHECK(r->hit_rate == Approx(ideal));
@@ -135,9 +135,9 @@ TEST_CASE("cache_aware keeps hits high and load even when every request shares i
     o.replicas = 4;
     o.cache_tokens_per_replica = 100'000'000;
     o.prefill_tokens_per_s = 20'000;
-    o.policy = placement_policy::cache_aware;
+    o.policy = choice_policy::cache_aware;
     auto aware = run(trace, o);
-    o.policy = placement_policy::round_robin;
+    o.policy = choice_policy::round_robin;
     auto rr = run(trace, o);
     REQUIRE(aware);
     REQUIRE(rr);

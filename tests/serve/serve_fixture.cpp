@@ -47,6 +47,11 @@ class recording_service::sink_wrapper final : public generation_sink {
  public:
   sink_wrapper(recording_service& owner, int64_t id, std::shared_ptr<generation_sink> inner)
       : owner_(owner), id_(id), inner_(std::move(inner)) {}
+  void on_accepted() override { inner_->on_accepted(); }
+  void on_logprobs(const std::vector<model::position_logprobs>& logprobs) override {
+    inner_->on_logprobs(logprobs);
+  }
+  void on_cached(int cached_tokens) override { inner_->on_cached(cached_tokens); }
   void on_tokens(const std::vector<int32_t>& tokens) override {
     outcome_.tokens += static_cast<int>(tokens.size());
     owner_.record(id_, outcome_, false);

@@ -107,6 +107,28 @@ TEST_CASE("a peer connected again after disconnect is heard again", "[transport]
   CHECK(pair.inbox_b.messages()[0].sequence == 1);
 }
 
+TEST_CASE("a link made again numbers on: a peer that kept its duplicate window still hears it",
+          "[transport][failure]") {
+  // One side drops the link (its coordinator declared the other lost) while the other never
+  // noticed: it keeps the numbers it saw. Numbering again from 1, every message of the new link
+  // read as a repeat there, and a healed partition stayed broken for good.
+  fault_points::clear_all();
+  const std::string tls = GENERATE(as<std::string>{}, tcp_tls, shm_tls);
+  INFO("UCX_TLS=" << tls);
+  transport_pair pair(tls, true);
+  REQUIRE(send_and_wait(*pair.a, 2, 1, "before", byte_buffer::copy_of("1")).ok());
+  REQUIRE(pair.inbox_b.wait_for_messages(1));
+  REQUIRE(pair.a->disconnect(2, "declared lost").ok());
+  const auto address_b = pair.b->local_address();
+  REQUIRE(pair.a->connect(2, byte_view(address_b.data(), address_b.size())).ok());
+  REQUIRE(send_and_wait(*pair.a, 2, 1, "after", byte_buffer::copy_of("2")).ok());
+  REQUIRE(pair.inbox_b.wait_for_messages(2));
+  const auto messages = pair.inbox_b.messages();
+  CHECK(messages[1].header == "after");
+  CHECK(messages[1].sequence == 2);
+  CHECK(pair.b->stats().dropped_duplicates == 0);
+}
+
 TEST_CASE("bad addresses are refused with a clear error", "[transport][failure]") {
   fault_points::clear_all();
   transport_pair pair(tcp_tls);

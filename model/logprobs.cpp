@@ -1,0 +1,33 @@
+#include "model/logprobs.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace brigade::model {
+
+position_logprobs logprobs_at(const float* row, int vocab, int32_t chosen, int top) {
+  position_logprobs out;
+  if (vocab <= 0) return out;
+  const float max = *std::max_element(row, row + vocab);
+  double sum = 0.0;
+  for (int i = 0; i < vocab; ++i)
+    sum += std::exp(static_cast<double>(row[i]) - max);
+  const double log_sum = std::log(sum) + max;
+  auto logprob = [&](int32_t t) {
+    return static_cast<float>(static_cast<double>(row[t]) - log_sum);
+  };
+  if (chosen >= 0 && chosen < vocab) out.chosen = {chosen, logprob(chosen)};
+  const int k = std::clamp(top, 0, vocab);
+  if (k == 0) return out;
+  std::vector<int32_t> ids(static_cast<size_t>(vocab));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
+    return row[a] > row[b] || (row[a] == row[b] && a < b);
+  });
+  for (int i = 0; i < k; ++i)
+    out.top.push_back({ids[static_cast<size_t>(i)], logprob(ids[static_cast<size_t>(i)])});
+  return out;
+}
+
+}  // namespace brigade::model
