@@ -140,8 +140,12 @@ void step_done(decode_pointer self) {
       continue;
     }
     const std::vector<int32_t> drafts(fed.begin() + 1, fed.end());
-    const std::vector<int32_t> produced = model::verify_drafts(
-        rows, c.vocab_size, s.params.sampling, static_cast<uint64_t>(s.next_index), drafts);
+    // The rows follow every token of the sequence: its last next_index ones were generated.
+    const model::logits_rules rules(s.params.sampling, s.tokens, s.next_index, s.params.stop_ids);
+    model::verified_tokens verified = model::verify_drafts(rows, c.vocab_size, s.params.sampling,
+                                                           static_cast<uint64_t>(s.next_index),
+                                                           drafts, rules, s.params.top_logprobs);
+    const std::vector<int32_t>& produced = verified.tokens;
     st.speculation.add(static_cast<int>(drafts.size()), static_cast<int>(produced.size()));
     s.drafts.record(st.config.speculation, static_cast<int>(drafts.size()),
                     static_cast<int>(produced.size()) - 1);
@@ -153,8 +157,7 @@ void step_done(decode_pointer self) {
       s.tokens.push_back(produced[t]);
       s.produced += 1;
       u.tokens.push_back(produced[t]);
-      add_logprobs(s.params, rows + t * static_cast<size_t>(c.vocab_size), c.vocab_size,
-                   produced[t], u.logprobs);
+      if (s.params.top_logprobs >= 0) u.logprobs.push_back(std::move(verified.logprobs[t]));
       u.finished = finish_for(s, produced[t], c.max_positions);
     }
     s.next_index += static_cast<int32_t>(u.tokens.size());

@@ -25,18 +25,11 @@ status check_tokens(const std::vector<int32_t>& tokens, const model::model_confi
   return ok_status();
 }
 
-status check_params(const generation_params& p,
+status check_params(const generation_params& p, int vocab,
                     const std::function<error(const std::string&)>& refuse) {
   if (p.max_tokens < 1) return refuse("max_tokens " + std::to_string(p.max_tokens) + " < 1");
   if (p.draw_offset < 0) return refuse("draw_offset " + std::to_string(p.draw_offset) + " < 0");
-  const model::sampling_params& s = p.sampling;
-  if (!std::isfinite(s.temperature) || s.temperature < 0) {
-    return refuse("temperature " + std::to_string(s.temperature) + " is not a number >= 0");
-  }
-  if (!std::isfinite(s.top_p) || s.top_p <= 0 || s.top_p > 1) {
-    return refuse("top_p " + std::to_string(s.top_p) + " is not in (0, 1]");
-  }
-  if (s.top_k < 0) return refuse("top_k " + std::to_string(s.top_k) + " < 0");
+  if (status ok = model::check_sampling(p.sampling, vocab); !ok) return refuse(ok.err().message);
   if (p.top_logprobs < -1 || p.top_logprobs > model::max_top_logprobs) {
     return refuse("top_logprobs " + std::to_string(p.top_logprobs) + " is not in [-1, " +
                   std::to_string(model::max_top_logprobs) + "]");
@@ -66,7 +59,7 @@ status check_handoff(const kv_handoff& h, const model::model_config& config, int
     return refuse(std::to_string(h.kv.size()) + " KV values for " + std::to_string(context) +
                   " tokens, which need " + std::to_string(expected));
   }
-  if (status ok = check_params(h.params, refuse); !ok) return ok;
+  if (status ok = check_params(h.params, config.vocab_size, refuse); !ok) return ok;
   if (h.cached_tokens < 0 || static_cast<size_t>(h.cached_tokens) > context) {
     return refuse("cached_tokens " + std::to_string(h.cached_tokens) + " for " +
                   std::to_string(context) + " tokens");
@@ -88,7 +81,7 @@ status check_prefill_job(const prefill_job& job, const model::model_config& conf
   };
   if (status ok = check_tokens(job.tokens, config, refuse); !ok) return ok;
   if (!job.decode) return refuse("it names no decode worker");
-  return check_params(job.params, refuse);
+  return check_params(job.params, config.vocab_size, refuse);
 }
 
 }  // namespace brigade::actors

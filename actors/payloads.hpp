@@ -18,8 +18,15 @@
 namespace brigade::model {
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, token_bias& x) {
+  return f(caf::meta::type_name("token_bias"), x.token, x.bias);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
-  return f(caf::meta::type_name("sampling_params"), x.temperature, x.top_k, x.top_p, x.seed);
+  return f(caf::meta::type_name("sampling_params"), x.temperature, x.top_k, x.top_p, x.seed,
+           x.presence_penalty, x.frequency_penalty, x.repetition_penalty, x.logit_bias,
+           x.min_tokens);
 }
 
 template <class Inspector>
@@ -116,13 +123,6 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_params& x) {
   return f(caf::meta::type_name("generation_params"), x.sampling, x.max_tokens, x.draw_offset,
            x.stop_ids, x.top_logprobs);
-}
-
-/// The log-probabilities `params` asks for at one position (none when it asks for none).
-inline void add_logprobs(const generation_params& params, const float* row, int vocab,
-                         int32_t chosen, std::vector<model::position_logprobs>& out) {
-  if (params.top_logprobs < 0) return;
-  out.push_back(model::logprobs_at(row, vocab, chosen, params.top_logprobs));
 }
 
 /// Tokens a decode worker produced for one request, in order.

@@ -338,9 +338,15 @@ void hand_off(prefill_pointer self, active_job& a, const float* logits_row) {
   h.block_tokens = st.config.block_tokens;
   h.cached_tokens = a.prefix.first_computed() * h.block_tokens;
   const generation_params& params = a.job.params;
-  const int32_t first = model::sample(logits_row, c.vocab_size, params.sampling,
-                                      static_cast<uint64_t>(params.draw_offset));
-  add_logprobs(params, logits_row, c.vocab_size, first, h.logprobs);
+  // The job's tokens end with the draw_offset tokens an earlier attempt generated.
+  const model::logits_rules rules(params.sampling, a.job.tokens, params.draw_offset,
+                                  params.stop_ids);
+  std::vector<float> scratch;
+  model::drawn_token drawn = model::draw_token(logits_row, c.vocab_size, params.sampling,
+                                               static_cast<uint64_t>(params.draw_offset), rules,
+                                               params.top_logprobs, scratch);
+  const int32_t first = drawn.token;
+  if (params.top_logprobs >= 0) h.logprobs.push_back(std::move(drawn.logprobs));
   // A generation that ends with its first token (max_tokens 1, a stop token, a full context)
   // finishes here: its KV never needs to move.
   const model::finish_reason ended =

@@ -1,6 +1,7 @@
 // `brigade generate`: offline generation with the single-process engine.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -62,12 +63,35 @@ int generate(int argc, char** argv) {
   app.add_option("--top-k", request.sampling.top_k, "keep the k most likely tokens (0: all)");
   app.add_option("--top-p", request.sampling.top_p, "nucleus sampling mass");
   app.add_option("--seed", request.sampling.seed, "sampling seed");
+  app.add_option("--presence-penalty", request.sampling.presence_penalty,
+                 "subtracted from the logit of every token generated so far (-2 to 2)");
+  app.add_option("--frequency-penalty", request.sampling.frequency_penalty,
+                 "subtracted per time a token was generated so far (-2 to 2)");
+  app.add_option("--repetition-penalty", request.sampling.repetition_penalty,
+                 "shrinks the logits of tokens in the prompt or output (1: off)");
+  std::vector<std::string> biases;
+  app.add_option("--logit-bias", biases, "TOKEN=BIAS added to a token's logit (repeatable)");
+  app.add_option("--min-tokens", request.sampling.min_tokens,
+                 "no end-of-sequence token before this many tokens");
+  app.add_option("--top-logprobs", request.top_logprobs,
+                 "print each token's log-probability and the N likeliest (0-20) with --json")
+      ->check(CLI::Range(0, 20));
   app.add_option("--logits-out", logits_out,
                  "write a float32 .npy [N, vocab]: row i holds the logits token i came from");
   app.add_flag("--json", json_out, "print {\"ids\": [...], \"text\": \"...\"}");
   app.add_flag("--ignore-eos", ignore_eos, "keep generating past end-of-sequence tokens");
   CLI11_PARSE(app, argc, argv);
   if (prompt.empty() && prompt_ids.empty()) return fail("give --prompt or --prompt-ids");
+  for (const std::string& b : biases) {
+    const size_t eq = b.find('=');
+    char* end = nullptr;
+    const long token = eq == std::string::npos ? -1 : std::strtol(b.c_str(), &end, 10);
+    if (eq == std::string::npos || end != b.c_str() + eq || token < 0) {
+      return fail("--logit-bias takes TOKEN=BIAS, e.g. 42=-100; got '" + b + "'");
+    }
+    request.sampling.logit_bias.push_back(
+        {static_cast<int32_t>(token), std::strtof(b.c_str() + eq + 1, nullptr)});
+  }
 
   auto tok = model::tokenizer::load(model_dir);
   if (!tok && prompt_ids.empty()) return fail(tok.err().message);
@@ -100,7 +124,16 @@ int generate(int argc, char** argv) {
   model::engine eng(*loaded.value(), *dev, options);
   auto id = eng.submit(ids, request);
   if (!id) return fail(id.err().message);
-  eng.run_until_idle();
+  std::vector<model::token_event> events;
+  while (eng.step(events)) {
+  }
+  nlohmann::json logprobs = nlohmann::json::array();
+  for (const model::token_event& e : events) {
+    nlohmann::json top = nlohmann::json::array();
+    for (const model::token_logprob& t : e.logprobs.top)
+      top.push_back({t.token, t.logprob});
+    logprobs.push_back({{"token", e.token}, {"logprob", e.logprobs.chosen.logprob}, {"top", top}});
+  }
   const std::vector<int32_t>& out = eng.output(id.value());
   const std::string text = tok ? tok->decode(out, true) : std::string();
 
@@ -114,6 +147,7 @@ int generate(int argc, char** argv) {
     j["ids"] = out;
     j["text"] = text;
     j["finish_reason"] = model::to_string(eng.finished(id.value()));
+    if (request.top_logprobs >= 0) j["logprobs"] = logprobs;
     const model::speculation_stats& spec = eng.speculation();
     j["speculation"] = {{"max_draft", speculate},
                         {"verify_steps", spec.verify_steps},

@@ -94,9 +94,20 @@ void on_kv_part(data_plane::impl* dp, received_message& m, bool meta) {
   out.params.sampling.top_k = h.top_k;
   out.params.sampling.top_p = h.top_p;
   out.params.sampling.seed = h.seed;
+  out.params.sampling.presence_penalty = h.presence_penalty;
+  out.params.sampling.frequency_penalty = h.frequency_penalty;
+  out.params.sampling.repetition_penalty = h.repetition_penalty;
+  out.params.sampling.min_tokens = h.min_tokens;
+  const int32_t* biases = ids + h.tokens + h.stop_ids;
+  for (int32_t i = 0; i < h.bias_pairs; ++i) {
+    model::token_bias b;
+    b.token = biases[2 * i];
+    std::memcpy(&b.bias, &biases[2 * i + 1], sizeof b.bias);
+    out.params.sampling.logit_bias.push_back(b);
+  }
   out.params.top_logprobs = h.top_logprobs;
   if (h.logprob_pairs > 0) {
-    const int32_t* pairs = ids + h.tokens + h.stop_ids;
+    const int32_t* pairs = biases + 2 * h.bias_pairs;
     auto pair_at = [pairs](int32_t i) {
       model::token_logprob p;
       p.token = pairs[2 * i];

@@ -178,8 +178,20 @@ caf::result<bool> forward_kv(proxy_pointer self, data_plane::impl* dp, uint64_t 
   m.seed = h.params.sampling.seed;
   m.kv_floats = h.kv.size();
   m.top_logprobs = h.params.top_logprobs;
+  const model::sampling_params& sampling = h.params.sampling;
+  m.presence_penalty = sampling.presence_penalty;
+  m.frequency_penalty = sampling.frequency_penalty;
+  m.repetition_penalty = sampling.repetition_penalty;
+  m.min_tokens = sampling.min_tokens;
+  m.bias_pairs = static_cast<int32_t>(sampling.logit_bias.size());
   std::vector<int32_t> ids = h.tokens;
   ids.insert(ids.end(), h.params.stop_ids.begin(), h.params.stop_ids.end());
+  for (const model::token_bias& b : sampling.logit_bias) {
+    int32_t bits = 0;
+    std::memcpy(&bits, &b.bias, sizeof bits);
+    ids.push_back(b.token);
+    ids.push_back(bits);
+  }
   if (!h.logprobs.empty()) {
     const model::position_logprobs& first = h.logprobs.front();
     auto add_pair = [&ids](const model::token_logprob& p) {

@@ -105,8 +105,14 @@ struct kv_meta_header {
   float temperature = 0;
   float top_p = 1;
   int32_t top_logprobs = -1;  ///< generation_params::top_logprobs
-  /// (token, logprob) pairs after the stop ids: the chosen token's, then the likeliest ones.
+  /// (token, bias) pairs after the stop ids: sampling_params::logit_bias.
+  int32_t bias_pairs = 0;
+  /// (token, logprob) pairs after those: the chosen token's, then the likeliest ones.
   int32_t logprob_pairs = 0;
+  int32_t min_tokens = 0;
+  float presence_penalty = 0;
+  float frequency_penalty = 0;
+  float repetition_penalty = 1;
 };
 
 /// Pairs a kv_data message with its kv_meta.

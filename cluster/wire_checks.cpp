@@ -4,6 +4,7 @@
 #include <string>
 
 #include "model/logprobs.hpp"
+#include "model/sampler.hpp"
 
 namespace brigade::cluster::wire {
 namespace {
@@ -54,16 +55,23 @@ status check(const answer_header& h, std::size_t payload_bytes) {
 }
 
 status check(const kv_meta_header& h, std::size_t token_bytes, std::size_t block_bytes) {
-  std::uint64_t tokens = 0, stops = 0, pairs = 0, ids = 0, blocks = 0;
+  std::uint64_t tokens = 0, stops = 0, biases = 0, pairs = 0, ids = 0, blocks = 0;
   if (!bytes_of(h.tokens, sizeof(std::int32_t), tokens) ||
       !bytes_of(h.stop_ids, sizeof(std::int32_t), stops) ||
+      !bytes_of(h.bias_pairs, 2 * sizeof(std::int32_t), biases) ||
       !bytes_of(h.logprob_pairs, 2 * sizeof(std::int32_t), pairs) ||
-      __builtin_add_overflow(tokens, stops, &ids) || __builtin_add_overflow(ids, pairs, &ids) ||
-      ids != token_bytes) {
+      __builtin_add_overflow(tokens, stops, &ids) || __builtin_add_overflow(ids, biases, &ids) ||
+      __builtin_add_overflow(ids, pairs, &ids) || ids != token_bytes) {
     return mismatch("a KV handoff's token list", token_bytes,
                     "tokens " + std::to_string(h.tokens) + ", stop ids " +
-                        std::to_string(h.stop_ids) + ", logprob pairs " +
+                        std::to_string(h.stop_ids) + ", bias pairs " +
+                        std::to_string(h.bias_pairs) + ", logprob pairs " +
                         std::to_string(h.logprob_pairs));
+  }
+  if (h.bias_pairs > model::max_logit_biases) {
+    return error(errc::invalid_argument, "a KV handoff carries " + std::to_string(h.bias_pairs) +
+                                             " logit biases; at most " +
+                                             std::to_string(model::max_logit_biases));
   }
   // At most the chosen token and the likeliest ones a request may ask for.
   if (h.logprob_pairs > 1 + model::max_top_logprobs) {

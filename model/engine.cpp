@@ -52,6 +52,12 @@ result<int64_t> engine::submit(std::vector<int32_t> prompt, const request_option
     }
   }
   if (options.max_tokens < 1) return error(errc::invalid_argument, "max_tokens must be at least 1");
+  if (status ok = check_sampling(options.sampling, c.vocab_size); !ok) return ok.err();
+  if (options.top_logprobs < -1 || options.top_logprobs > max_top_logprobs) {
+    return error(errc::invalid_argument, "top_logprobs " + std::to_string(options.top_logprobs) +
+                                             " is not in [-1, " + std::to_string(max_top_logprobs) +
+                                             "]");
+  }
   const int needed = static_cast<int>(prompt.size()) + options.max_tokens;
   if (static_cast<int>(prompt.size()) >= c.max_positions) {
     return error(errc::invalid_argument, "the prompt has " + std::to_string(prompt.size()) +
@@ -147,19 +153,26 @@ void engine::finish_step(const std::vector<sequence*>& in_batch, std::vector<tok
     // accepted token, then the drafts. A prefill's last chunk drafts nothing.
     std::vector<int32_t> drafts;
     if (i < fed_.size()) drafts.assign(fed_[i].begin() + 1, fed_[i].end());
-    const std::vector<int32_t> produced = verify_drafts(
-        rows, vocab, s.options.sampling, static_cast<uint64_t>(s.generated.size()), drafts);
+    const logits_rules rules(s.options.sampling, s.tokens, static_cast<int>(s.generated.size()),
+                             s.options.stop_ids);
+    verified_tokens verified =
+        verify_drafts(rows, vocab, s.options.sampling, static_cast<uint64_t>(s.generated.size()),
+                      drafts, rules, s.options.top_logprobs);
+    const std::vector<int32_t>& produced = verified.tokens;
     speculation_.add(static_cast<int>(drafts.size()), static_cast<int>(produced.size()));
     s.drafts.record(options_.speculation, static_cast<int>(drafts.size()),
                     static_cast<int>(produced.size()) - 1);
     // Accepted drafts already have their keys and values in the cache.
     s.computed += static_cast<int>(produced.size()) - 1;
     for (size_t t = 0; t < produced.size() && s.finished == finish_reason::none; ++t)
-      append_token(s, produced[t], rows + t * static_cast<size_t>(vocab), events);
+      append_token(
+          s, produced[t], rows + t * static_cast<size_t>(vocab),
+          verified.logprobs.empty() ? position_logprobs{} : std::move(verified.logprobs[t]),
+          events);
   }
 }
 
-void engine::append_token(sequence& s, int32_t token, const float* row,
+void engine::append_token(sequence& s, int32_t token, const float* row, position_logprobs logprobs,
                           std::vector<token_event>& events) {
   s.tokens.push_back(token);
   s.generated.push_back(token);
@@ -167,7 +180,7 @@ void engine::append_token(sequence& s, int32_t token, const float* row,
   s.finished = finish_after(token, s.options.stop_ids, static_cast<int>(s.generated.size()),
                             s.options.max_tokens, static_cast<int>(s.tokens.size()),
                             model_.config.max_positions);
-  events.push_back({s.id, token, s.finished});
+  events.push_back({s.id, token, s.finished, std::move(logprobs)});
 }
 
 bool engine::step(std::vector<token_event>& events) {

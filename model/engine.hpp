@@ -47,6 +47,9 @@ struct request_options {
   sampling_params sampling;
   std::vector<int32_t> stop_ids;  ///< Generation ends after producing one of these.
   bool keep_logits = false;       ///< Record the logits row each token was chosen from.
+  /// Log-probabilities with each token (model/logprobs.hpp): -1 none; 0 the chosen token's;
+  /// n also the n likeliest.
+  int top_logprobs = -1;
 };
 
 /// One generated token, as step() reports it.
@@ -54,6 +57,7 @@ struct token_event {
   int64_t request = 0;
   int32_t token = 0;
   finish_reason finished = finish_reason::none;
+  position_logprobs logprobs;  ///< When the request asked for them.
 };
 
 class engine {
@@ -91,7 +95,8 @@ class engine {
   void admit_waiting();
   void build_batch(std::vector<sequence*>& in_batch, std::vector<int>& fed);
   void finish_step(const std::vector<sequence*>& in_batch, std::vector<token_event>& events);
-  void append_token(sequence& s, int32_t token, const float* row, std::vector<token_event>& events);
+  void append_token(sequence& s, int32_t token, const float* row, position_logprobs logprobs,
+                    std::vector<token_event>& events);
   int blocks_for(int tokens) const;
   int draft_limit(sequence& s, int budget) const;
 

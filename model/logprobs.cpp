@@ -6,16 +6,18 @@
 
 namespace brigade::model {
 
-position_logprobs logprobs_at(const float* row, int vocab, int32_t chosen, int top) {
+position_logprobs logprobs_at(const float* row, int vocab, int32_t chosen, int top,
+                              float temperature) {
   position_logprobs out;
   if (vocab <= 0) return out;
-  const float max = *std::max_element(row, row + vocab);
+  const double scale = temperature > 0.0f ? 1.0 / static_cast<double>(temperature) : 1.0;
+  const double max = static_cast<double>(*std::max_element(row, row + vocab)) * scale;
   double sum = 0.0;
   for (int i = 0; i < vocab; ++i)
-    sum += std::exp(static_cast<double>(row[i]) - max);
+    sum += std::exp(static_cast<double>(row[i]) * scale - max);
   const double log_sum = std::log(sum) + max;
   auto logprob = [&](int32_t t) {
-    return static_cast<float>(static_cast<double>(row[t]) - log_sum);
+    return static_cast<float>(static_cast<double>(row[t]) * scale - log_sum);
   };
   if (chosen >= 0 && chosen < vocab) out.chosen = {chosen, logprob(chosen)};
   const int k = std::clamp(top, 0, vocab);

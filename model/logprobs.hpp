@@ -1,6 +1,8 @@
-// Log-probabilities of tokens under the model's raw distribution (the softmax of the logits,
-// before temperature, top-k or top-p): what OpenAI's logprobs report, and what the prefix cache's
-// oracle compares bit for bit with and without a cache hit.
+// Log-probabilities of tokens under the distribution a token is drawn from: the softmax of the
+// logits after the request's rules (model/logits_rules.hpp: bias, min_tokens, penalties) and its
+// temperature, before top-k and top-p (vLLM's "processed" logprobs); greedy requests use
+// temperature 1. What OpenAI's logprobs report, and what the prefix cache's oracle compares bit
+// for bit with and without a cache hit.
 #pragma once
 
 #include <cstdint>
@@ -22,8 +24,10 @@ struct position_logprobs {
 /// The most a request may ask for per position (OpenAI's own bound).
 constexpr int max_top_logprobs = 20;
 
-/// The log-softmax of `row` (vocab logits) at `chosen`, and its `top` most likely tokens.
-/// Computed in double and rounded once: the same row gives the same bits on every path.
-position_logprobs logprobs_at(const float* row, int vocab, int32_t chosen, int top);
+/// The log-softmax of `row` / `temperature` (vocab logits; temperature <= 0 counts as 1) at
+/// `chosen`, and its `top` most likely tokens. Computed in double and rounded once: the same row
+/// gives the same bits on every path. A token the rules ruled out (-inf) gets -inf.
+position_logprobs logprobs_at(const float* row, int vocab, int32_t chosen, int top,
+                              float temperature = 1.0f);
 
 }  // namespace brigade::model

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <string>
 
 namespace brigade::model {
 namespace {
@@ -14,7 +15,49 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+std::string number(double x) {
+  std::string s = std::to_string(x);
+  s.erase(s.find_last_not_of('0') + 1);
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+
 }  // namespace
+
+status check_sampling(const sampling_params& p, int vocab) {
+  const auto bad = [](const std::string& field, const std::string& what) {
+    return error(errc::invalid_argument, field + " " + what);
+  };
+  if (!std::isfinite(p.temperature) || p.temperature < 0)
+    return bad("temperature", number(p.temperature) + " is not a number >= 0");
+  if (!std::isfinite(p.top_p) || p.top_p <= 0 || p.top_p > 1)
+    return bad("top_p", number(p.top_p) + " is not in (0, 1]");
+  if (p.top_k < 0) return bad("top_k", std::to_string(p.top_k) + " < 0");
+  for (const auto& [name, x] :
+       {std::pair<const char*, float>{"presence_penalty", p.presence_penalty},
+        {"frequency_penalty", p.frequency_penalty}}) {
+    if (!std::isfinite(x) || x < -max_penalty || x > max_penalty)
+      return bad(name, number(x) + " is not in [-2, 2]");
+  }
+  if (!std::isfinite(p.repetition_penalty) || p.repetition_penalty <= 0 ||
+      p.repetition_penalty > max_repetition_penalty) {
+    return bad("repetition_penalty", number(p.repetition_penalty) + " is not in (0, " +
+                                         number(max_repetition_penalty) + "]");
+  }
+  if (p.logit_bias.size() > static_cast<size_t>(max_logit_biases))
+    return bad("logit_bias", "holds " + std::to_string(p.logit_bias.size()) + " tokens; at most " +
+                                 std::to_string(max_logit_biases));
+  for (const token_bias& b : p.logit_bias) {
+    if (b.token < 0 || b.token >= vocab)
+      return bad("logit_bias", "names token " + std::to_string(b.token) +
+                                   ", outside the vocabulary [0, " + std::to_string(vocab) + ")");
+    if (!std::isfinite(b.bias) || b.bias < -max_logit_bias || b.bias > max_logit_bias)
+      return bad("logit_bias", "of token " + std::to_string(b.token) + " is " + number(b.bias) +
+                                   ", not in [-100, 100]");
+  }
+  if (p.min_tokens < 0) return bad("min_tokens", std::to_string(p.min_tokens) + " < 0");
+  return ok_status();
+}
 
 double uniform_draw(uint64_t seed, uint64_t index) {
   const uint64_t bits = splitmix64(splitmix64(seed) ^ (index * 0xd1b54a32d192ed03ull));

@@ -5,14 +5,38 @@
 #include <utility>
 #include <vector>
 
+#include "common/result.hpp"
+
 namespace brigade::model {
+
+/// A bias added to one token's logit (OpenAI's logit_bias).
+struct token_bias {
+  int32_t token = 0;
+  float bias = 0.0f;
+};
 
 struct sampling_params {
   float temperature = 0.0f;  ///< 0 means greedy.
   int top_k = 0;             ///< 0 means no limit.
   float top_p = 1.0f;        ///< 1 means no nucleus cut.
   uint64_t seed = 0;
+  // What the logits go through before any of the above (model/logits_rules.hpp applies them).
+  float presence_penalty = 0.0f;    ///< Subtracted once from each token generated so far.
+  float frequency_penalty = 0.0f;   ///< Subtracted per time a token was generated so far.
+  float repetition_penalty = 1.0f;  ///< Shrinks the logits of tokens in the prompt or output.
+  std::vector<token_bias> logit_bias;
+  int min_tokens = 0;  ///< The stop ids cannot be drawn before this many tokens.
 };
+
+/// Bounds a request's sampling parameters must keep (the OpenAI API's and vLLM's).
+constexpr float max_penalty = 2.0f;              ///< presence and frequency: [-2, 2]
+constexpr float max_repetition_penalty = 10.0f;  ///< repetition: (0, 10]
+constexpr float max_logit_bias = 100.0f;         ///< each bias: [-100, 100]
+constexpr int max_logit_biases = 1024;
+
+/// Whether `params` can be used with a vocabulary of `vocab`: the first field out of bounds
+/// is named in the error.
+status check_sampling(const sampling_params& params, int vocab);
 
 /// The distribution `params` draws from: (token, probability) in descending probability order
 /// (ties to the lower id), after temperature, top-k and top-p. Greedy gives one token with 1.

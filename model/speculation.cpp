@@ -68,14 +68,18 @@ std::vector<int32_t> tokens_to_feed(const std::vector<int32_t>& tokens, int comp
   return fed;
 }
 
-std::vector<int32_t> verify_drafts(const float* rows, int vocab, const sampling_params& sampling,
-                                   uint64_t first_draw, const std::vector<int32_t>& drafts) {
-  std::vector<int32_t> out;
+verified_tokens verify_drafts(const float* rows, int vocab, const sampling_params& sampling,
+                              uint64_t first_draw, const std::vector<int32_t>& drafts,
+                              logits_rules rules, int top_logprobs) {
+  verified_tokens out;
+  std::vector<float> scratch;
   for (size_t i = 0; i <= drafts.size(); ++i) {
-    const int32_t token = sample(rows + i * static_cast<size_t>(vocab), vocab, sampling,
-                                 first_draw + static_cast<uint64_t>(i));
-    out.push_back(token);
-    if (i == drafts.size() || token != drafts[i]) break;
+    drawn_token d = draw_token(rows + i * static_cast<size_t>(vocab), vocab, sampling,
+                               first_draw + static_cast<uint64_t>(i), rules, top_logprobs, scratch);
+    out.tokens.push_back(d.token);
+    if (top_logprobs >= 0) out.logprobs.push_back(std::move(d.logprobs));
+    if (i == drafts.size() || d.token != drafts[i]) break;
+    rules.push(d.token);
   }
   return out;
 }

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/logits_rules.hpp"
 #include "model/sampler.hpp"
 
 namespace brigade::model {
@@ -57,8 +58,15 @@ std::vector<int32_t> tokens_to_feed(const std::vector<int32_t>& tokens, int comp
 /// row i with draw index first_draw + i; the next row is used only while token i equals draft i.
 /// Returns 1 to draft_count + 1 tokens: the accepted drafts, then the first token plain decoding
 /// would have produced after them.
-std::vector<int32_t> verify_drafts(const float* rows, int vocab, const sampling_params& sampling,
-                                   uint64_t first_draw, const std::vector<int32_t>& drafts);
+/// Each row goes through `rules` (the sequence before the first fed token), which follow the
+/// accepted drafts; with top_logprobs >= 0 each yielded token carries its log-probabilities.
+struct verified_tokens {
+  std::vector<int32_t> tokens;
+  std::vector<position_logprobs> logprobs;  ///< One per token, when asked for.
+};
+verified_tokens verify_drafts(const float* rows, int vocab, const sampling_params& sampling,
+                              uint64_t first_draw, const std::vector<int32_t>& drafts,
+                              logits_rules rules, int top_logprobs = -1);
 
 /// How many drafts one sequence may feed, step by step. Adaptive: one more than its last verify
 /// step accepted, so that a sequence whose drafts hold grows by one per step; after a step that

@@ -30,8 +30,7 @@ http_reply not_found(std::string_view path) {
       "no route " + std::string(path) +
       "; brigade serves /v1/completions, /v1/chat/completions, /v1/models, /v1/actors, "
       "/v1/experts, /v1/status, /v1/events, /v1/admin/kill, /v1/admin/replan, /v1/admin/faults, "
-      "/health, /ready, "
-      "/metrics and /dashboard";
+      "/tokenize, /detokenize, /health, /ready, /metrics and /dashboard";
   return api_handler::error_reply(e);
 }
 
@@ -115,7 +114,7 @@ api_handler::outcome api_handler::handle(const http_request_view& req, clock::ti
 
 api_handler::outcome api_handler::route(const http_request_view& req, clock::time_point received) {
   const std::string_view path = path_of(req.target);
-  const bool is_api = path.rfind("/v1/", 0) == 0;
+  const bool is_api = path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
   if (is_api && !auth_.allows(req.authorization)) {
     api_error e;
     e.http_status = 401;
@@ -131,6 +130,10 @@ api_handler::outcome api_handler::route(const http_request_view& req, clock::tim
     if (req.method != "POST") return method_not_allowed(req.method, path, "POST");
     return start_generation(path == "/v1/completions" ? api_kind::completion : api_kind::chat,
                             req.body, received);
+  }
+  if (path == "/tokenize" || path == "/detokenize") {
+    if (req.method != "POST") return method_not_allowed(req.method, path, "POST");
+    return path == "/tokenize" ? tokenize(req.body) : detokenize(req.body);
   }
   if (path == "/v1/admin/kill") {
     if (req.method != "POST") return method_not_allowed(req.method, path, "POST");
@@ -351,12 +354,7 @@ http_reply api_handler::get_route(std::string_view path) {
 api_handler::outcome api_handler::start_generation(api_kind kind, std::string_view body,
                                                    clock::time_point received) {
   const int64_t id = next_id_++;
-  request_context ctx;
-  ctx.info = service_.info();
-  ctx.tok = &tok_;
-  ctx.format = model::chat_format_for(ctx.info.model_type);
-  ctx.eos_ids = eos_ids_;
-  ctx.default_seed = splitmix(seed_base_ ^ static_cast<uint64_t>(id));
+  const request_context ctx = context_for(id);
   parse_outcome parsed = parse_request(kind, body, ctx);
   if (auto* e = std::get_if<api_error>(&parsed)) return error_reply(*e);
   parsed_request& p = std::get<parsed_request>(parsed);
@@ -371,6 +369,38 @@ api_handler::outcome api_handler::start_generation(api_kind kind, std::string_vi
   start.request = std::move(p.generation);
   start.request.id = id;
   return start;
+}
+
+request_context api_handler::context_for(int64_t id) const {
+  request_context ctx;
+  ctx.info = service_.info();
+  ctx.tok = &tok_;
+  ctx.format = model::chat_format_for(ctx.info.model_type);
+  ctx.eos_ids = eos_ids_;
+  ctx.default_seed = splitmix(seed_base_ ^ static_cast<uint64_t>(id));
+  return ctx;
+}
+
+http_reply api_handler::tokenize(std::string_view body) const {
+  const request_context ctx = context_for(0);
+  ids_outcome parsed = parse_tokenize(body, ctx);
+  if (auto* e = std::get_if<api_error>(&parsed)) return error_reply(*e);
+  const auto& ids = std::get<std::vector<int32_t>>(parsed);
+  http_reply r;
+  r.body =
+      nlohmann::json{
+          {"tokens", ids}, {"count", ids.size()}, {"max_model_len", ctx.info.context_tokens}}
+          .dump();
+  return r;
+}
+
+http_reply api_handler::detokenize(std::string_view body) const {
+  ids_outcome parsed = parse_detokenize(body, context_for(0));
+  if (auto* e = std::get_if<api_error>(&parsed)) return error_reply(*e);
+  http_reply r;
+  r.body = nlohmann::json{{"prompt", tok_.decode(std::get<std::vector<int32_t>>(parsed))}}.dump(
+      -1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return r;
 }
 
 std::string api_handler::metrics_text() {

@@ -98,6 +98,9 @@ class api_handler {
  private:
   outcome route(const http_request_view& req, clock::time_point received);
   outcome start_generation(api_kind kind, std::string_view body, clock::time_point received);
+  request_context context_for(int64_t id) const;
+  http_reply tokenize(std::string_view body) const;
+  http_reply detokenize(std::string_view body) const;
   http_reply admin_kill(std::string_view body);
   http_reply admin_replan(std::string_view body);
   http_reply admin_faults(std::string_view body);

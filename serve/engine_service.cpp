@@ -79,9 +79,11 @@ status engine_service::submit(generation_request request, std::shared_ptr<genera
     }
   }
   if (r.max_tokens < 1) return error(errc::invalid_argument, "max_tokens must be at least 1");
-  if (r.top_logprobs >= 0) {
-    return error(errc::unsupported,
-                 "log-probabilities are not served by the single-process engine");
+  if (status ok = model::check_sampling(r.sampling, info_.vocab_size); !ok) return ok;
+  if (r.top_logprobs < -1 || r.top_logprobs > model::max_top_logprobs) {
+    return error(errc::invalid_argument, "top_logprobs " + std::to_string(r.top_logprobs) +
+                                             " is not in [-1, " +
+                                             std::to_string(model::max_top_logprobs) + "]");
   }
   const int prompt_tokens = static_cast<int>(r.prompt.size());
   if (prompt_tokens >= info_.context_tokens) {
@@ -157,6 +159,7 @@ void engine_service::admit(std::deque<submission>& submitted) {
     o.max_tokens = s.request.max_tokens;
     o.sampling = s.request.sampling;
     o.stop_ids = s.request.stop_ids;
+    o.top_logprobs = s.request.top_logprobs;
     const int prompt_tokens = static_cast<int>(s.request.prompt.size());
     auto id = engine_.submit(std::move(s.request.prompt), o);
     if (!id) {
@@ -168,7 +171,7 @@ void engine_service::admit(std::deque<submission>& submitted) {
       s.sink->on_error(id.err());
       continue;
     }
-    by_engine_id_[id.value()] = {s.request.id, prompt_tokens, 0, std::move(s.sink)};
+    by_engine_id_[id.value()] = {s.request.id, prompt_tokens, 0, o.top_logprobs, std::move(s.sink)};
     engine_id_of_[s.request.id] = id.value();
   }
   submitted.clear();
@@ -196,6 +199,7 @@ void engine_service::dispatch(const std::vector<model::token_event>& events) {
     if (it == by_engine_id_.end()) continue;
     ++it->second.generated;
     one[0] = e.token;
+    if (it->second.top_logprobs >= 0) it->second.sink->on_logprobs({e.logprobs});
     it->second.sink->on_tokens(one);
     if (e.finished != model::finish_reason::none) {
       (void)engine_.release(e.request);

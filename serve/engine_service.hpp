@@ -69,6 +69,7 @@ class engine_service final : public inference_service {
     int64_t request_id = 0;
     int prompt_tokens = 0;
     int generated = 0;
+    int top_logprobs = -1;
     std::shared_ptr<generation_sink> sink;
   };
 

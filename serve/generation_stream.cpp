@@ -21,24 +21,46 @@ generation_stream::generation_stream(const parsed_request& request, response_met
       decoder_(tok, /*skip_special=*/true),
       stops_(request.stop_strings),
       prompt_tokens_(static_cast<int>(request.generation.prompt.size())),
-      received_(received) {}
+      received_(received),
+      tok_(tok),
+      wants_logprobs_(request.generation.top_logprobs >= 0) {}
+
+token_text_logprob generation_stream::text_of(const model::token_logprob& t) const {
+  return {tok_.decode({t.token}), t.logprob};
+}
 
 std::string generation_stream::open() {
   if (!streaming_ || meta_.kind != api_kind::chat) return {};
   return sse_event(stream_chunk(meta_, "", nullptr, /*role=*/true));
 }
 
+// A stream's log-probabilities ride on the first chunk sent after their tokens arrived (text
+// held back for a partial character or a possible stop string comes later).
 std::string generation_stream::text_chunk(const std::string& text) {
   if (text.empty()) return {};
   if (!streaming_) {
     text_ += text;
     return {};
   }
-  return sse_event(stream_chunk(meta_, text, nullptr));
+  std::string out = sse_event(stream_chunk(meta_, text, nullptr, false, logprobs_or_null()));
+  logprobs_.clear();
+  return out;
 }
 
-std::string generation_stream::on_tokens(const std::vector<int32_t>& tokens) {
+std::string generation_stream::on_tokens(const std::vector<int32_t>& tokens,
+                                         const std::vector<model::position_logprobs>& logprobs) {
   if (complete_) return {};
+  if (wants_logprobs_) {
+    for (const model::position_logprobs& p : logprobs) {
+      logprob_entry e;
+      e.chosen = text_of(p.chosen);
+      for (const model::token_logprob& t : p.top)
+        e.top.push_back(text_of(t));
+      e.text_offset = logprob_offset_;
+      logprob_offset_ += e.chosen.text.size();
+      logprobs_.push_back(std::move(e));
+    }
+  }
   const clock::time_point now = clock::now();
   std::string decoded;
   for (int32_t t : tokens) {
@@ -76,8 +98,11 @@ std::string generation_stream::finish_with(const char* openai_reason,
   const clock::time_point end = tokens_ > 0 ? last_token_at_ : clock::now();
   const double tpot = tokens_ > 1 ? seconds(last_token_at_ - first_token_at_) / (tokens_ - 1) : -1;
   metrics_.finished(seconds(end - received_), tpot, usage, openai_reason);
-  if (!streaming_) return whole_response(meta_, text_, openai_reason, usage);
-  std::string out = sse_event(stream_chunk(meta_, "", openai_reason));
+  if (!streaming_) return whole_response(meta_, text_, openai_reason, usage, logprobs_or_null());
+  // Log-probabilities of tokens whose text never came out (a stop string) go with the end.
+  const bool left = wants_logprobs_ && !logprobs_.empty();
+  std::string out =
+      sse_event(stream_chunk(meta_, "", openai_reason, false, left ? &logprobs_ : nullptr));
   if (meta_.include_usage) out += sse_event(usage_chunk(meta_, usage));
   return out + sse_done();
 }

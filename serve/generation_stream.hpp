@@ -32,7 +32,9 @@ class generation_stream {
   /// The bytes that open a stream (chat: the chunk with the assistant role); "" otherwise.
   std::string open();
   /// Bytes to send now: SSE events when streaming, "" for a whole answer until it completes.
-  std::string on_tokens(const std::vector<int32_t>& tokens);
+  /// `logprobs` holds one entry per token when the request asked for them, else none.
+  std::string on_tokens(const std::vector<int32_t>& tokens,
+                        const std::vector<model::position_logprobs>& logprobs = {});
   /// The prompt tokens the prefix cache served, for the usage of an answer a stop string ends.
   void on_cached(int cached_tokens) { cached_tokens_ = cached_tokens; }
   /// The rest of the answer: the last chunks and [DONE], or the whole JSON body.
@@ -50,6 +52,10 @@ class generation_stream {
  private:
   std::string finish_with(const char* openai_reason, const generation_usage& usage);
   std::string text_chunk(const std::string& text);
+  token_text_logprob text_of(const model::token_logprob& t) const;
+  const std::vector<logprob_entry>* logprobs_or_null() const {
+    return wants_logprobs_ ? &logprobs_ : nullptr;
+  }
 
   bool streaming_;
   response_meta meta_;
@@ -63,6 +69,11 @@ class generation_stream {
   int tokens_ = 0;
   int cached_tokens_ = 0;
   std::string text_;  // Whole answers only: the text so far.
+  const model::tokenizer& tok_;
+  bool wants_logprobs_;
+  // Whole answers: every token's; streams: those of tokens not yet sent in a chunk.
+  std::vector<logprob_entry> logprobs_;
+  size_t logprob_offset_ = 0;
   bool complete_ = false;
   bool stop_matched_ = false;
   int whole_status_ = 200;

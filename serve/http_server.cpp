@@ -120,7 +120,8 @@ class session : public std::enable_shared_from_this<session> {
 
   void close();
   void deliver_accepted(int64_t id);
-  void deliver_tokens(int64_t id, const std::vector<int32_t>& tokens);
+  void deliver_tokens(int64_t id, const std::vector<int32_t>& tokens,
+                      const std::vector<model::position_logprobs>& logprobs);
   void deliver_cached(int64_t id, int cached_tokens);
   void deliver_finished(int64_t id, finish_reason reason, const generation_usage& usage);
   void deliver_error(int64_t id, const error& err);
@@ -206,9 +207,16 @@ class session_sink final : public generation_sink {
   void on_accepted() override {
     net::post(session_->executor(), [s = session_, id = id_] { s->deliver_accepted(id); });
   }
+  // The service calls on_logprobs right before the on_tokens they belong to.
+  void on_logprobs(const std::vector<model::position_logprobs>& logprobs) override {
+    logprobs_ = logprobs;
+  }
   void on_tokens(const std::vector<int32_t>& tokens) override {
     net::post(session_->executor(),
-              [s = session_, id = id_, tokens] { s->deliver_tokens(id, tokens); });
+              [s = session_, id = id_, tokens, logprobs = std::move(logprobs_)] {
+                s->deliver_tokens(id, tokens, logprobs);
+              });
+    logprobs_.clear();
   }
   void on_cached(int cached_tokens) override {
     net::post(session_->executor(),
@@ -229,6 +237,7 @@ class session_sink final : public generation_sink {
   std::shared_ptr<http_server::state> st_;
   std::shared_ptr<session> session_;
   int64_t id_;
+  std::vector<model::position_logprobs> logprobs_;
 };
 
 // A firing counts only for the arming it belongs to: a timer that expired just as it was
@@ -403,10 +412,11 @@ void session::deliver_accepted(int64_t id) {
   }
 }
 
-void session::deliver_tokens(int64_t id, const std::vector<int32_t>& tokens) {
+void session::deliver_tokens(int64_t id, const std::vector<int32_t>& tokens,
+                             const std::vector<model::position_logprobs>& logprobs) {
   if (id != gen_id_ || !gen_ || closed_) return;
   deliver_accepted(id);  // output is acceptance, whether or not the service said so first
-  const std::string bytes = gen_->on_tokens(tokens);
+  const std::string bytes = gen_->on_tokens(tokens, logprobs);
   if (gen_->stop_matched()) st_.handler.service().cancel(gen_id_);
   emit(bytes);
 }

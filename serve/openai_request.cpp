@@ -1,7 +1,9 @@
 #include "serve/openai_request.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -135,7 +137,7 @@ bool read_content(field_reader& r, const json& m, const std::string& param, std:
 }
 
 bool read_messages(field_reader& r, const json& body, const request_context& ctx,
-                   std::vector<int32_t>& ids) {
+                   std::vector<int32_t>& ids, bool generation_prompt = true) {
   auto it = body.find("messages");
   if (it == body.end() || it->is_null()) return r.fail("messages", "messages is required");
   if (!it->is_array() || it->empty())
@@ -158,7 +160,7 @@ bool read_messages(field_reader& r, const json& body, const request_context& ctx
     if (!read_content(r, m, param + ".content", msg.content)) return false;
     messages.push_back(std::move(msg));
   }
-  ids = ctx.tok->encode(model::render_chat(ctx.format, messages, true));
+  ids = ctx.tok->encode(model::render_chat(ctx.format, messages, generation_prompt));
   if (ids.empty()) return r.fail("messages", "the messages render to an empty prompt");
   return true;
 }
@@ -168,21 +170,9 @@ bool refuse_unsupported(field_reader& r, api_kind kind) {
   std::optional<int64_t> n, best_of;
   if (!r.get_int("n", 1, 1, n)) return false;
   if (!r.get_int("best_of", 1, 1, best_of)) return false;
-  if (const json* v = r.find("logprobs"); v && !(v->is_boolean() && !v->get<bool>())) {
-    return r.fail("logprobs", "logprobs are not supported");
-  }
-  if (r.find("top_logprobs")) return r.fail("top_logprobs", "logprobs are not supported");
   bool echo = false;
   if (!r.get_bool("echo", echo)) return false;
   if (echo) return r.fail("echo", "echo is not supported");
-  for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
-    double x = 0.0;
-    if (!r.get_number(penalty, -2.0, 2.0, false, x)) return false;
-    if (x != 0.0) return r.fail(penalty, std::string(penalty) + " is not supported (use 0)");
-  }
-  if (const json* v = r.find("logit_bias"); v && !(v->is_object() && v->empty())) {
-    return r.fail("logit_bias", "logit_bias is not supported");
-  }
   if (const json* v = r.find("suffix"); v && !(v->is_string() && v->get<std::string>().empty())) {
     return r.fail("suffix", "suffix is not supported");
   }
@@ -195,6 +185,80 @@ bool refuse_unsupported(field_reader& r, api_kind kind) {
       return r.fail("response_format", "only response_format {\"type\": \"text\"} is supported");
     }
   }
+  return true;
+}
+
+// Completions: logprobs K (0-20) asks for the chosen token's and the K likeliest. Chat:
+// logprobs true, with top_logprobs K (0-20) alternatives.
+bool read_logprobs(field_reader& r, api_kind kind, int& top_logprobs) {
+  const int64_t most = model::max_top_logprobs;
+  if (kind == api_kind::completion) {
+    const json* v = r.find("logprobs");
+    if (v && v->is_boolean()) {
+      return r.fail("logprobs", "logprobs on completions is a number of alternatives in [0, 20]");
+    }
+    std::optional<int64_t> k;
+    if (!r.get_int("logprobs", 0, most, k)) return false;
+    if (r.find("top_logprobs")) {
+      return r.fail("top_logprobs", "top_logprobs is a chat field; completions take logprobs: K");
+    }
+    top_logprobs = k ? static_cast<int>(*k) : -1;
+    return true;
+  }
+  bool wanted = false;
+  if (!r.get_bool("logprobs", wanted)) return false;
+  std::optional<int64_t> k;
+  if (!r.get_int("top_logprobs", 0, most, k)) return false;
+  if (k && !wanted) return r.fail("top_logprobs", "top_logprobs needs logprobs: true");
+  top_logprobs = wanted ? static_cast<int>(k.value_or(0)) : -1;
+  return true;
+}
+
+// presence_penalty, frequency_penalty (OpenAI), repetition_penalty and logit_bias (keys are
+// token ids as strings).
+bool read_penalties(field_reader& r, const request_context& ctx, model::sampling_params& s) {
+  double presence = 0.0, frequency = 0.0, repetition = 1.0;
+  if (!r.get_number("presence_penalty", -model::max_penalty, model::max_penalty, false, presence) ||
+      !r.get_number("frequency_penalty", -model::max_penalty, model::max_penalty, false,
+                    frequency) ||
+      !r.get_number("repetition_penalty", 0.0, model::max_repetition_penalty, true, repetition)) {
+    return false;
+  }
+  s.presence_penalty = static_cast<float>(presence);
+  s.frequency_penalty = static_cast<float>(frequency);
+  s.repetition_penalty = static_cast<float>(repetition);
+  const json* bias = r.find("logit_bias");
+  if (!bias) return true;
+  if (!bias->is_object()) {
+    return r.fail("logit_bias", "logit_bias must be an object of token id to bias");
+  }
+  if (bias->size() > static_cast<size_t>(model::max_logit_biases)) {
+    return r.fail("logit_bias", "logit_bias holds more than " +
+                                    std::to_string(model::max_logit_biases) + " tokens");
+  }
+  for (const auto& [key, value] : bias->items()) {
+    const std::string param = "logit_bias." + key;
+    char* end = nullptr;
+    errno = 0;
+    const long long id = key.empty() ? -1 : std::strtoll(key.c_str(), &end, 10);
+    if (key.empty() || *end != '\0' || errno != 0 || id < 0 || id >= ctx.info.vocab_size) {
+      return r.fail(param, "logit_bias keys must be token ids in [0, " +
+                               std::to_string(ctx.info.vocab_size) + "), got '" + key + "'");
+    }
+    if (!value.is_number() || !std::isfinite(value.get<double>()) ||
+        std::fabs(value.get<double>()) > model::max_logit_bias) {
+      return r.fail(param, "a logit bias must be a number in [-100, 100]");
+    }
+    s.logit_bias.push_back({static_cast<int32_t>(id), value.get<float>()});
+  }
+  return true;
+}
+
+// min_tokens (vLLM): the stop ids cannot end the answer before this many tokens.
+bool read_min_tokens(field_reader& r, int max_tokens, model::sampling_params& s) {
+  std::optional<int64_t> min;
+  if (!r.get_int("min_tokens", 0, max_tokens, min)) return false;
+  s.min_tokens = min ? static_cast<int>(*min) : 0;
   return true;
 }
 
@@ -334,10 +398,8 @@ bool read_model(field_reader& r, const json& body, const request_context& ctx, s
   return true;
 }
 
-}  // namespace
-
-parse_outcome parse_request(api_kind kind, std::string_view body, const request_context& ctx) {
-  json j;
+// The body as a JSON object, or the 400 that says why not.
+std::optional<api_error> parse_object(std::string_view body, json& j) {
   try {
     j = json::parse(body);
   } catch (const json::exception& e) {
@@ -345,6 +407,45 @@ parse_outcome parse_request(api_kind kind, std::string_view body, const request_
     return bad_request("", std::string("the body is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) return bad_request("", "the body must be a JSON object");
+  return std::nullopt;
+}
+
+}  // namespace
+
+ids_outcome parse_tokenize(std::string_view body, const request_context& ctx) {
+  json j;
+  if (auto e = parse_object(body, j)) return *e;
+  field_reader r(j);
+  std::vector<int32_t> ids;
+  bool generation_prompt = true;
+  if (j.contains("model") && !j["model"].is_null()) {
+    std::string model;
+    if (!read_model(r, j, ctx, model)) return *r.error;
+  }
+  const bool has_prompt = r.find("prompt") != nullptr, has_messages = r.find("messages") != nullptr;
+  if (has_prompt == has_messages) return bad_request("prompt", "give either prompt or messages");
+  const bool ok = has_prompt ? read_prompt(r, j, ctx, ids)
+                             : r.get_bool("add_generation_prompt", generation_prompt) &&
+                                   read_messages(r, j, ctx, ids, generation_prompt);
+  if (!ok) return *r.error;
+  return ids;
+}
+
+ids_outcome parse_detokenize(std::string_view body, const request_context& ctx) {
+  json j;
+  if (auto e = parse_object(body, j)) return *e;
+  field_reader r(j);
+  std::vector<int32_t> ids;
+  const json* v = r.find("tokens");
+  if (!v) return bad_request("tokens", "tokens is required: a list of token ids");
+  if (!int_array(*v, ids)) return bad_request("tokens", "tokens must be a list of token ids");
+  if (!tokens_in_vocab(r, "tokens", ids, ctx.info.vocab_size)) return *r.error;
+  return ids;
+}
+
+parse_outcome parse_request(api_kind kind, std::string_view body, const request_context& ctx) {
+  json j;
+  if (auto e = parse_object(body, j)) return *e;
   parsed_request out;
   out.kind = kind;
   field_reader r(j);
@@ -355,7 +456,9 @@ parse_outcome parse_request(api_kind kind, std::string_view body, const request_
                   read_stream(r, out) && read_sampling(r, ctx, g.sampling) &&
                   read_stop(r, out.stop_strings) && read_stop_ids(r, ctx, g.stop_ids) &&
                   read_scenario(r, ctx, g.scenario) &&
-                  read_max_tokens(r, kind, ctx, static_cast<int>(g.prompt.size()), g.max_tokens);
+                  read_max_tokens(r, kind, ctx, static_cast<int>(g.prompt.size()), g.max_tokens) &&
+                  read_logprobs(r, kind, g.top_logprobs) && read_penalties(r, ctx, g.sampling) &&
+                  read_min_tokens(r, g.max_tokens, g.sampling);
   if (!ok) return *r.error;
   return out;
 }

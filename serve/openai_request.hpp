@@ -47,4 +47,12 @@ using parse_outcome = std::variant<parsed_request, api_error>;
 
 parse_outcome parse_request(api_kind kind, std::string_view body, const request_context& ctx);
 
+/// POST /tokenize (vLLM's): {"prompt": text or ids} or {"messages": [...]} (rendered with the
+/// chat format; add_generation_prompt, default true) to token ids.
+using ids_outcome = std::variant<std::vector<int32_t>, api_error>;
+ids_outcome parse_tokenize(std::string_view body, const request_context& ctx);
+
+/// POST /detokenize: {"tokens": [ids]} to the ids it holds, each in the vocabulary.
+ids_outcome parse_detokenize(std::string_view body, const request_context& ctx);
+
 }  // namespace brigade::serve

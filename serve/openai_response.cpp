@@ -1,5 +1,6 @@
 #include "serve/openai_response.hpp"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 namespace brigade::serve {
@@ -27,6 +28,55 @@ json head(const response_meta& meta, const char* object) {
       {"id", meta.id}, {"object", object}, {"created", meta.created_unix_s}, {"model", meta.model}};
 }
 
+// JSON has no -inf: a token the sampling rules ruled out gets OpenAI's floor.
+double finite(float logprob) {
+  return std::isfinite(logprob) ? static_cast<double>(logprob) : -9999.0;
+}
+
+json bytes_of(const std::string& text) {
+  json out = json::array();
+  for (unsigned char c : text)
+    out.push_back(static_cast<int>(c));
+  return out;
+}
+
+// Chat: {"content": [{token, logprob, bytes, top_logprobs: [...]}], "refusal": null}.
+// Completions: {tokens, token_logprobs, top_logprobs: [{text: logprob}], text_offset}, the
+// offsets counted in bytes of token text from the start of the completion.
+json logprobs_json(api_kind kind, const std::vector<logprob_entry>* entries) {
+  if (!entries) return nullptr;
+  if (kind == api_kind::chat) {
+    json content = json::array();
+    for (const logprob_entry& e : *entries) {
+      json top = json::array();
+      for (const token_text_logprob& t : e.top) {
+        top.push_back(
+            {{"token", t.text}, {"logprob", finite(t.logprob)}, {"bytes", bytes_of(t.text)}});
+      }
+      content.push_back({{"token", e.chosen.text},
+                         {"logprob", finite(e.chosen.logprob)},
+                         {"bytes", bytes_of(e.chosen.text)},
+                         {"top_logprobs", top}});
+    }
+    return {{"content", content}, {"refusal", nullptr}};
+  }
+  json tokens = json::array(), logprobs = json::array(), tops = json::array(),
+       offsets = json::array();
+  for (const logprob_entry& e : *entries) {
+    tokens.push_back(e.chosen.text);
+    logprobs.push_back(finite(e.chosen.logprob));
+    json top = json::object();
+    for (const token_text_logprob& t : e.top)
+      if (!top.contains(t.text)) top[t.text] = finite(t.logprob);
+    tops.push_back(top);
+    offsets.push_back(e.text_offset);
+  }
+  return {{"tokens", tokens},
+          {"token_logprobs", logprobs},
+          {"top_logprobs", tops},
+          {"text_offset", offsets}};
+}
+
 json reason_json(const char* finish_reason) {
   return finish_reason ? json(finish_reason) : json(nullptr);
 }
@@ -34,9 +84,11 @@ json reason_json(const char* finish_reason) {
 }  // namespace
 
 std::string whole_response(const response_meta& meta, const std::string& text,
-                           const char* finish_reason, const generation_usage& usage) {
-  json choice = {
-      {"index", 0}, {"logprobs", nullptr}, {"finish_reason", reason_json(finish_reason)}};
+                           const char* finish_reason, const generation_usage& usage,
+                           const std::vector<logprob_entry>* logprobs) {
+  json choice = {{"index", 0},
+                 {"logprobs", logprobs_json(meta.kind, logprobs)},
+                 {"finish_reason", reason_json(finish_reason)}};
   json j;
   if (meta.kind == api_kind::chat) {
     j = head(meta, "chat.completion");
@@ -51,9 +103,11 @@ std::string whole_response(const response_meta& meta, const std::string& text,
 }
 
 std::string stream_chunk(const response_meta& meta, const std::string& text,
-                         const char* finish_reason, bool role) {
-  json choice = {
-      {"index", 0}, {"logprobs", nullptr}, {"finish_reason", reason_json(finish_reason)}};
+                         const char* finish_reason, bool role,
+                         const std::vector<logprob_entry>* logprobs) {
+  json choice = {{"index", 0},
+                 {"logprobs", logprobs_json(meta.kind, logprobs)},
+                 {"finish_reason", reason_json(finish_reason)}};
   json j;
   if (meta.kind == api_kind::chat) {
     j = head(meta, "chat.completion.chunk");

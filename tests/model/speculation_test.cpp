@@ -75,14 +75,21 @@ TEST_CASE("the lookup searches only lookback_tokens back", "[speculation]") {
   CHECK(draft_tokens(context, 1, o).empty());
 }
 
+// Verifies drafts of a sequence with no rules in force.
+std::vector<int32_t> verify(const std::vector<float>& rows, int vocab, const sampling_params& p,
+                            uint64_t first, const std::vector<int32_t>& drafts) {
+  static const std::vector<int32_t> none;
+  return verify_drafts(rows.data(), vocab, p, first, drafts, logits_rules(p, none, 0, none)).tokens;
+}
+
 TEST_CASE("verification keeps drafts while they equal the greedy token", "[speculation]") {
   const int vocab = 6;
   const auto rows = rows_peaking_at({2, 3, 1}, vocab);
   const sampling_params greedy;
-  CHECK(verify_drafts(rows.data(), vocab, greedy, 0, {2, 3}) == std::vector<int32_t>{2, 3, 1});
-  CHECK(verify_drafts(rows.data(), vocab, greedy, 0, {2, 0}) == std::vector<int32_t>{2, 3});
-  CHECK(verify_drafts(rows.data(), vocab, greedy, 0, {4, 3}) == std::vector<int32_t>{2});
-  CHECK(verify_drafts(rows.data(), vocab, greedy, 0, {}) == std::vector<int32_t>{2});
+  CHECK(verify(rows, vocab, greedy, 0, {2, 3}) == std::vector<int32_t>{2, 3, 1});
+  CHECK(verify(rows, vocab, greedy, 0, {2, 0}) == std::vector<int32_t>{2, 3});
+  CHECK(verify(rows, vocab, greedy, 0, {4, 3}) == std::vector<int32_t>{2});
+  CHECK(verify(rows, vocab, greedy, 0, {}) == std::vector<int32_t>{2});
 }
 
 TEST_CASE("verified samples are the samples plain decoding draws at each index", "[speculation]") {
@@ -104,10 +111,50 @@ TEST_CASE("verified samples are the samples plain decoding draws at each index",
       plain.push_back(sample(&rows[static_cast<size_t>(i * vocab)], vocab, p, first + i));
     // Drafts equal to plain decoding's first two tokens, then a wrong one.
     std::vector<int32_t> drafts{plain[0], plain[1], (plain[2] + 1) % vocab, plain[3]};
-    const auto produced = verify_drafts(rows.data(), vocab, p, first, drafts);
+    const auto produced = verify(rows, vocab, p, first, drafts);
     INFO("seed " << seed);
     REQUIRE(produced.size() == 3);
     CHECK(produced == std::vector<int32_t>(plain.begin(), plain.begin() + 3));
+  }
+}
+
+TEST_CASE("verification under penalties draws what plain decoding draws token by token",
+          "[speculation]") {
+  const int vocab = 16;
+  const int rows_count = 5;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.5f);
+  const std::vector<int32_t> stop_ids = {0};
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    std::vector<float> rows(static_cast<size_t>(rows_count * vocab));
+    for (float& x : rows)
+      x = normal(rng);
+    sampling_params p;
+    p.temperature = seed % 3 == 0 ? 0.0f : 0.9f;
+    p.seed = seed;
+    p.presence_penalty = 0.7f;
+    p.frequency_penalty = 0.5f;
+    p.repetition_penalty = 1.3f;
+    p.logit_bias = {{3, 2.0f}, {5, -1.0f}};
+    p.min_tokens = 5;
+    const std::vector<int32_t> prompt = {1, 2, 3};
+    // Plain decoding: one row at a time, the rules built afresh from the sequence so far.
+    std::vector<int32_t> sequence = prompt, plain;
+    std::vector<float> scratch;
+    for (int i = 0; i < rows_count; ++i) {
+      const logits_rules rules(p, sequence, static_cast<int>(plain.size()), stop_ids);
+      const int32_t t = draw_token(&rows[static_cast<size_t>(i * vocab)], vocab, p,
+                                   static_cast<uint64_t>(i), rules, -1, scratch)
+                            .token;
+      plain.push_back(t);
+      sequence.push_back(t);
+    }
+    std::vector<int32_t> drafts{plain[0], plain[1], (plain[2] + 1) % vocab, plain[3]};
+    const auto produced =
+        verify_drafts(rows.data(), vocab, p, 0, drafts, logits_rules(p, prompt, 0, stop_ids));
+    INFO("seed " << seed);
+    REQUIRE(produced.tokens.size() == 3);
+    CHECK(produced.tokens == std::vector<int32_t>(plain.begin(), plain.begin() + 3));
   }
 }
 

@@ -388,3 +388,22 @@ TEST_CASE("an HTTP/1.0 client gets its stream unchunked, ended by closing", "[se
   REQUIRE(events.size() >= 3);
   REQUIRE(events.back() == "[DONE]");
 }
+
+TEST_CASE("tokenize and detokenize round-trip a prompt and a chat", "[serve]") {
+  test_server server;
+  auto client = server.client();
+  const json ids = post(*client, "/tokenize", json{{"prompt", "Hello there, experts"}});
+  REQUIRE(ids["tokens"].is_array());
+  REQUIRE(ids["count"] == ids["tokens"].size());
+  REQUIRE(ids["max_model_len"].get<int>() > 0);
+  const json text = post(*client, "/detokenize", json{{"tokens", ids["tokens"]}});
+  CHECK(text["prompt"] == "Hello there, experts");
+  // A chat renders through the model's chat format: longer than its content alone, and
+  // shorter without the generation prompt.
+  const json messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  const json rendered = post(*client, "/tokenize", json{{"messages", messages}});
+  const json bare =
+      post(*client, "/tokenize", json{{"messages", messages}, {"add_generation_prompt", false}});
+  CHECK(rendered["count"].get<int>() > bare["count"].get<int>());
+  CHECK(bare["count"].get<int>() > 1);
+}

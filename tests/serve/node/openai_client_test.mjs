@@ -162,7 +162,8 @@ test('bad requests get 4xx and the server answers the next good one', async () =
     [{ model: modelName, prompt: 'x', max_tokens: 0 }, 'max_tokens'],
     [{ model: 'no-such-model', prompt: 'x', max_tokens: 2 }, 'model'],
     [{ model: modelName, prompt: 'x', max_tokens: 2, n: 3 }, 'n'],
-    [{ model: modelName, prompt: 'x', max_tokens: 2, logprobs: 2 }, 'logprobs'],
+    [{ model: modelName, prompt: 'x', max_tokens: 2, logprobs: 21 }, 'logprobs'],
+    [{ model: modelName, prompt: 'x', max_tokens: 2, logit_bias: { 3: 500 } }, 'logit_bias.3'],
     [{ model: modelName, prompt: 'x', max_tokens: 100000 }, 'max_tokens'],
   ];
   for (const [body, param] of bad) {

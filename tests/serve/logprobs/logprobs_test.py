@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""Log-probabilities and sampling rules through the HTTP API, checked against the engine's own
+logits: `brigade generate --logits-out` writes the raw logits row of every generated token, and
+this test applies the rules (logit_bias, min_tokens, repetition, frequency and presence
+penalties, temperature) itself, as OpenAI and vLLM define them, then takes the log-softmax. The
+API's numbers must match to 1e-5, through the actor topology (twice: the second time the prompt
+is a prefix cache hit) and through the single-process engine, greedy and sampled, with and
+without penalties; the tokens must be generate's.
+
+Usage: logprobs_test.py BRIGADE_BIN WORKDIR
+"""
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "support"))
+from brigade_server import brigade_server, make_small_model  # noqa: E402
+
+PROMPT = [11, 12, 13, 14, 11, 12, 13, 14, 11, 12, 13, 14, 11, 12, 13, 14, 11, 12, 13, 14, 15]
+TOP = 5
+CASES = {
+    "greedy": {"temperature": 0},
+    "sampled": {"temperature": 0.8, "seed": 7},
+    "greedy with penalties": {"temperature": 0, "presence_penalty": 0.6, "frequency_penalty": 0.9,
+                              "repetition_penalty": 1.4, "logit_bias": {"20": 4.0, "21": -50},
+                              "min_tokens": 6},
+    "sampled with penalties": {"temperature": 1.3, "seed": 11, "presence_penalty": -0.5,
+                               "frequency_penalty": 1.5, "repetition_penalty": 0.8,
+                               "logit_bias": {"30": 2.5}},
+}
+MAX_TOKENS = 16
+
+
+def generate_args(params):
+    args = ["--temperature", str(params.get("temperature", 1.0)), "--seed",
+            str(params.get("seed", 0)), "--max-tokens", str(MAX_TOKENS)]
+    for flag in ["presence_penalty", "frequency_penalty", "repetition_penalty", "min_tokens"]:
+        if flag in params:
+            args += ["--" + flag.replace("_", "-"), str(params[flag])]
+    for token, bias in params.get("logit_bias", {}).items():
+        args += ["--logit-bias", f"{token}={bias}"]
+    return args
+
+
+def rules(row, params, prompt, generated, stop_ids):
+    """The row after the sampling rules, written out from their definitions."""
+    z = row.astype(np.float64).copy()
+    for token, bias in params.get("logit_bias", {}).items():
+        z[int(token)] = np.float32(z[int(token)] + np.float32(bias))
+    if len(generated) < params.get("min_tokens", 0):
+        for s in stop_ids:
+            z[s] = -math.inf
+    r = params.get("repetition_penalty", 1.0)
+    for t in set(prompt) | set(generated):
+        z[t] = z[t] / r if z[t] > 0 else z[t] * r
+    for t in set(generated):
+        z[t] -= generated.count(t) * params.get("frequency_penalty", 0) + \
+            params.get("presence_penalty", 0)
+    temperature = params.get("temperature", 1.0)
+    z = z / (temperature if temperature > 0 else 1.0)
+    finite = z[np.isfinite(z)]
+    return z - (finite.max() + math.log(np.exp(finite - finite.max()).sum()))
+
+
+def expected(brigade, model, params, workdir, stop_ids):
+    npy = os.path.join(workdir, "logits.npy")
+    out = subprocess.run([brigade, "generate", "--model", model, "--prompt-ids",
+                          ",".join(map(str, PROMPT)), "--json", "--logits-out", npy] +
+                         generate_args(params), capture_output=True, text=True, check=True)
+    ids = json.loads(out.stdout)["ids"]
+    rows = np.load(npy)
+    logprobs = [rules(rows[i], params, PROMPT, ids[:i], stop_ids) for i in range(len(ids))]
+    return ids, logprobs
+
+
+def post(srv, path, body):
+    req = urllib.request.Request(srv.url + path, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=180) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def stream(srv, path, body):
+    """The streamed chunks' logprobs entries, concatenated."""
+    req = urllib.request.Request(srv.url + path, data=json.dumps(dict(body, stream=True)).encode(),
+                                 headers={"Content-Type": "application/json"})
+    entries = []
+    with urllib.request.urlopen(req, timeout=180) as r:
+        for raw in r:
+            line = raw.decode().strip()
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            event = json.loads(line[6:])
+            for choice in event.get("choices", []):
+                if choice.get("logprobs"):
+                    entries += choice["logprobs"]["content"]
+    return entries
+
+
+class checker:
+    def __init__(self):
+        self.ok = True
+
+    def __call__(self, name, cond, detail=""):
+        print(f"{'ok  ' if cond else 'FAIL'} {name}{': ' + str(detail) if detail and not cond else ''}")
+        self.ok &= bool(cond)
+
+
+def close(a, b):
+    if math.isinf(b):
+        return a <= -9999.0
+    return abs(a - b) <= 1e-5
+
+
+def check_completion(check, label, choice, ids, want):
+    lp = choice["logprobs"]
+    check(f"{label}: {len(ids)} tokens, one logprob each", len(lp["token_logprobs"]) == len(ids),
+          (len(lp["token_logprobs"]), len(ids)))
+    worst = 0.0
+    for i, token in enumerate(ids[:len(lp["token_logprobs"])]):
+        got = lp["token_logprobs"][i]
+        if not close(got, want[i][token]):
+            worst = max(worst, abs(got - want[i][token]))
+        # The top alternatives are among the K largest of the expected row, the first of them
+        # included (two tokens with the same text share one key of the object).
+        top_values = sorted(lp["top_logprobs"][i].values(), reverse=True)
+        best = np.sort(want[i][np.isfinite(want[i])])[::-1][:TOP]
+        if not top_values or not close(top_values[0], best[0]) or \
+                any(not any(close(a, b) for b in best) for a in top_values):
+            worst = max(worst, 1.0)
+    check(f"{label}: logprobs equal the log-softmax of the engine's logits after the rules",
+          worst == 0.0, f"worst difference {worst}")
+
+
+def check_chat_entries(check, label, entries, tok_text, ids, want):
+    check(f"{label}: one chat logprob entry per token", len(entries) == len(ids),
+          (len(entries), len(ids)))
+    bad = [i for i, e in enumerate(entries[:len(ids)])
+           if not close(e["logprob"], want[i][ids[i]]) or len(e["top_logprobs"]) != 3 or
+           bytes(e["bytes"]).decode("utf-8", "replace") != e["token"]]
+    check(f"{label}: chat logprobs match, 3 alternatives each, bytes spell the token", not bad,
+          bad[:5])
+
+
+def end_of_sequence_ids(model):
+    """The ids generation stops at (what min_tokens holds back): config.json's eos_token_id and
+    the tokenizer's eos_token, as the server and `brigade generate` take them."""
+    with open(os.path.join(model, "config.json")) as f:
+        eos = json.load(f).get("eos_token_id")
+    ids = set(eos if isinstance(eos, list) else [] if eos is None else [eos])
+    with open(os.path.join(model, "tokenizer_config.json")) as f:
+        name = json.load(f).get("eos_token")
+    with open(os.path.join(model, "tokenizer.json")) as f:
+        ids |= {t["id"] for t in json.load(f)["added_tokens"] if t["content"] == name}
+    return sorted(ids)
+
+
+def main():
+    brigade, workdir = sys.argv[1:3]
+    shutil.rmtree(workdir, ignore_errors=True)
+    os.makedirs(workdir)
+    model = os.path.join(workdir, "model")
+    make_small_model(brigade, model)
+    stop_ids = end_of_sequence_ids(model)
+    manifest = os.path.join(workdir, "manifest.yaml")
+    with open(manifest, "w") as f:
+        f.write(f"model: {model}\n"
+                "roles: {prefill: {count: 2}, decode: {count: 2},"
+                " expert_shard: {count: 3, slots_per_shard: 3}}\n")
+    check = checker()
+    truth = {name: expected(brigade, model, params, workdir, stop_ids)
+             for name, params in CASES.items()}
+    for label, extra in [("actor topology", []), ("single-process engine", ["--engine"])]:
+        srv = brigade_server(brigade, manifest, os.path.join(workdir, f"serve-{extra}.log"),
+                             extra_args=extra)
+        try:
+            name = srv.get("/v1/models")["data"][0]["id"]
+            for case, params in CASES.items():
+                ids, want = truth[case]
+                body = dict(params, model=name, prompt=PROMPT, max_tokens=MAX_TOKENS,
+                            logprobs=TOP)
+                rounds = ["", " (prompt cached)"] if not extra else [""]
+                for again in rounds:
+                    status, r = post(srv, "/v1/completions", body)
+                    # The router learns what a prefill worker cached a moment after it happened.
+                    for _ in range(20 if again else 0):
+                        if status != 200 or r["usage"]["prompt_tokens_details"]["cached_tokens"]:
+                            break
+                        time.sleep(0.25)
+                        status, r = post(srv, "/v1/completions", body)
+                    tag = f"{label}, {case}{again}"
+                    check(f"{tag}: answered", status == 200, r)
+                    if status != 200:
+                        continue
+                    if again:
+                        check(f"{tag}: the prompt was a cache hit",
+                              r["usage"]["prompt_tokens_details"]["cached_tokens"] > 0, r["usage"])
+                    choice = r["choices"][0]
+                    # The answer's tokens are generate's: compare through the text offsets' count
+                    # and the chat path below (completions give text, not ids).
+                    check_completion(check, tag, choice, ids, want)
+                chat = dict(params, model=name, max_tokens=MAX_TOKENS, logprobs=True,
+                            top_logprobs=3, messages=[{"role": "user", "content": "count"}])
+                status, whole = post(srv, "/v1/chat/completions", chat)
+                check(f"{label}, {case}: chat answered", status == 200, whole)
+                streamed = stream(srv, "/v1/chat/completions", chat)
+                if status == 200:
+                    entries = whole["choices"][0]["logprobs"]["content"]
+                    check(f"{label}, {case}: streamed chat logprobs equal the whole answer's",
+                          [(e["token"], e["logprob"]) for e in streamed] ==
+                          [(e["token"], e["logprob"]) for e in entries])
+            # Bad values name their field.
+            for bad, field in [({"logprobs": 21}, "logprobs"), ({"logprobs": -1}, "logprobs"),
+                               ({"logit_bias": {"5": 101}}, "logit_bias.5"),
+                               ({"logit_bias": {"-3": 1}}, "logit_bias.-3"),
+                               ({"logit_bias": {"999999": 1}}, "logit_bias.999999"),
+                               ({"presence_penalty": 2.5}, "presence_penalty"),
+                               ({"frequency_penalty": "x"}, "frequency_penalty"),
+                               ({"repetition_penalty": 0}, "repetition_penalty"),
+                               ({"min_tokens": MAX_TOKENS + 1}, "min_tokens")]:
+                status, r = post(srv, "/v1/completions",
+                                 dict(bad, model=name, prompt=PROMPT, max_tokens=MAX_TOKENS))
+                check(f"{label}: {json.dumps(bad)} is a 400 naming {field}",
+                      status == 400 and r["error"]["param"] == field, (status, r))
+            status, r = post(srv, "/v1/chat/completions",
+                             {"model": name, "messages": [{"role": "user", "content": "x"}],
+                              "top_logprobs": 2})
+            check(f"{label}: top_logprobs without logprobs is a 400",
+                  status == 400 and r["error"]["param"] == "top_logprobs", r)
+        finally:
+            srv.stop()
+    print("all checks passed" if check.ok else "some checks FAILED")
+    return 0 if check.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
