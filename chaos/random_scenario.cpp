@@ -157,8 +157,22 @@ scenario random_scenario(uint64_t seed, int index) {
   int64_t at = between(rng, 2, 6) * 100;
   bool killed_node = false;
   std::string down;  // a node killed and not restarted: nothing more strikes it
+  // When each node's timed fault (a stop, a partition, a lossy link, a slow disk) heals. A fault
+  // on a node still struck waits for that: two stops overlapping make the first one's SIGCONT
+  // end the second, and its detection could not be measured.
+  std::map<std::string, int64_t> healed_at;
   for (int i = 0; i < count; ++i) {
     fault_spec f = random_fault(rng, nodes, at, ssd);
+    int64_t after = 0;
+    for (const auto& [node, when] : healed_at) {
+      const bool same = f.target.what == fault_target::kind::node && f.target.name == node;
+      // The coordinator's faults wait for every node to heal: it measures their detection.
+      if (same || f.target.what == fault_target::kind::coordinator) after = std::max(after, when);
+    }
+    if (after > 0 && f.time.when == fault_time::kind::at && f.time.ms < after + 1500) {
+      f.time.ms = after + 1500;
+      at = f.time.ms;
+    }
     if (!down.empty() && f.target.what == fault_target::kind::node && f.target.name == down) {
       continue;
     }
@@ -187,6 +201,9 @@ scenario random_scenario(uint64_t seed, int index) {
       }
     } else {
       s.faults.push_back(f);
+    }
+    if (f.target.what == fault_target::kind::node && f.for_ms > 0) {
+      healed_at[f.target.name] = f.time.ms + f.for_ms;
     }
     at += between(rng, 5, 20) * 100;
     // Nothing else happens while the coordinator is stopped: faults go through it.

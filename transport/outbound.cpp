@@ -344,9 +344,12 @@ void outbound::fail_delayed(peer_id peer, const error& why, bool all_peers) {
 bool outbound::after_progress() {
   bool worked = reap_closed();
   if (finished_.empty()) return worked;
-  // Handlers may send, which can finish more operations: run a stable batch.
-  running_.swap(finished_);
-  for (finished& f : running_) {
+  // Handlers may send, which can finish more operations, and may disconnect a peer, which runs
+  // this again from inside a handler: each call takes its own batch, so nothing is run (and
+  // given back to max_outstanding_sends) twice.
+  std::vector<finished> batch;
+  batch.swap(finished_);
+  for (finished& f : batch) {
     if (f.outcome.ok()) {
       stats_counters::bump(stats_.sent_messages);
       stats_counters::bump(stats_.sent_bytes, f.payload_bytes);
@@ -356,7 +359,6 @@ bool outbound::after_progress() {
     if (f.counted) outstanding_.fetch_sub(1, std::memory_order_release);
     if (f.done) f.done(f.outcome);
   }
-  running_.clear();
   return true;
 }
 

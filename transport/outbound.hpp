@@ -124,7 +124,6 @@ class outbound {
     bool counted = true;
   };
   std::vector<finished> finished_;
-  std::vector<finished> running_;
   std::vector<std::pair<peer_id, error>> failed_peers_;
 };
 

@@ -129,6 +129,54 @@ TEST_CASE("a link made again numbers on: a peer that kept its duplicate window s
   CHECK(pair.b->stats().dropped_duplicates == 0);
 }
 
+TEST_CASE("a handler that disconnects a peer gives every send back exactly once",
+          "[transport][failure]") {
+  // A failed send's handler may drop a link (the data plane does), which runs the completion
+  // pass again from inside a handler. The inner pass used to take the outer pass's batch, which
+  // then ran again: those sends were given back twice, the count of outstanding sends wrapped
+  // below zero, and every later send was refused as "already outstanding". A node that came
+  // back after being declared lost stayed wedged so.
+  fault_points::clear_all();
+  const std::string tls = GENERATE(as<std::string>{}, tcp_tls, shm_tls);
+  INFO("UCX_TLS=" << tls);
+  transport_config small = test_config(1, tls);
+  small.max_outstanding_sends = 8;
+  transport_pair pair(tls, false, small, true);
+  REQUIRE(send_and_wait(*pair.a, 2, 1, "warm up", byte_buffer::copy_of("x")).ok());
+  REQUIRE(pair.inbox_b.wait_for_messages(1));
+  std::vector<send_future> large(5);
+  send_future dropped;
+  {
+    // B stands still, so the rendezvous sends stay in flight until A drops the link.
+    stalled_progress hold(*pair.b);
+    for (size_t i = 0; i < large.size(); ++i) {
+      REQUIRE(pair.a->send(2, 1, "large", random_payload(8 * mib, static_cast<int>(i)),
+                           large[i].handler())
+                  .ok());
+    }
+    // A send to a peer A never connected fails; its handler drops the link to B.
+    node_transport* a = pair.a.get();
+    auto handler = dropped.handler();
+    REQUIRE(pair.a
+                ->send(3, 1, "nowhere", byte_buffer::copy_of("n"),
+                       [a, handler](const status& outcome) {
+                         (void)a->disconnect(2, "dropped by a handler");
+                         handler(outcome);
+                       })
+                .ok());
+    require_unavailable(dropped, "no endpoint");
+    for (auto& f : large)
+      require_unavailable(f, "dropped by a handler");
+  }
+  const auto address_b = pair.b->local_address();
+  REQUIRE(pair.a->connect(2, byte_view(address_b.data(), address_b.size())).ok());
+  // Every send was given back: new ones are admitted again.
+  for (int i = 0; i < 8; ++i) {
+    INFO("send " << i);
+    REQUIRE(send_and_wait(*pair.a, 2, 1, "after", byte_buffer::copy_of("y")).ok());
+  }
+}
+
 TEST_CASE("bad addresses are refused with a clear error", "[transport][failure]") {
   fault_points::clear_all();
   transport_pair pair(tcp_tls);
