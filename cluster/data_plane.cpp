@@ -348,23 +348,6 @@ void data_plane::peer_down(uint64_t peer, const std::string& why) {
   impl_->fail_peer(peer, why);
 }
 
-void data_plane::reset_links(const std::string& why) {
-  std::vector<uint64_t> links;
-  {
-    std::lock_guard<std::mutex> lock(impl_->mutex);
-    links.assign(impl_->connected.begin(), impl_->connected.end());
-    impl_->connected.clear();
-  }
-  for (uint64_t peer : links) {
-    (void)impl_->net->disconnect(peer, why);
-    impl_->fail_peer(peer, why);
-  }
-  if (!links.empty()) {
-    log::warn("data plane", "dropped " + std::to_string(links.size()) + " links (" + why +
-                                "); they are made afresh when the coordinator lists the peers");
-  }
-}
-
 void data_plane::retain_peers(const std::vector<uint64_t>& peers) {
   std::vector<uint64_t> gone;
   {

@@ -46,12 +46,6 @@ class data_plane final : public actors::remote_link {
   status add_peer(const peer_entry& peer);
   /// The control plane's verdict that `peer` is gone: every call to it fails now.
   void peer_down(uint64_t peer, const std::string& why);
-  /// This node lost contact with its coordinator, which then declares it lost and has every
-  /// other node drop its links here: this side drops its own too (calls over them fail now), so
-  /// that both ends start afresh when the coordinator lists the peers again. An endpoint kept
-  /// here would still point at the other side's closed one: UCX over TCP notices that only
-  /// after many seconds, and a link made from the other side meanwhile is not heard.
-  void reset_links(const std::string& why);
   /// The coordinator's whole list of peers: any other peer known here is gone (a node restarted
   /// under a new id, or declared down while this node was out of contact).
   void retain_peers(const std::vector<uint64_t>& peers);

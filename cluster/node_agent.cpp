@@ -180,7 +180,6 @@ void owner_down(agent_pointer self, const caf::down_msg& dm) {
   }
   it->second.in_contact = false;
   it->second.loss = ++st.losses;
-  if (st.plane) st.plane->reset_links("lost contact with the coordinator");
   log::warn("node " + st.config.name, "lost contact with the coordinator that spawned " +
                                           std::to_string(it->second.roles.size()) +
                                           " roles here (" + why + "); keeping them " +

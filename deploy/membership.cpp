@@ -189,6 +189,18 @@ void joined(membership_pointer self, const std::string& name, node_agent_actor a
   n.peer_id = j.peer_id;
   n.address = j.address;
   n.caf_node = n.agent->node();
+  // The other nodes dropped their links to it (it stayed lost past the rejoin window); it kept
+  // its own, which now point at closed endpoints: UCX over TCP notices that only after many
+  // seconds, and the links the others make meanwhile are not heard. It drops them too, before
+  // the peer list below has both ends connect afresh. (Messages from here to one agent keep
+  // their order.) A node back within the window kept its links on both ends.
+  if (rejoin && n.peers_told) {
+    for (const auto& [other, o] : st.nodes) {
+      if (other == name || o.peer_id == 0 || o.peers_told) continue;
+      self->send(n.agent, peer_down_atom_v, o.peer_id,
+                 "node " + name + " was declared lost: its links are made afresh");
+    }
+  }
   n.peers_told = false;
   n.detector.reset();
   n.detector.heartbeat(steady_ms());
@@ -352,6 +364,10 @@ void heartbeat(membership_pointer self) {
             [self, name](int64_t) {
               auto& s = self->state;
               node_record& rec = s.nodes.at(name);
+              // The silence that made the node suspect was a fault, not jitter: learnt as an
+              // interval, it would raise the mean and spread so far that the next hang of the
+              // same length passed unsuspected. Its history starts afresh instead.
+              if (rec.state == "suspected") rec.detector.reset();
               rec.detector.heartbeat(steady_ms());
               if (rec.state == "suspected") {
                 set_state(self, rec, "alive", "heartbeats again");
