@@ -152,6 +152,9 @@ status open_channels(data_plane::impl* dp) {
       dp->connected.erase(peer);
     }
     dp->fail_peer(peer, "the data plane lost peer " + std::to_string(peer) + ": " + why.message);
+    // UCX's verdict on an endpoint, not the control plane's on the node: made again at once
+    // (a node declared down is not), so that the peer is heard again.
+    dp->relink(peer);
   });
   return ok_status();
 }
@@ -235,23 +238,7 @@ void data_plane::impl::forget_proxy(const caf::node_id& node, caf::actor_id id) 
 status data_plane::impl::send(uint64_t peer, transport::channel_id channel,
                               transport::byte_view header, transport::byte_buffer payload,
                               transport::completion_handler done) {
-  std::vector<std::byte> address;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto known = addresses.find(peer);
-    if (!connected.count(peer) && !declared_down.count(peer) && known != addresses.end()) {
-      address = known->second;
-    }
-  }
-  if (!address.empty()) {
-    status again = net->connect(peer, {address.data(), address.size()});
-    if (again || again.err().message.find("already connected") != std::string::npos) {
-      std::lock_guard<std::mutex> lock(mutex);
-      connected.insert(peer);
-    }
-    log::info("data plane", "link to peer " + std::to_string(peer) + " connected again" +
-                                (again ? "" : ": " + again.err().message));
-  }
+  relink(peer);
   // A send that fails on a link the control plane still counts (its endpoint broke without
   // UCX saying so) forgets the link: the next send connects it afresh.
   auto on_done = [this, peer, done = std::move(done)](const status& outcome) {
@@ -261,14 +248,41 @@ status data_plane::impl::send(uint64_t peer, transport::channel_id channel,
   return net->send(peer, channel, header, std::move(payload), std::move(on_done));
 }
 
+void data_plane::impl::relink(uint64_t peer) {
+  if (stopping) return;
+  std::vector<std::byte> address;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto known = addresses.find(peer);
+    if (!connected.count(peer) && !declared_down.count(peer) && known != addresses.end()) {
+      address = known->second;
+    }
+  }
+  // The transport object outlives its progress thread, where this runs from failure reports.
+  transport::node_transport* t = net.get();
+  if (address.empty() || !t) return;
+  status again = t->connect(peer, {address.data(), address.size()});
+  if (again || again.err().message.find("already connected") != std::string::npos) {
+    std::lock_guard<std::mutex> lock(mutex);
+    connected.insert(peer);
+  }
+  log::info("data plane", "link to peer " + std::to_string(peer) + " connected again" +
+                              (again ? "" : ": " + again.err().message));
+}
+
 void data_plane::impl::forget_link(uint64_t peer, const error& why) {
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (!connected.erase(peer)) return;
   }
   log::warn("data plane", "a send to peer " + std::to_string(peer) + " failed (" + why.message +
-                              "); its link is made afresh on the next send");
-  (void)net->disconnect(peer, why.message);
+                              "); its link is made afresh");
+  transport::node_transport* t = net.get();
+  if (stopping || !t) return;
+  (void)t->disconnect(peer, why.message);
+  // At once, not on this side's next send: the disconnect also stops hearing the peer, and a
+  // node that only answers calls would otherwise never send again, so never hear again.
+  relink(peer);
 }
 
 void data_plane::impl::send_call(uint64_t peer, transport::channel_id channel,
@@ -285,6 +299,7 @@ data_plane::data_plane(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 
 data_plane::~data_plane() {
   if (remote_link::current() == this) remote_link::install(nullptr);
+  impl_->stopping = true;
   impl_->net.reset();  // stops the progress thread: no handler runs after this
   caf::anon_send_exit(impl_->ingress, caf::exit_reason::user_shutdown);
   std::lock_guard<std::mutex> lock(impl_->mutex);

@@ -62,6 +62,8 @@ struct data_plane::impl {
 
   std::mutex mutex;  // guards everything below
   std::map<caf::node_id, uint64_t> peer_of_node;
+  /// Set before the transport stops: its last failure reports must not make links again.
+  std::atomic<bool> stopping{false};
   std::set<uint64_t> connected;  // peers with an endpoint (not disconnected since)
   // Every peer's address, to connect again after a link failure; peers the control plane
   // declared down are not, until it announces them again.
@@ -103,6 +105,8 @@ struct data_plane::impl {
               transport::byte_buffer payload, transport::completion_handler done = {});
   /// A link that failed a send: it is disconnected, and connected again on the next send.
   void forget_link(uint64_t peer, const error& why);
+  /// Connects `peer` again unless it is connected, declared down or unknown.
+  void relink(uint64_t peer);
 };
 
 /// A byte buffer that owns `values` without copying them.

@@ -248,7 +248,27 @@ void outbound::post(peer_state& peer, std::unique_ptr<send_operation> op) {
     complete(std::move(op), std::move(outcome));
     return;
   }
+  op->posted = clock::now();
   peer.in_flight.push_back(op.release());
+}
+
+bool outbound::has_in_flight() const {
+  for (const auto& entry : peers_)
+    if (!entry.second->in_flight.empty()) return true;
+  return false;
+}
+
+void outbound::check_stalled(clock::time_point now, std::chrono::milliseconds limit) {
+  if (limit.count() <= 0) return;
+  for (auto& [id, peer] : peers_) {
+    const send_operation* oldest = peer->in_flight.front();
+    if (peer->failed || peer->closing || !oldest || now - oldest->posted < limit) continue;
+    peer->failed = true;
+    failed_peers_.emplace_back(
+        id, error(errc::unavailable, "transport: no send to " + peer_name(id) + " completed for " +
+                                         std::to_string(limit.count()) +
+                                         " ms; its endpoint is taken as broken"));
+  }
 }
 
 void outbound::on_send_done(void* request, ucs_status_t s, void* user_data) {

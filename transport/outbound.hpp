@@ -59,6 +59,10 @@ class outbound {
   bool try_send_now(peer_id to, channel_id channel, byte_view header, const byte_buffer& payload,
                     completion_handler& done);
   bool has_delayed() const { return !delayed_.empty(); }
+  /// Reports (as failed peers) those whose oldest send in flight is older than `limit`.
+  void check_stalled(clock::time_point now, std::chrono::milliseconds limit);
+  /// Whether any send waits for UCX to complete it.
+  bool has_in_flight() const;
   /// Posts delayed sends whose time has come; true if there were any.
   bool post_due_delays(clock::time_point now);
   /// Milliseconds until the next delayed send is due, or -1 if none is waiting.

@@ -21,6 +21,7 @@ constexpr int max_progress_rounds = 64;
 constexpr std::size_t max_queued_tasks = 1024;
 /// How often a sleeping thread looks again while endpoint closes are outstanding.
 constexpr int closing_poll_ms = 10;
+constexpr int stall_watch_poll_ms = 250;
 
 status add_to_epoll(int epoll_fd, int fd) {
   epoll_event event{};
@@ -170,6 +171,7 @@ bool progress_engine::progress() {
     if (!progressed && !handled) break;
     worked = true;
   }
+  out_->check_stalled(clock::now(), std::chrono::milliseconds(config_.send_stall_ms));
   if (!out_->has_failed_peers()) return worked;
   for (auto& [peer, why] : out_->take_failed_peers())
     drop_peer(peer, why, true);
@@ -187,6 +189,10 @@ void progress_engine::sleep() {
   if (!out_->all_closed() || armed != UCS_OK) {
     // Closes complete without an event, and a worker that cannot be armed must be polled.
     timeout_ms = timeout_ms < 0 ? closing_poll_ms : std::min(timeout_ms, closing_poll_ms);
+  }
+  if (config_.send_stall_ms > 0 && out_->has_in_flight()) {
+    // Sends in flight are watched for a stall even when nothing else wakes the thread.
+    timeout_ms = timeout_ms < 0 ? stall_watch_poll_ms : std::min(timeout_ms, stall_watch_poll_ms);
   }
   epoll_event events[2];
   epoll_wait(epoll_fd_, events, 2, timeout_ms);

@@ -56,6 +56,8 @@ struct send_operation : intrusive_list_hook<send_operation> {
   bool duplicate = false;
   /// When a delay fault lets the message go.
   std::chrono::steady_clock::time_point due;
+  /// When it was handed to UCX (the send-stall watch measures from here).
+  std::chrono::steady_clock::time_point posted;
   /// The outbound side that posted it, for UCX's completion callback.
   outbound* owner = nullptr;
 };

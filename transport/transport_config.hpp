@@ -46,6 +46,10 @@ struct transport_config {
   std::size_t max_departed_peers = 4096;
   /// How long shutdown waits for endpoints to flush before it closes them by force.
   std::uint32_t close_timeout_ms = 1000;
+  /// A peer none of whose sends completed for this long is taken as failed (on_peer_failure):
+  /// UCX over TCP can keep an endpoint whose other end was closed for many seconds without a
+  /// word, and with no error nobody makes the link again. 0 turns the watch off.
+  std::uint32_t send_stall_ms = 3000;
 };
 
 /// The error mode a configuration really runs with (resolves `automatic`).
