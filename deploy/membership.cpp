@@ -352,7 +352,11 @@ void heartbeat(membership_pointer self) {
   for (auto& [name, n] : st.nodes) {
     if (!n.agent || (n.state != "alive" && n.state != "suspected")) continue;
     const double phi = n.detector.phi(now);
-    if (n.state == "alive" && phi >= st.m.liveness.suspect_phi) {
+    // phi adapts to the jitter it learnt; a node slow to answer under load for a while teaches
+    // it a wide spread. Silence past two thirds of dead_after is suspicious whatever it learnt,
+    // so that a hang is always suspected well before the node is declared lost.
+    const bool long_silence = n.detector.silence_ms(now) >= st.m.liveness.dead_after_ms * 2.0 / 3.0;
+    if (n.state == "alive" && (phi >= st.m.liveness.suspect_phi || long_silence)) {
       char detail[96];
       std::snprintf(detail, sizeof detail, "silent for %.0f ms (phi %.1f)",
                     n.detector.silence_ms(now), phi);
