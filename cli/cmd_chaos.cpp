@@ -100,8 +100,9 @@ int chaos(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--random", random_runs, "also run N scenarios drawn from the seed")
       ->check(CLI::Range(0, 1000000));
-  app.add_option("--random-from", random_from,
-                 "the first random scenario's number (to run one again: --random 1 --random-from K)")
+  app.add_option(
+         "--random-from", random_from,
+         "the first random scenario's number (to run one again: --random 1 --random-from K)")
       ->check(CLI::Range(0, 1000000));
   app.add_flag("--soak", soak, "ten times the requests of each scenario");
   app.add_flag("--json", json, "print the report as JSON on stdout (event lines on stderr)");

@@ -150,8 +150,9 @@ TEST_CASE("a handler that disconnects a peer gives every send back exactly once"
     // B stands still, so the rendezvous sends stay in flight until A drops the link.
     stalled_progress hold(*pair.b);
     for (size_t i = 0; i < large.size(); ++i) {
-      REQUIRE(pair.a->send(2, 1, "large", random_payload(8 * mib, static_cast<int>(i)),
-                           large[i].handler())
+      REQUIRE(pair.a
+                  ->send(2, 1, "large", random_payload(8 * mib, static_cast<int>(i)),
+                         large[i].handler())
                   .ok());
     }
     // A send to a peer A never connected fails; its handler drops the link to B.
