@@ -109,8 +109,8 @@ result<bool> accept(decode_pointer self, kv_handoff& h) {
   s.cached_tokens = h.cached_tokens;
   s.drafts = model::draft_window(st.config.speculation);
   const model::finish_reason f = finish_for(s, s.tokens.back(), c.max_positions);
-  token_update u{s.request, s.attempt,       s.params.draw_offset, {s.tokens.back()},
-                 f,         s.cached_tokens, std::move(h.logprobs)};
+  token_update u{s.request, s.attempt,       s.params.draw_offset,  {s.tokens.back()},
+                 f,         s.cached_tokens, std::move(h.logprobs), std::move(h.prompt_logprobs)};
   self->send(st.config.reports, std::vector<token_update>{u});
   if (f == model::finish_reason::none) {
     st.seqs.emplace(s.request, std::move(s));
@@ -151,8 +151,9 @@ void step_done(decode_pointer self) {
                     static_cast<int>(produced.size()) - 1);
     // The last token and the accepted drafts now have their keys and values stored.
     s.computed += static_cast<int>(produced.size());
-    token_update u{s.request,       s.attempt, s.next_index, {}, model::finish_reason::none,
-                   s.cached_tokens, {}};
+    token_update u{
+        s.request, s.attempt, s.next_index, {}, model::finish_reason::none, s.cached_tokens,
+        {},        {}};
     for (size_t t = 0; t < produced.size() && u.finished == model::finish_reason::none; ++t) {
       s.tokens.push_back(produced[t]);
       s.produced += 1;

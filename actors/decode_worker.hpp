@@ -52,6 +52,8 @@ struct kv_handoff {
   int32_t cached_tokens = 0;
   /// The sampled token's log-probabilities, when params asks for them.
   std::vector<model::position_logprobs> logprobs;
+  /// The prompt's log-probabilities, when params.prompt_logprobs asks for them.
+  std::vector<model::position_logprobs> prompt_logprobs;
 };
 
 /// A decode worker's status: its load, its KV blocks, and what speculation did.

@@ -34,6 +34,14 @@ status check_params(const generation_params& p, int vocab,
     return refuse("top_logprobs " + std::to_string(p.top_logprobs) + " is not in [-1, " +
                   std::to_string(model::max_top_logprobs) + "]");
   }
+  if (p.prompt_logprobs < -1 || p.prompt_logprobs > model::max_top_logprobs) {
+    return refuse("prompt_logprobs " + std::to_string(p.prompt_logprobs) + " is not in [-1, " +
+                  std::to_string(model::max_top_logprobs) + "]");
+  }
+  if (p.prompt_logprobs >= 0 && p.draw_offset != 0) {
+    return refuse("prompt_logprobs asked by a retry (draw_offset " + std::to_string(p.draw_offset) +
+                  ")");
+  }
   return ok_status();
 }
 
@@ -71,6 +79,17 @@ status check_handoff(const kv_handoff& h, const model::model_config& config, int
                           h.logprobs[0].chosen.token != h.tokens.back()))) {
     return refuse("log-probabilities that do not match top_logprobs " +
                   std::to_string(h.params.top_logprobs) + " and the sampled token");
+  }
+  // The prompt's: one per prompt token after the first, each naming that token.
+  const size_t prompt_positions = h.params.prompt_logprobs < 0 ? 0 : context - 2;
+  bool prompt_ok = h.prompt_logprobs.size() == prompt_positions;
+  for (size_t i = 0; prompt_ok && i < h.prompt_logprobs.size(); ++i) {
+    prompt_ok = h.prompt_logprobs[i].chosen.token == h.tokens[i + 1] &&
+                h.prompt_logprobs[i].top.size() == static_cast<size_t>(h.params.prompt_logprobs);
+  }
+  if (!prompt_ok) {
+    return refuse("prompt log-probabilities that do not match prompt_logprobs " +
+                  std::to_string(h.params.prompt_logprobs) + " and the prompt");
   }
   return ok_status();
 }

@@ -117,12 +117,15 @@ struct generation_params {
   std::vector<int32_t> stop_ids;  ///< Generation ends after producing one of these.
   /// Log-probabilities with each token: -1 none; 0 the chosen token's; n also the n likeliest.
   int32_t top_logprobs = -1;
+  /// Log-probabilities of the prompt's tokens after the first, under the model's raw
+  /// distribution: -1 none; n also the n likeliest. Only a first attempt asks (draw_offset 0).
+  int32_t prompt_logprobs = -1;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_params& x) {
   return f(caf::meta::type_name("generation_params"), x.sampling, x.max_tokens, x.draw_offset,
-           x.stop_ids, x.top_logprobs);
+           x.stop_ids, x.top_logprobs, x.prompt_logprobs);
 }
 
 /// Tokens a decode worker produced for one request, in order.
@@ -135,12 +138,15 @@ struct token_update {
   int32_t cached_tokens = 0;  ///< Prompt tokens served from the prefix cache.
   /// One per token when the request asked for them (generation_params::top_logprobs).
   std::vector<model::position_logprobs> logprobs;
+  /// With the first token, when generation_params::prompt_logprobs asked: one per prompt token
+  /// after the first.
+  std::vector<model::position_logprobs> prompt_logprobs;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, token_update& x) {
   return f(caf::meta::type_name("token_update"), x.request, x.attempt, x.first_index, x.tokens,
-           x.finished, x.cached_tokens, x.logprobs);
+           x.finished, x.cached_tokens, x.logprobs, x.prompt_logprobs);
 }
 
 /// A worker could not finish a request; the router re-dispatches it or fails it.

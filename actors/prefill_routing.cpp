@@ -14,7 +14,8 @@ prefill_routing::prefill_routing(int workers, int block_tokens, double balance_s
 
 prefill_routing::choice prefill_routing::choose(const std::vector<int32_t>& prompt,
                                                 const std::vector<bool>& alive,
-                                                const std::vector<int64_t>& queued_tokens) {
+                                                const std::vector<int64_t>& queued_tokens,
+                                                int preferred) {
   const auto bt = static_cast<size_t>(block_tokens_);
   const auto chain = kvcache::hash_chain(prompt.data(), prompt.size(), bt);
   index_.match(chain, leading_);
@@ -32,7 +33,10 @@ prefill_routing::choice prefill_routing::choose(const std::vector<int32_t>& prom
     ids.push_back(static_cast<int>(w));
   }
   if (loads.empty()) return {};
-  const size_t picked = policy_.choose(static_cast<int64_t>(prompt.size()), loads);
+  const auto mine = std::find(ids.begin(), ids.end(), preferred);
+  const size_t picked = mine != ids.end()
+                            ? static_cast<size_t>(mine - ids.begin())
+                            : policy_.choose(static_cast<int64_t>(prompt.size()), loads);
   choice c;
   c.worker = ids[picked];
   c.uncached_tokens = static_cast<int64_t>(prompt.size()) - loads[picked].cached_tokens;

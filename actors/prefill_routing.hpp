@@ -33,8 +33,10 @@ class prefill_routing {
 
   /// Picks a worker for `prompt` among those with alive[w]; queued_tokens[w] is the prefill
   /// work already waiting on w. Counts the expected computed tokens on the chosen worker.
+  /// `preferred`, when alive, is taken whatever the balance: it holds the prompt of a request
+  /// this one shares it with (the choices of one answer).
   choice choose(const std::vector<int32_t>& prompt, const std::vector<bool>& alive,
-                const std::vector<int64_t>& queued_tokens);
+                const std::vector<int64_t>& queued_tokens, int preferred = -1);
 
   /// Applies a worker's cache events; returns how many were inconsistent with what the router
   /// knew (a lost or duplicated event), which only makes routing less precise.

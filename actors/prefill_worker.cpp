@@ -30,6 +30,8 @@ struct active_job {
   int computed = 0;
   bool cancelled = false;
   job_prefix prefix;  // its part in the prefix cache
+  // The prompt's log-probabilities so far, when the job asks for them.
+  std::vector<model::position_logprobs> prompt_logprobs;
 };
 
 // The queue's first job while it is admitted: its pooled prefix is pinned, and it may wait for
@@ -197,6 +199,9 @@ bool begin_admission(prefill_pointer self) {
       const auto scenario =
           a.job.scenario < cs.retention.size() ? a.job.scenario : kvcache::retention::chat;
       cs.cache->begin(a.job.tokens, scenario, a.prefix);
+      // A cached block holds KV but no logits: a job asking for the prompt's log-probabilities
+      // computes every block (and still offers them to the cache).
+      if (a.job.params.prompt_logprobs >= 0) a.prefix.reusable = 0;
       cs.cache->take_pooled(a.prefix, a.blocks);
     }
     return true;
@@ -353,8 +358,9 @@ void hand_off(prefill_pointer self, active_job& a, const float* logits_row) {
       model::finish_after(first, params.stop_ids, 1, params.max_tokens,
                           static_cast<int>(a.job.tokens.size()) + 1, c.max_positions);
   if (ended != model::finish_reason::none) {
-    token_update u{a.job.request, a.job.attempt,   params.draw_offset,   {first},
-                   ended,         h.cached_tokens, std::move(h.logprobs)};
+    token_update u{
+        a.job.request, a.job.attempt,   params.draw_offset,    {first},
+        ended,         h.cached_tokens, std::move(h.logprobs), std::move(a.prompt_logprobs)};
     self->send(st.config.reports, std::vector<token_update>{u});
     return;
   }
@@ -367,6 +373,7 @@ void hand_off(prefill_pointer self, active_job& a, const float* logits_row) {
   h.tokens = a.job.tokens;
   h.tokens.push_back(first);
   h.params = params;
+  h.prompt_logprobs = std::move(a.prompt_logprobs);
   prefill_job job = a.job;
   job.tokens.clear();
   // A decode worker on another node gets the blocks over the data plane.
@@ -406,11 +413,21 @@ void step_done(prefill_pointer self) {
     st.tokens_done += st.in_step[i].second;
     if (st.cached.cache) st.cached.cache->cache_computed(a->prefix, a->blocks, a->computed);
     const int seq = static_cast<int>(i);
-    if (!a->cancelled && st.loop.batch.logits_count(seq) > 0) {
-      hand_off(self, *a,
-               logits.data() + static_cast<size_t>(st.loop.batch.logits_begin(seq)) *
-                                   static_cast<size_t>(c.vocab_size));
+    const int rows = st.loop.batch.logits_count(seq);
+    if (a->cancelled || rows == 0) continue;
+    const size_t vocab = static_cast<size_t>(c.vocab_size);
+    const float* row = logits.data() + static_cast<size_t>(st.loop.batch.logits_begin(seq)) * vocab;
+    if (a->job.params.prompt_logprobs >= 0) {
+      // Every row of the chunk: each predicts the prompt's next token, up to the last one.
+      const int start = a->computed - rows;
+      const int scored = std::min(rows, static_cast<int>(a->job.tokens.size()) - 1 - start);
+      model::append_prompt_logprobs(row, scored, c.vocab_size,
+                                    &a->job.tokens[static_cast<size_t>(start) + 1],
+                                    a->job.params.prompt_logprobs, a->prompt_logprobs);
+      if (a->computed < static_cast<int>(a->job.tokens.size())) continue;
+      row += static_cast<size_t>(rows - 1) * vocab;
     }
+    hand_off(self, *a, row);
   }
   release_finished(st);
   publish_cache(self, "after a step");
@@ -450,8 +467,10 @@ bool fill_batch(prefill_pointer self) {
     const int total = static_cast<int>(a.job.tokens.size());
     const int chunk = std::min(budget, total - a.computed);
     const bool last = a.computed + chunk == total;
+    // Prompt log-probabilities need every row of the chunk; sampling only the last one.
+    const int rows = a.job.params.prompt_logprobs >= 0 ? chunk : last ? 1 : 0;
     st.loop.batch.add_sequence(&a.job.tokens[static_cast<size_t>(a.computed)], chunk, a.computed,
-                               a.blocks.data(), static_cast<int>(a.blocks.size()), last ? 1 : 0);
+                               a.blocks.data(), static_cast<int>(a.blocks.size()), rows);
     st.in_step.emplace_back(a.job.request, chunk);
     if (st.cached.check_invariants && st.cached.cache) {
       status writable = st.cached.cache->check_writable(a.blocks, a.computed, chunk);

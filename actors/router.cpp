@@ -42,6 +42,7 @@ struct tracked_request {
   int decode = -1;
   int64_t prefill_tokens = 0;
   int cached_tokens = 0;
+  bool prompt_logprobs_sent = false;
   uint16_t scenario = 0;
   int attempts = 0;
   bool queued = false;  // in the waiting queue
@@ -111,14 +112,25 @@ void cancel_at_workers(router_pointer self, tracked_request& r) {
 }
 
 // The prefill worker for `tokens` by cache-aware routing among the live ones.
-prefill_routing::choice place_prefill(router_state& st, const std::vector<int32_t>& tokens) {
+prefill_routing::choice place_prefill(router_state& st, const std::vector<int32_t>& tokens,
+                                      int preferred) {
   std::vector<bool> alive;
   std::vector<int64_t> queued;
   for (const auto& w : st.prefill) {
     alive.push_back(w.alive);
     queued.push_back(w.load);
   }
-  return st.routing->choose(tokens, alive, queued);
+  return st.routing->choose(tokens, alive, queued, preferred);
+}
+
+// The prefill worker of the request whose prompt `r` shares (an earlier choice of its answer),
+// while that request is tracked; -1 otherwise.
+int shared_prompt_worker(const router_state& st, const tracked_request& r) {
+  if (r.req.same_prompt_as == 0 || !r.streamed.empty()) return -1;
+  auto id = st.by_service_id.find(r.req.same_prompt_as);
+  if (id == st.by_service_id.end()) return -1;
+  auto other = st.requests.find(id->second);
+  return other == st.requests.end() ? -1 : other->second.prefill;
 }
 
 // Starts one attempt of `r`; false when no worker can take it now.
@@ -129,7 +141,7 @@ bool dispatch(router_pointer self, tracked_request& r) {
   prefill_job job;
   job.tokens = r.req.prompt;
   job.tokens.insert(job.tokens.end(), r.streamed.begin(), r.streamed.end());
-  const prefill_routing::choice placed = place_prefill(st, job.tokens);
+  const prefill_routing::choice placed = place_prefill(st, job.tokens, shared_prompt_worker(st, r));
   const int p = placed.worker;
   ++r.attempt;
   ++r.attempts;
@@ -141,6 +153,9 @@ bool dispatch(router_pointer self, tracked_request& r) {
   job.params.draw_offset = static_cast<int32_t>(r.streamed.size());
   job.params.stop_ids = r.req.stop_ids;
   job.params.top_logprobs = r.req.top_logprobs;
+  // Only a first attempt has the prompt alone to score; they reach the client once.
+  job.params.prompt_logprobs =
+      r.streamed.empty() && !r.prompt_logprobs_sent ? r.req.prompt_logprobs : -1;
   job.decode = caf::actor_cast<decode_worker_actor>(st.decode[static_cast<size_t>(d)].handle);
   r.prefill = p;
   r.decode = d;
@@ -300,6 +315,10 @@ void on_update(router_pointer self, token_update& u) {
   if (first > have) {
     return redispatch(self, r, "token stream has a gap");
   }
+  if (!u.prompt_logprobs.empty() && !r.prompt_logprobs_sent) {
+    r.prompt_logprobs_sent = true;
+    r.sink->on_prompt_logprobs(u.prompt_logprobs);
+  }
   if (u.cached_tokens != r.cached_tokens) r.sink->on_cached(u.cached_tokens);
   r.cached_tokens = u.cached_tokens;
   r.streamed.insert(r.streamed.end(), fresh.begin(), fresh.end());
@@ -351,6 +370,10 @@ void submit(router_pointer self, generation_job& job) {
   if (job.request.top_logprobs < -1 || job.request.top_logprobs > model::max_top_logprobs) {
     return refuse(errc::invalid_argument,
                   "top_logprobs must be between 0 and " + std::to_string(model::max_top_logprobs));
+  }
+  if (job.request.prompt_logprobs < -1 || job.request.prompt_logprobs > model::max_top_logprobs) {
+    return refuse(errc::invalid_argument, "prompt_logprobs must be between 0 and " +
+                                              std::to_string(model::max_top_logprobs));
   }
   tracked_request r;
   r.scenario = scenario;

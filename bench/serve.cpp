@@ -6,6 +6,8 @@
 //   - the same requests straight into engine_service, no HTTP: what the HTTP layer costs;
 //   - HTTP -> the actor topology (router, prefill and decode workers, expert shards) from the
 //     embedded default manifest: actor_overhead_ratio = engine output tokens/s over the actors'.
+// Then n choices against n separate requests on the topology (--choices): one request with n = N
+// shares its prompt's KV through the prefix cache, N requests sent together each compute it.
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <atomic>
@@ -42,6 +44,21 @@ struct serve_bench_options {
   bool actors = true;
   int overhead_batch = 32;
   int overhead_steps = 64;
+  int choices = 4;          // n of the choices comparison; below 2 skips it.
+  int choices_prompts = 8;  // Prompts in each mode of it.
+  int choices_prompt_tokens = 512;
+};
+
+// One mode of the choices comparison: its load and the prompt tokens the prefill workers
+// computed meanwhile.
+struct choices_mode {
+  load_result load;
+  int64_t prefill_tokens = 0;
+};
+
+struct choices_result {
+  choices_mode shared;    // One request with n choices per prompt.
+  choices_mode separate;  // n requests per prompt, sent together.
 };
 
 std::vector<int32_t> prompt_ids(int request, int tokens, int vocab) {
@@ -287,6 +304,106 @@ std::vector<level_result> run_levels(const serve_bench_options& o, harness& h) {
   return levels;
 }
 
+// Prompt tokens the topology's prefill workers computed so far (cache hits excluded).
+int64_t prefilled_tokens(deploy::topology& topo) {
+  int64_t total = 0;
+  const nlohmann::json roles = nlohmann::json::parse(topo.service().status_json());
+  for (const auto& r : roles) {
+    if (r.contains("detail") && r["detail"].contains("tokens_prefilled")) {
+      total += r["detail"]["tokens_prefilled"].get<int64_t>();
+    }
+  }
+  return total;
+}
+
+// n choices from one request against n separate requests for the same prompt, with the same
+// number of sequences in flight (n), on distinct prompts per mode so neither finds the other's.
+// A topology of its own with two prefill and two decode workers, as deployments run: separate
+// requests sent together are spread over the prefill workers, each computing the prompt.
+result<choices_result> run_choices(const serve_bench_options& o, harness& h) {
+  const int vocab = h.loaded->config.vocab_size;
+  const int n = o.choices;
+  config::manifest m = config::default_manifest(h.dir.string());
+  m.prefill.count = 2;
+  m.decode.count = 2;
+  m.admission_queue = 4 * n + 16;
+  m.decode.kv_tokens =
+      std::max(m.decode.kv_tokens, n * (o.choices_prompt_tokens + o.max_tokens + 16));
+  auto started = deploy::topology::start(m);
+  if (!started) return started.err();
+  std::unique_ptr<deploy::topology> topo = std::move(started.value());
+  serve::api_handler handler(topo->service(), *h.tok, serve::api_handler_options{});
+  serve::http_server_options ho;
+  ho.port = 0;
+  serve::http_server server(handler, ho);
+  if (status listening = server.start(); !listening) return listening.err();
+  const std::string name = topo->service().info().model_name;
+  auto body = [&](int prompt, int choices, uint64_t seed) {
+    nlohmann::json b = {{"model", name},
+                        {"prompt", prompt_ids(prompt, o.choices_prompt_tokens, vocab)},
+                        {"max_tokens", o.max_tokens},
+                        {"temperature", 1.0},
+                        {"seed", seed},
+                        {"n", choices},
+                        {"ignore_eos", true},
+                        {"stream", true},
+                        {"stream_options", {{"include_usage", true}}}};
+    return b.dump();
+  };
+  choices_result out;
+  auto run_mode = [&](choices_mode& mode, const http_load_options& load) {
+    const int64_t before = prefilled_tokens(*topo);
+    mode.load = run_http_load(load);
+    mode.prefill_tokens = prefilled_tokens(*topo) - before;
+  };
+  run_http_load({"127.0.0.1", server.port(), 1, 2, [&](int i) { return body(40000 + i, 1, 0); }});
+  run_mode(out.shared, {"127.0.0.1", server.port(), 1, o.choices_prompts,
+                        [&](int i) { return body(20000 + i, n, static_cast<uint64_t>(i)); }});
+  run_mode(out.separate, {"127.0.0.1", server.port(), n, n * o.choices_prompts,
+                          [&](int i) { return body(30000 + i / n, 1, static_cast<uint64_t>(i)); }});
+  server.stop();
+  return out;
+}
+
+nlohmann::json choices_json(const serve_bench_options& o, const choices_result& c) {
+  auto mode = [&](const choices_mode& m) {
+    nlohmann::json j = figures(m.load);
+    j["prefill_tokens"] = m.prefill_tokens;
+    j["prefill_tokens_per_prompt"] = static_cast<double>(m.prefill_tokens) / o.choices_prompts;
+    return j;
+  };
+  return {{"n", o.choices},
+          {"prompts", o.choices_prompts},
+          {"prompt_tokens", o.choices_prompt_tokens},
+          {"shared", mode(c.shared)},
+          {"separate", mode(c.separate)},
+          {"prefill_tokens_separate_over_shared",
+           ratio(static_cast<double>(c.separate.prefill_tokens), c.shared.prefill_tokens)},
+          {"tokens_per_s_shared_over_separate",
+           ratio(c.shared.load.output_tokens_per_s(), c.separate.load.output_tokens_per_s())}};
+}
+
+void print_choices(const serve_bench_options& o, const choices_result& c) {
+  std::printf(
+      "\nn = %d choices against %d separate requests, %d prompts of %d tokens, %d output "
+      "tokens each; actor topology with 2 prefill and 2 decode workers, prefix cache on:\n",
+      o.choices, o.choices, o.choices_prompts, o.choices_prompt_tokens, o.max_tokens);
+  table t({"mode", "requests", "prefill tokens", "per prompt", "out tok/s", "TTFT p50", "errors"});
+  auto row = [&](const char* label, const choices_mode& m) {
+    const nlohmann::json f = figures(m.load);
+    t.add_row({label, std::to_string(m.load.samples.size()), std::to_string(m.prefill_tokens),
+               fixed(static_cast<double>(m.prefill_tokens) / o.choices_prompts, 1),
+               fixed(m.load.output_tokens_per_s(), 1), fixed(f["ttft_ms_p50"].get<double>(), 1),
+               std::to_string(m.load.errors)});
+  };
+  row(("one request, n=" + std::to_string(o.choices)).c_str(), c.shared);
+  row((std::to_string(o.choices) + " requests").c_str(), c.separate);
+  std::printf("%s", t.render().c_str());
+  std::printf("prefill tokens, separate / shared: %.2f; output tokens/s, shared / separate: %.2f\n",
+              ratio(static_cast<double>(c.separate.prefill_tokens), c.shared.prefill_tokens),
+              ratio(c.shared.load.output_tokens_per_s(), c.separate.load.output_tokens_per_s()));
+}
+
 }  // namespace
 
 int serve(int argc, char** argv) {
@@ -303,6 +420,14 @@ int serve(int argc, char** argv) {
   app.add_option("--max-tokens", o.max_tokens, "output tokens per request")->capture_default_str();
   app.add_flag("--no-direct", no_direct, "skip the runs straight into the engine service");
   app.add_flag("--no-actors", no_actors, "skip the runs against the actor topology");
+  app.add_option("--choices", o.choices,
+                 "n of the comparison of one n-choice request with n requests (below 2: skip)")
+      ->capture_default_str();
+  app.add_option("--choices-prompts", o.choices_prompts, "prompts in each mode of that comparison")
+      ->capture_default_str();
+  app.add_option("--choices-prompt-tokens", o.choices_prompt_tokens,
+                 "prompt length in that comparison")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   o.direct = !no_direct;
   o.actors = !no_actors;
@@ -317,6 +442,17 @@ int serve(int argc, char** argv) {
     return 1;
   }
   const std::vector<level_result> levels = run_levels(o, h);
+  std::optional<choices_result> choices;
+  if (o.actors && o.choices > 1) {
+    std::fprintf(stderr, "comparing n=%d choices with %d separate requests ...\n", o.choices,
+                 o.choices);
+    auto c = run_choices(o, h);
+    if (c) {
+      choices = c.value();
+    } else {
+      std::fprintf(stderr, "bench serve: choices: %s\n", c.err().message.c_str());
+    }
+  }
   // The step-time overhead of the topology beside the engine, on the same model and batch.
   std::optional<overhead_figures> overhead;
   if (o.actors) {
@@ -341,9 +477,11 @@ int serve(int argc, char** argv) {
                                   {"topology_step_ms", overhead->topology_step_ms},
                                   {"ratio", overhead->ratio()}};
     }
+    if (choices) j["choices"] = choices_json(o, *choices);
     std::printf("%s\n", j.dump().c_str());
   } else {
     print_table(o, levels, model_line.str());
+    if (choices) print_choices(o, *choices);
     if (overhead) {
       std::printf(
           "\nactor overhead at batch %d (%d decode steps, 4 expert shards, median of %d "
@@ -356,6 +494,7 @@ int serve(int argc, char** argv) {
   int errors = 0;
   for (const auto& l : levels)
     errors += l.http.errors + l.direct.errors + l.actors.errors;
+  if (choices) errors += choices->shared.load.errors + choices->separate.load.errors;
   return errors == 0 ? 0 : 1;
 }
 

@@ -106,20 +106,26 @@ void on_kv_part(data_plane::impl* dp, received_message& m, bool meta) {
     out.params.sampling.logit_bias.push_back(b);
   }
   out.params.top_logprobs = h.top_logprobs;
-  if (h.logprob_pairs > 0) {
-    const int32_t* pairs = biases + 2 * h.bias_pairs;
-    auto pair_at = [pairs](int32_t i) {
-      model::token_logprob p;
-      p.token = pairs[2 * i];
-      std::memcpy(&p.logprob, &pairs[2 * i + 1], sizeof p.logprob);
-      return p;
-    };
-    model::position_logprobs first;
-    first.chosen = pair_at(0);
-    for (int32_t i = 1; i < h.logprob_pairs; ++i)
-      first.top.push_back(pair_at(i));
-    out.logprobs.push_back(std::move(first));
-  }
+  out.params.prompt_logprobs = h.prompt_logprobs;
+  const int32_t* pairs = biases + 2 * h.bias_pairs;
+  auto pair_at = [&pairs](int32_t i) {
+    model::token_logprob p;
+    p.token = pairs[2 * i];
+    std::memcpy(&p.logprob, &pairs[2 * i + 1], sizeof p.logprob);
+    return p;
+  };
+  // Each position: the chosen token's pair, then the likeliest ones'.
+  auto read_position = [&](int32_t count) {
+    model::position_logprobs at;
+    at.chosen = pair_at(0);
+    for (int32_t i = 1; i < count; ++i)
+      at.top.push_back(pair_at(i));
+    pairs += 2 * count;
+    return at;
+  };
+  if (h.logprob_pairs > 0) out.logprobs.push_back(read_position(h.logprob_pairs));
+  for (int32_t p = 0; p < h.prompt_positions; ++p)
+    out.prompt_logprobs.push_back(read_position(1 + std::max(h.prompt_logprobs, 0)));
   const transport::byte_buffer blocks = *parts.blocks;
   out.kv =
       actors::shared_floats::alias(blocks.owner(), reinterpret_cast<const float*>(blocks.data()),

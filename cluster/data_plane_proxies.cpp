@@ -1,5 +1,6 @@
 // The data plane's actors: proxies that stand for remote expert shards and decode workers, and
 // the ingress that hands arriving calls to local ones.
+#include <algorithm>
 #include <cstring>
 
 #include "cluster/data_plane_impl.hpp"
@@ -156,6 +157,14 @@ caf::behavior shard_proxy(proxy_pointer self, data_plane::impl* dp,
 }
 
 // KV blocks go as their own message, straight from the prefill worker's buffer.
+// A (token, logprob) pair as two int32 words: the logprob's float bits in the second.
+void add_logprob_pair(std::vector<int32_t>& ids, const model::token_logprob& p) {
+  int32_t bits = 0;
+  std::memcpy(&bits, &p.logprob, sizeof bits);
+  ids.push_back(p.token);
+  ids.push_back(bits);
+}
+
 caf::result<bool> forward_kv(proxy_pointer self, data_plane::impl* dp, uint64_t peer,
                              caf::actor_id target, actors::kv_handoff& h) {
   auto rp = self->make_response_promise();
@@ -194,16 +203,18 @@ caf::result<bool> forward_kv(proxy_pointer self, data_plane::impl* dp, uint64_t 
   }
   if (!h.logprobs.empty()) {
     const model::position_logprobs& first = h.logprobs.front();
-    auto add_pair = [&ids](const model::token_logprob& p) {
-      int32_t bits = 0;
-      std::memcpy(&bits, &p.logprob, sizeof bits);
-      ids.push_back(p.token);
-      ids.push_back(bits);
-    };
-    add_pair(first.chosen);
+    add_logprob_pair(ids, first.chosen);
     for (const auto& p : first.top)
-      add_pair(p);
+      add_logprob_pair(ids, p);
     m.logprob_pairs = static_cast<int32_t>(1 + first.top.size());
+  }
+  m.prompt_logprobs = h.params.prompt_logprobs;
+  m.prompt_positions = static_cast<int32_t>(h.prompt_logprobs.size());
+  for (const model::position_logprobs& p : h.prompt_logprobs) {
+    add_logprob_pair(ids, p.chosen);
+    // Exactly 1 + prompt_logprobs pairs per position, as the header says (the receiver checks).
+    for (size_t i = 0; i < static_cast<size_t>(std::max(m.prompt_logprobs, 0)); ++i)
+      add_logprob_pair(ids, i < p.top.size() ? p.top[i] : model::token_logprob{});
   }
   auto tokens = transport::byte_buffer::copy_of({ids.data(), ids.size() * sizeof(int32_t)});
   dp->send_call(peer, wire::kv_meta, wire::as_bytes(m), std::move(tokens), correlation);

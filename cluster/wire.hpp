@@ -113,6 +113,10 @@ struct kv_meta_header {
   float presence_penalty = 0;
   float frequency_penalty = 0;
   float repetition_penalty = 1;
+  int32_t prompt_logprobs = -1;  ///< generation_params::prompt_logprobs
+  /// Prompt positions whose log-probabilities follow the pairs above, each as
+  /// 1 + max(prompt_logprobs, 0) (token, logprob) pairs: the prompt's token, then the likeliest.
+  int32_t prompt_positions = 0;
 };
 
 /// Pairs a kv_data message with its kv_meta.

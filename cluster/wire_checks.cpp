@@ -1,5 +1,6 @@
 #include "cluster/wire_checks.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -55,18 +56,30 @@ status check(const answer_header& h, std::size_t payload_bytes) {
 }
 
 status check(const kv_meta_header& h, std::size_t token_bytes, std::size_t block_bytes) {
-  std::uint64_t tokens = 0, stops = 0, biases = 0, pairs = 0, ids = 0, blocks = 0;
+  std::uint64_t tokens = 0, stops = 0, biases = 0, pairs = 0, ids = 0, blocks = 0, prompt = 0;
   if (!bytes_of(h.tokens, sizeof(std::int32_t), tokens) ||
       !bytes_of(h.stop_ids, sizeof(std::int32_t), stops) ||
       !bytes_of(h.bias_pairs, 2 * sizeof(std::int32_t), biases) ||
       !bytes_of(h.logprob_pairs, 2 * sizeof(std::int32_t), pairs) ||
+      !bytes_of(h.prompt_positions, std::int64_t{1} + std::max(h.prompt_logprobs, 0),
+                2 * sizeof(std::int32_t), prompt) ||
       __builtin_add_overflow(tokens, stops, &ids) || __builtin_add_overflow(ids, biases, &ids) ||
-      __builtin_add_overflow(ids, pairs, &ids) || ids != token_bytes) {
+      __builtin_add_overflow(ids, pairs, &ids) || __builtin_add_overflow(ids, prompt, &ids) ||
+      ids != token_bytes) {
     return mismatch("a KV handoff's token list", token_bytes,
                     "tokens " + std::to_string(h.tokens) + ", stop ids " +
                         std::to_string(h.stop_ids) + ", bias pairs " +
                         std::to_string(h.bias_pairs) + ", logprob pairs " +
-                        std::to_string(h.logprob_pairs));
+                        std::to_string(h.logprob_pairs) + ", prompt positions " +
+                        std::to_string(h.prompt_positions));
+  }
+  if (h.prompt_logprobs < -1 || h.prompt_logprobs > model::max_top_logprobs ||
+      h.prompt_positions < 0 || h.prompt_positions > h.tokens) {
+    return error(errc::invalid_argument, "a KV handoff carries prompt log-probabilities for " +
+                                             std::to_string(h.prompt_positions) + " positions of " +
+                                             std::to_string(h.tokens) +
+                                             " tokens with prompt_logprobs " +
+                                             std::to_string(h.prompt_logprobs));
   }
   if (h.bias_pairs > model::max_logit_biases) {
     return error(errc::invalid_argument, "a KV handoff carries " + std::to_string(h.bias_pairs) +

@@ -147,6 +147,7 @@ result<std::unique_ptr<topology>> topology::start(
   info.vocab_size = c.vocab_size;
   for (const auto& s : m.kv_cache.scenarios)
     info.scenarios.push_back(s.name);
+  info.prefix_cache = m.kv_cache.enabled;
   info.created_unix_s = std::chrono::duration_cast<std::chrono::seconds>(
                             std::chrono::system_clock::now().time_since_epoch())
                             .count();

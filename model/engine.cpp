@@ -19,6 +19,7 @@ struct engine::sequence {
   std::vector<float> logits;
   finish_reason finished = finish_reason::none;
   draft_window drafts;
+  std::vector<position_logprobs> prompt_logprobs;  // until the first token carries them
 };
 
 engine::engine(const loaded_model& model, gpu::backend& dev, const engine_options& options)
@@ -57,6 +58,11 @@ result<int64_t> engine::submit(std::vector<int32_t> prompt, const request_option
     return error(errc::invalid_argument, "top_logprobs " + std::to_string(options.top_logprobs) +
                                              " is not in [-1, " + std::to_string(max_top_logprobs) +
                                              "]");
+  }
+  if (options.prompt_logprobs < -1 || options.prompt_logprobs > max_top_logprobs) {
+    return error(errc::invalid_argument,
+                 "prompt_logprobs " + std::to_string(options.prompt_logprobs) + " is not in [-1, " +
+                     std::to_string(max_top_logprobs) + "]");
   }
   const int needed = static_cast<int>(prompt.size()) + options.max_tokens;
   if (static_cast<int>(prompt.size()) >= c.max_positions) {
@@ -133,8 +139,10 @@ void engine::build_batch(std::vector<sequence*>& in_batch, std::vector<int>& fed
     if (s->computed >= s->prompt_tokens || budget == 0) continue;
     const int chunk = std::min(budget, s->prompt_tokens - s->computed);
     const bool last = s->computed + chunk == s->prompt_tokens;
+    // Prompt log-probabilities need every row of the chunk; sampling only the last one.
+    const int rows = s->options.prompt_logprobs >= 0 ? chunk : last ? 1 : 0;
     batch_.add_sequence(&s->tokens[static_cast<size_t>(s->computed)], chunk, s->computed,
-                        s->blocks.data(), static_cast<int>(s->blocks.size()), last ? 1 : 0);
+                        s->blocks.data(), static_cast<int>(s->blocks.size()), rows);
     in_batch.push_back(s.get());
     fed.push_back(chunk);
     budget -= chunk;
@@ -146,9 +154,20 @@ void engine::finish_step(const std::vector<sequence*>& in_batch, std::vector<tok
   for (size_t i = 0; i < in_batch.size(); ++i) {
     sequence& s = *in_batch[i];
     const int seq = static_cast<int>(i);
-    if (batch_.logits_count(seq) == 0) continue;
+    const int count = batch_.logits_count(seq);
+    if (count == 0) continue;
     const float* rows =
         logits_.data() + static_cast<size_t>(batch_.logits_begin(seq)) * static_cast<size_t>(vocab);
+    if (i >= fed_.size() && s.options.prompt_logprobs >= 0) {
+      // A prefill chunk with every row: the prompt's own tokens follow its rows, up to the last
+      // prompt token, whose row chooses the first output token.
+      const int start = s.computed - count;
+      const int scored = std::min(count, s.prompt_tokens - 1 - start);
+      append_prompt_logprobs(rows, scored, vocab, &s.tokens[static_cast<size_t>(start) + 1],
+                             s.options.prompt_logprobs, s.prompt_logprobs);
+      if (s.computed < s.prompt_tokens) continue;
+      rows += static_cast<size_t>(count - 1) * static_cast<size_t>(vocab);
+    }
     // Decoding sequences come first in the batch, each with its fed tokens in fed_: the last
     // accepted token, then the drafts. A prefill's last chunk drafts nothing.
     std::vector<int32_t> drafts;
@@ -180,7 +199,8 @@ void engine::append_token(sequence& s, int32_t token, const float* row, position
   s.finished = finish_after(token, s.options.stop_ids, static_cast<int>(s.generated.size()),
                             s.options.max_tokens, static_cast<int>(s.tokens.size()),
                             model_.config.max_positions);
-  events.push_back({s.id, token, s.finished, std::move(logprobs)});
+  events.push_back({s.id, token, s.finished, std::move(logprobs), {}});
+  if (s.generated.size() == 1) events.back().prompt_logprobs = std::move(s.prompt_logprobs);
 }
 
 bool engine::step(std::vector<token_event>& events) {

@@ -50,6 +50,10 @@ struct request_options {
   /// Log-probabilities with each token (model/logprobs.hpp): -1 none; 0 the chosen token's;
   /// n also the n likeliest.
   int top_logprobs = -1;
+  /// Log-probabilities of the prompt's tokens after the first (position_logprobs, raw
+  /// log-softmax: see append_prompt_logprobs): -1 none; n also the n likeliest. They cost a
+  /// logits row per prompt token, so only requests that ask compute them.
+  int prompt_logprobs = -1;
 };
 
 /// One generated token, as step() reports it.
@@ -58,6 +62,8 @@ struct token_event {
   int32_t token = 0;
   finish_reason finished = finish_reason::none;
   position_logprobs logprobs;  ///< When the request asked for them.
+  /// With the first token of a request that asked for them: one per prompt token after the first.
+  std::vector<position_logprobs> prompt_logprobs;
 };
 
 class engine {

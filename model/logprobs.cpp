@@ -32,4 +32,11 @@ position_logprobs logprobs_at(const float* row, int vocab, int32_t chosen, int t
   return out;
 }
 
+void append_prompt_logprobs(const float* rows, int count, int vocab, const int32_t* next, int top,
+                            std::vector<position_logprobs>& out) {
+  for (int j = 0; j < count; ++j)
+    out.push_back(logprobs_at(rows + static_cast<size_t>(j) * static_cast<size_t>(vocab), vocab,
+                              next[j], top));
+}
+
 }  // namespace brigade::model

@@ -30,4 +30,11 @@ constexpr int max_top_logprobs = 20;
 position_logprobs logprobs_at(const float* row, int vocab, int32_t chosen, int top,
                               float temperature = 1.0f);
 
+/// Prompt log-probabilities: row j of `rows` (vocab logits each) is the model's prediction after
+/// the prompt's token at some position p, and `next[j]` the prompt's token at p + 1. Appends one
+/// entry per row: the log-softmax of the raw logits (temperature 1, no sampling rules: a prompt
+/// token was never drawn), the chosen token being the prompt's own, with `top` alternatives.
+void append_prompt_logprobs(const float* rows, int count, int vocab, const int32_t* next, int top,
+                            std::vector<position_logprobs>& out);
+
 }  // namespace brigade::model

@@ -366,8 +366,19 @@ api_handler::outcome api_handler::start_generation(api_kind kind, std::string_vi
   meta.include_usage = p.include_usage;
   generation_start start;
   start.stream = std::make_unique<generation_stream>(p, meta, tok_, request_metrics_, received);
-  start.request = std::move(p.generation);
-  start.request.id = id;
+  start.staggered = p.best_of > 1 && ctx.info.prefix_cache;
+  const int64_t more = p.best_of > 1 ? next_id_.fetch_add(p.best_of - 1) : 0;
+  for (int i = 0; i < p.best_of; ++i) {
+    generation_request g = p.generation;
+    g.id = i == 0 ? id : more + i - 1;
+    g.sampling.seed = choice_seed(p.generation.sampling.seed, i);
+    // Staggered choices find the prompt in the cache; the first one delivers its logprobs.
+    if (start.staggered && i > 0) {
+      g.prompt_logprobs = -1;
+      g.same_prompt_as = id;
+    }
+    start.requests.push_back(std::move(g));
+  }
   return start;
 }
 

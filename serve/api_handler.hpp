@@ -54,9 +54,14 @@ struct http_reply {
   bool www_authenticate = false;  ///< Sends "WWW-Authenticate: Bearer" (401).
 };
 
-/// A generation to submit, with the stream that will turn its tokens into the answer.
+/// The generations of one answer (one per choice), with the stream that turns their tokens into
+/// the answer.
 struct generation_start {
-  generation_request request;
+  /// Choice i's generation; its seed is choice_seed(seed, i). Ids are unique, not consecutive.
+  std::vector<generation_request> requests;
+  /// Submit choice 0 alone, the others once it produced its first token: its prompt is then in
+  /// the prefix cache, so they compute only what the cache lacks (one prefill, not n).
+  bool staggered = false;
   std::unique_ptr<generation_stream> stream;
 };
 

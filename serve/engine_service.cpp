@@ -160,6 +160,7 @@ void engine_service::admit(std::deque<submission>& submitted) {
     o.sampling = s.request.sampling;
     o.stop_ids = s.request.stop_ids;
     o.top_logprobs = s.request.top_logprobs;
+    o.prompt_logprobs = s.request.prompt_logprobs;
     const int prompt_tokens = static_cast<int>(s.request.prompt.size());
     auto id = engine_.submit(std::move(s.request.prompt), o);
     if (!id) {
@@ -199,6 +200,7 @@ void engine_service::dispatch(const std::vector<model::token_event>& events) {
     if (it == by_engine_id_.end()) continue;
     ++it->second.generated;
     one[0] = e.token;
+    if (!e.prompt_logprobs.empty()) it->second.sink->on_prompt_logprobs(e.prompt_logprobs);
     if (it->second.top_logprobs >= 0) it->second.sink->on_logprobs({e.logprobs});
     it->second.sink->on_tokens(one);
     if (e.finished != model::finish_reason::none) {

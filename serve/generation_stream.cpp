@@ -1,5 +1,9 @@
 #include "serve/generation_stream.hpp"
 
+#include <algorithm>
+#include <numeric>
+
+#include "model/chat_template.hpp"
 #include "serve/api_error.hpp"
 #include "serve/sse.hpp"
 
@@ -12,99 +16,289 @@ double seconds(std::chrono::steady_clock::duration d) {
 
 }  // namespace
 
+struct generation_stream::choice_state {
+  choice_state(const model::tokenizer& tok, const std::vector<std::string>& stops, int i)
+      : index(i), decoder(tok, /*skip_special=*/true), stop(stops) {}
+
+  int index;
+  model::incremental_decoder decoder;
+  stop_matcher stop;
+  int tokens = 0;
+  std::string text;  // Whole answers only: the text so far.
+  // Whole answers: every token's; streams: those of tokens not yet sent in a chunk.
+  std::vector<logprob_entry> logprobs;
+  size_t logprob_offset = 0;
+  double cumulative_logprob = 0.0;  // Ranks best_of choices.
+  bool echoed = false;
+  bool ended = false;
+  const char* reason = nullptr;
+  int cached_tokens = 0;
+  std::unique_ptr<model::tool_call_parser> tools;  // Chat with tools: splits out the calls.
+  std::vector<model::tool_call> tool_calls;        // Whole answers: the calls so far.
+  int calls = 0;
+  std::vector<model::tool_parse_event> text_pending;  // From the forced prefix, if any.
+  clock::time_point first_token_at;
+  clock::time_point last_token_at;
+};
+
 generation_stream::generation_stream(const parsed_request& request, response_meta meta,
                                      const model::tokenizer& tok, request_metrics& metrics,
                                      clock::time_point received)
     : streaming_(request.stream),
       meta_(std::move(meta)),
       metrics_(metrics),
-      decoder_(tok, /*skip_special=*/true),
-      stops_(request.stop_strings),
-      prompt_tokens_(static_cast<int>(request.generation.prompt.size())),
-      received_(received),
       tok_(tok),
-      wants_logprobs_(request.generation.top_logprobs >= 0) {}
+      answered_(request.n),
+      wants_logprobs_(request.logprobs >= 0),
+      echo_(request.echo),
+      no_output_(request.no_output),
+      parse_tool_calls_(request.parse_tool_calls),
+      format_(request.format),
+      forced_prefix_(request.forced_prefix),
+      prompt_(request.generation.prompt),
+      stop_strings_(request.stop_strings),
+      received_(received) {
+  for (int i = 0; i < std::max(request.best_of, 1); ++i) {
+    choices_.push_back(std::make_unique<choice_state>(tok, stop_strings_, i));
+    if (!parse_tool_calls_) continue;
+    choice_state& c = *choices_.back();
+    c.tools = std::make_unique<model::tool_call_parser>(format_);
+    // The call's opening that tool_choice put in the prompt is the answer's start: the parser
+    // reads it before the model's text (it opens a call, so it yields nothing yet).
+    if (!forced_prefix_.empty()) c.text_pending = c.tools->push(forced_prefix_);
+  }
+}
+
+generation_stream::~generation_stream() = default;
 
 token_text_logprob generation_stream::text_of(const model::token_logprob& t) const {
   return {tok_.decode({t.token}), t.logprob};
 }
 
+bool generation_stream::choice_ended(int choice) const {
+  return choices_[static_cast<size_t>(choice)]->ended;
+}
+
 std::string generation_stream::open() {
   if (!streaming_ || meta_.kind != api_kind::chat) return {};
-  return sse_event(stream_chunk(meta_, "", nullptr, /*role=*/true));
+  std::string out;
+  for (const auto& c : choices_) {
+    choice_output o;
+    o.index = c->index;
+    o.role = true;
+    out += sse_event(stream_chunk(meta_, o));
+  }
+  return out;
+}
+
+void generation_stream::on_prompt_logprobs(const std::vector<model::position_logprobs>& logprobs) {
+  if (have_prompt_logprobs_) return;
+  have_prompt_logprobs_ = true;
+  prompt_logprobs_ = logprobs;
+}
+
+// The prompt's text (and its log-probabilities) before a choice's own, once: whole answers
+// keep it, streams send it as the choice's first chunk.
+std::string generation_stream::echo_chunk(choice_state& c) {
+  if (!echo_ || c.echoed) return {};
+  c.echoed = true;
+  if (wants_logprobs_) {
+    for (size_t i = 0; i < prompt_.size(); ++i) {
+      logprob_entry e;
+      e.text_offset = c.logprob_offset;
+      // The first token has nothing before it to predict it; the others have a row each.
+      if (i == 0 || i - 1 >= prompt_logprobs_.size()) {
+        e.chosen = {tok_.decode({prompt_[i]}), 0.0f};
+        e.unscored = true;
+      } else {
+        const model::position_logprobs& p = prompt_logprobs_[i - 1];
+        e.chosen = text_of(p.chosen);
+        for (const model::token_logprob& t : p.top)
+          e.top.push_back(text_of(t));
+      }
+      c.logprob_offset += e.chosen.text.size();
+      c.logprobs.push_back(std::move(e));
+    }
+  }
+  return text_chunk(c, tok_.decode(prompt_));
+}
+
+void generation_stream::add_logprobs(choice_state& c,
+                                     const std::vector<model::position_logprobs>& logprobs) {
+  for (const model::position_logprobs& p : logprobs) {
+    c.cumulative_logprob += static_cast<double>(p.chosen.logprob);
+    if (!wants_logprobs_) continue;
+    logprob_entry e;
+    e.chosen = text_of(p.chosen);
+    for (const model::token_logprob& t : p.top)
+      e.top.push_back(text_of(t));
+    e.text_offset = c.logprob_offset;
+    c.logprob_offset += e.chosen.text.size();
+    c.logprobs.push_back(std::move(e));
+  }
 }
 
 // A stream's log-probabilities ride on the first chunk sent after their tokens arrived (text
 // held back for a partial character or a possible stop string comes later).
-std::string generation_stream::text_chunk(const std::string& text) {
+std::string generation_stream::text_chunk(choice_state& c, const std::string& text) {
   if (text.empty()) return {};
-  if (!streaming_) {
-    text_ += text;
-    return {};
+  if (!c.tools) return content_chunk(c, text);
+  std::string out;
+  if (!c.text_pending.empty()) out = parsed_chunks(c, std::move(c.text_pending));
+  c.text_pending.clear();
+  return out + parsed_chunks(c, c.tools->push(text));
+}
+
+// Content and tool calls, as the parser split them; a call gets its id here.
+std::string generation_stream::parsed_chunks(choice_state& c,
+                                             std::vector<model::tool_parse_event> events) {
+  std::string out;
+  for (model::tool_parse_event& e : events) {
+    if (e.what == model::tool_parse_event::kind::content) {
+      out += content_chunk(c, e.text);
+      continue;
+    }
+    e.call.id = "call_" + meta_.id + "_" + std::to_string(c.index) + "_" + std::to_string(c.calls);
+    const int number = c.calls++;
+    if (!streaming_) {
+      c.tool_calls.push_back(std::move(e.call));
+      continue;
+    }
+    choice_output o;
+    o.index = c.index;
+    o.tool_calls.push_back(std::move(e.call));
+    o.first_call = number;
+    o.logprobs = wants_logprobs_ ? &c.logprobs : nullptr;
+    out += sse_event(stream_chunk(meta_, o));
+    c.logprobs.clear();
   }
-  std::string out = sse_event(stream_chunk(meta_, text, nullptr, false, logprobs_or_null()));
-  logprobs_.clear();
   return out;
 }
 
-std::string generation_stream::on_tokens(const std::vector<int32_t>& tokens,
-                                         const std::vector<model::position_logprobs>& logprobs) {
-  if (complete_) return {};
-  if (wants_logprobs_) {
-    for (const model::position_logprobs& p : logprobs) {
-      logprob_entry e;
-      e.chosen = text_of(p.chosen);
-      for (const model::token_logprob& t : p.top)
-        e.top.push_back(text_of(t));
-      e.text_offset = logprob_offset_;
-      logprob_offset_ += e.chosen.text.size();
-      logprobs_.push_back(std::move(e));
-    }
+std::string generation_stream::content_chunk(choice_state& c, const std::string& text) {
+  if (text.empty()) return {};
+  if (!streaming_) {
+    c.text += text;
+    return {};
   }
+  choice_output o;
+  o.index = c.index;
+  o.text = text;
+  o.logprobs = wants_logprobs_ ? &c.logprobs : nullptr;
+  std::string out = sse_event(stream_chunk(meta_, o));
+  c.logprobs.clear();
+  return out;
+}
+
+std::string generation_stream::on_tokens(int choice, const std::vector<int32_t>& tokens,
+                                         const std::vector<model::position_logprobs>& logprobs) {
+  choice_state& c = *choices_[static_cast<size_t>(choice)];
+  if (complete_ || c.ended) return {};
+  std::string out = echo_chunk(c);
+  // max_tokens 0: the token generated while scoring the prompt is not part of the answer.
+  if (no_output_) return out;
+  add_logprobs(c, logprobs);
   const clock::time_point now = clock::now();
   std::string decoded;
   for (int32_t t : tokens) {
-    if (tokens_ == 0) {
-      first_token_at_ = now;
+    if (!first_token_seen_) {
+      first_token_seen_ = true;
       metrics_.first_token(seconds(now - received_));
-    } else {
-      metrics_.inter_token(seconds(now - last_token_at_));
+    } else if (c.tokens > 0) {
+      metrics_.inter_token(seconds(now - c.last_token_at));
     }
-    last_token_at_ = now;
-    ++tokens_;
-    decoded += decoder_.push(t);
+    if (c.tokens == 0) c.first_token_at = now;
+    c.last_token_at = now;
+    ++c.tokens;
+    decoded += c.decoder.push(t);
   }
-  stop_matcher::released r = stops_.push(decoded);
-  std::string out = text_chunk(r.text);
-  if (r.matched) {
-    stop_matched_ = true;
-    out += finish_with("stop", {prompt_tokens_, tokens_, cached_tokens_});
-  }
+  stop_matcher::released r = c.stop.push(decoded);
+  out += text_chunk(c, r.text);
+  if (r.matched) out += end_choice(c, "stop");
   return out;
 }
 
-std::string generation_stream::on_finished(finish_reason reason, const generation_usage& usage) {
-  if (complete_) return {};
-  // The decoder's and the stop matcher's tails are text too; a stop string may still match.
-  stop_matcher::released r = stops_.push(decoder_.finish());
-  std::string out = text_chunk(r.text);
-  if (!r.matched) out += text_chunk(stops_.finish());
-  return out + finish_with(r.matched ? "stop" : openai_finish_reason(reason), usage);
+void generation_stream::on_cached(int choice, int cached_tokens) {
+  choices_[static_cast<size_t>(choice)]->cached_tokens = cached_tokens;
 }
 
-std::string generation_stream::finish_with(const char* openai_reason,
+std::string generation_stream::on_finished(int choice, finish_reason reason,
                                            const generation_usage& usage) {
+  choice_state& c = *choices_[static_cast<size_t>(choice)];
+  if (complete_ || c.ended) return {};
+  c.cached_tokens = usage.cached_tokens;
+  std::string out = echo_chunk(c);
+  // The decoder's and the stop matcher's tails are text too; a stop string may still match.
+  stop_matcher::released r = c.stop.push(c.decoder.finish());
+  out += text_chunk(c, r.text);
+  if (!r.matched) out += text_chunk(c, c.stop.finish());
+  return out + end_choice(c, r.matched ? "stop" : openai_finish_reason(reason));
+}
+
+std::string generation_stream::end_choice(choice_state& c, const char* openai_reason) {
+  std::string out;
+  if (c.tools) {
+    // A call left open, or a marker held back, is content now; an answer that called a tool
+    // (and was not cut short) ends for that reason.
+    out += parsed_chunks(c, c.tools->finish());
+    if (c.calls > 0 && std::string(openai_reason) == "stop") openai_reason = "tool_calls";
+  }
+  c.ended = true;
+  c.reason = openai_reason;
+  ++ended_;
+  if (streaming_) {
+    // Log-probabilities of tokens whose text never came out (a stop string) go with the end.
+    choice_output o;
+    o.index = c.index;
+    o.finish_reason = openai_reason;
+    o.logprobs = wants_logprobs_ && !c.logprobs.empty() ? &c.logprobs : nullptr;
+    out += sse_event(stream_chunk(meta_, o));
+    c.logprobs.clear();
+  }
+  if (ended_ == choices()) out += finish_all();
+  return out;
+}
+
+// Every choice ended: the usage of them all, and the answer.
+std::string generation_stream::finish_all() {
   complete_ = true;
-  const clock::time_point end = tokens_ > 0 ? last_token_at_ : clock::now();
-  const double tpot = tokens_ > 1 ? seconds(last_token_at_ - first_token_at_) / (tokens_ - 1) : -1;
-  metrics_.finished(seconds(end - received_), tpot, usage, openai_reason);
-  if (!streaming_) return whole_response(meta_, text_, openai_reason, usage, logprobs_or_null());
-  // Log-probabilities of tokens whose text never came out (a stop string) go with the end.
-  const bool left = wants_logprobs_ && !logprobs_.empty();
-  std::string out =
-      sse_event(stream_chunk(meta_, "", openai_reason, false, left ? &logprobs_ : nullptr));
-  if (meta_.include_usage) out += sse_event(usage_chunk(meta_, usage));
-  return out + sse_done();
+  generation_usage usage;
+  usage.prompt_tokens = static_cast<int>(prompt_.size());
+  usage.cached_tokens = choices_[0]->cached_tokens;
+  for (const auto& c : choices_)
+    usage.completion_tokens += c->tokens;
+  const choice_state& first = *choices_[0];
+  const clock::time_point end = first.tokens > 0 ? first.last_token_at : clock::now();
+  const double tpot = first.tokens > 1
+                          ? seconds(first.last_token_at - first.first_token_at) / (first.tokens - 1)
+                          : -1;
+  metrics_.finished(seconds(end - received_), tpot, usage, first.reason);
+  if (streaming_) {
+    std::string out;
+    if (meta_.include_usage) out += sse_event(usage_chunk(meta_, usage));
+    return out + sse_done();
+  }
+  // best_of: the n choices whose tokens are likeliest together, likeliest first.
+  std::vector<size_t> order(choices_.size());
+  std::iota(order.begin(), order.end(), 0);
+  if (answered_ < choices()) {
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return choices_[a]->cumulative_logprob > choices_[b]->cumulative_logprob;
+    });
+    order.resize(static_cast<size_t>(answered_));
+  }
+  std::vector<choice_output> shown;
+  for (size_t i = 0; i < order.size(); ++i) {
+    choice_state& c = *choices_[order[i]];
+    choice_output o;
+    o.index = static_cast<int>(i);
+    o.text = std::move(c.text);
+    o.tool_calls = std::move(c.tool_calls);
+    o.finish_reason = c.reason;
+    o.logprobs = wants_logprobs_ ? &c.logprobs : nullptr;
+    shown.push_back(std::move(o));
+  }
+  return whole_response(meta_, shown, usage);
 }
 
 std::string generation_stream::on_error(const error& err) {

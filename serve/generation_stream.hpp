@@ -1,11 +1,16 @@
-// One request's answer, built from the service's callbacks: tokens are decoded incrementally,
-// checked against stop strings, and turned into SSE chunks (stream) or one JSON body (whole).
-// It knows nothing of sockets: the HTTP session writes whatever bytes it returns, in order.
+// One request's answer, built from the service's callbacks for each of its choices: tokens are
+// decoded incrementally, checked against stop strings, and turned into SSE chunks (stream) or
+// one JSON body (whole). It knows nothing of sockets: the HTTP session writes whatever bytes it
+// returns, in order.
 //
-//   open() --> on_tokens()* --> on_finished() | on_error()    -> complete()
-//                    \--(stop string matched)--------------------> complete(), stop_matched()
+// A request has best_of choices (n unless best_of asks for more), each its own generation:
 //
-// After a stop string matched, the caller cancels the request; later callbacks return nothing.
+//   open() --> per choice: on_prompt_logprobs()? on_tokens()* --> on_finished() | on_error()
+//                                    \--(stop string matched)--> choice_ended()
+//   complete() once every choice ended, or at the first error (the answer is then the error's).
+//
+// After a choice's stop string matched, the caller cancels that choice; later callbacks for an
+// ended choice return nothing.
 #pragma once
 
 #include <chrono>
@@ -27,55 +32,66 @@ class generation_stream {
 
   generation_stream(const parsed_request& request, response_meta meta, const model::tokenizer& tok,
                     request_metrics& metrics, clock::time_point received);
+  ~generation_stream();
 
   bool streaming() const { return streaming_; }
-  /// The bytes that open a stream (chat: the chunk with the assistant role); "" otherwise.
+  /// Generations behind the answer (best_of).
+  int choices() const { return static_cast<int>(choices_.size()); }
+  /// The bytes that open a stream (chat: a chunk with the assistant role per choice); "" else.
   std::string open();
+  /// The prompt's log-probabilities, from whichever choice computed them first (echo).
+  void on_prompt_logprobs(const std::vector<model::position_logprobs>& logprobs);
   /// Bytes to send now: SSE events when streaming, "" for a whole answer until it completes.
   /// `logprobs` holds one entry per token when the request asked for them, else none.
-  std::string on_tokens(const std::vector<int32_t>& tokens,
+  std::string on_tokens(int choice, const std::vector<int32_t>& tokens,
                         const std::vector<model::position_logprobs>& logprobs = {});
   /// The prompt tokens the prefix cache served, for the usage of an answer a stop string ends.
-  void on_cached(int cached_tokens) { cached_tokens_ = cached_tokens; }
-  /// The rest of the answer: the last chunks and [DONE], or the whole JSON body.
-  std::string on_finished(finish_reason reason, const generation_usage& usage);
-  /// An error event and [DONE] when streaming; the error body otherwise.
+  void on_cached(int choice, int cached_tokens);
+  /// The rest of the choice; once every choice ended, the last chunks and [DONE], or the body.
+  std::string on_finished(int choice, finish_reason reason, const generation_usage& usage);
+  /// An error event and [DONE] when streaming; the error body otherwise. Ends the answer.
   std::string on_error(const error& err);
   /// The client went away: no bytes will be sent again.
   void client_gone();
 
   bool complete() const { return complete_; }
-  bool stop_matched() const { return stop_matched_; }
+  /// The choice produced its last token (finished, or a stop string matched): a service still
+  /// running it should be told to stop.
+  bool choice_ended(int choice) const;
   /// The status of a whole answer: 200, or the error's status.
   int whole_status() const { return whole_status_; }
 
  private:
-  std::string finish_with(const char* openai_reason, const generation_usage& usage);
-  std::string text_chunk(const std::string& text);
+  struct choice_state;
+  std::string end_choice(choice_state& c, const char* openai_reason);
+  std::string finish_all();
+  std::string text_chunk(choice_state& c, const std::string& text);
+  std::string content_chunk(choice_state& c, const std::string& text);
+  std::string parsed_chunks(choice_state& c, std::vector<model::tool_parse_event> events);
+  std::string echo_chunk(choice_state& c);
   token_text_logprob text_of(const model::token_logprob& t) const;
-  const std::vector<logprob_entry>* logprobs_or_null() const {
-    return wants_logprobs_ ? &logprobs_ : nullptr;
-  }
+  void add_logprobs(choice_state& c, const std::vector<model::position_logprobs>& logprobs);
 
   bool streaming_;
   response_meta meta_;
   request_metrics& metrics_;
-  model::incremental_decoder decoder_;
-  stop_matcher stops_;
-  int prompt_tokens_;
-  clock::time_point received_;
-  clock::time_point first_token_at_;
-  clock::time_point last_token_at_;
-  int tokens_ = 0;
-  int cached_tokens_ = 0;
-  std::string text_;  // Whole answers only: the text so far.
   const model::tokenizer& tok_;
+  int answered_;  // n: the choices the answer shows
   bool wants_logprobs_;
-  // Whole answers: every token's; streams: those of tokens not yet sent in a chunk.
-  std::vector<logprob_entry> logprobs_;
-  size_t logprob_offset_ = 0;
+  bool echo_;
+  bool no_output_;
+  bool parse_tool_calls_;
+  model::chat_format format_;
+  std::string forced_prefix_;
+  std::vector<int32_t> prompt_;
+  std::vector<model::position_logprobs> prompt_logprobs_;
+  bool have_prompt_logprobs_ = false;
+  std::vector<std::string> stop_strings_;
+  std::vector<std::unique_ptr<choice_state>> choices_;
+  clock::time_point received_;
+  bool first_token_seen_ = false;
+  int ended_ = 0;
   bool complete_ = false;
-  bool stop_matched_ = false;
   int whole_status_ = 200;
 };
 

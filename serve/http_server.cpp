@@ -122,6 +122,7 @@ class session : public std::enable_shared_from_this<session> {
   void deliver_accepted(int64_t id);
   void deliver_tokens(int64_t id, const std::vector<int32_t>& tokens,
                       const std::vector<model::position_logprobs>& logprobs);
+  void deliver_prompt_logprobs(int64_t id, const std::vector<model::position_logprobs>& logprobs);
   void deliver_cached(int64_t id, int cached_tokens);
   void deliver_finished(int64_t id, finish_reason reason, const generation_usage& usage);
   void deliver_error(int64_t id, const error& err);
@@ -134,6 +135,13 @@ class session : public std::enable_shared_from_this<session> {
   void on_read_error(beast::error_code ec);
   void handle_request();
   void start_generation(generation_start start);
+  // Submits choices [from, to) of the answer; false (the answer refused or failed) when the
+  // service refuses one.
+  bool submit_choices(size_t from, size_t to);
+  // The choice whose generation has this id, or -1 (an earlier answer's).
+  int choice_of(int64_t id) const;
+  // Tells the service to stop every choice still running.
+  void cancel_choices();
   // The service refused the generation (at submit or through the sink): the refusal's status.
   void refuse(const error& err);
   void open_stream();
@@ -175,7 +183,9 @@ class session : public std::enable_shared_from_this<session> {
   std::optional<http::response<http::empty_body>> stream_head_;
   std::optional<http::response_serializer<http::empty_body>> stream_sr_;
   std::unique_ptr<generation_stream> gen_;
-  int64_t gen_id_ = 0;
+  std::vector<int64_t> gen_ids_;                 // Each choice's generation id.
+  std::vector<generation_request> unsubmitted_;  // Staggered choices, until the first token.
+  size_t submitted_ = 0;                         // Choices [0, submitted_) went to the service.
   bool keep_alive_ = true;
   bool close_after_ = false;       // The request could not be read whole: answer, then close.
   bool head_request_ = false;      // HEAD: answer as GET would, without the body.
@@ -206,6 +216,10 @@ class session_sink final : public generation_sink {
 
   void on_accepted() override {
     net::post(session_->executor(), [s = session_, id = id_] { s->deliver_accepted(id); });
+  }
+  void on_prompt_logprobs(const std::vector<model::position_logprobs>& logprobs) override {
+    net::post(session_->executor(),
+              [s = session_, id = id_, logprobs] { s->deliver_prompt_logprobs(id, logprobs); });
   }
   // The service calls on_logprobs right before the on_tokens they belong to.
   void on_logprobs(const std::vector<model::position_logprobs>& logprobs) override {
@@ -383,27 +397,64 @@ void session::poll_events() {
 
 void session::start_generation(generation_start start) {
   gen_ = std::move(start.stream);
-  gen_id_ = start.request.id;
+  gen_ids_.clear();
+  for (const generation_request& r : start.requests)
+    gen_ids_.push_back(r.id);
+  unsubmitted_ = std::move(start.requests);
+  submitted_ = 0;
   answered_ = false;
   head_sent_ = last_sent_ = false;
   pending_.clear();
-  st_.generation_started(gen_id_);
-  auto sink = std::make_shared<session_sink>(st_.shared_from_this(), shared_from_this(), gen_id_);
   accepted_ = false;
-  status submitted = st_.handler.service().submit(std::move(start.request), std::move(sink));
-  if (!submitted) return refuse(submitted.err());
+  if (!submit_choices(0, start.staggered ? 1 : unsubmitted_.size())) return;
   // The stream opens once the service admits the request: a refusal still gets its own status.
   start_watch();
 }
 
+bool session::submit_choices(size_t from, size_t to) {
+  for (size_t i = from; i < to; ++i) {
+    generation_request request = std::move(unsubmitted_[i]);
+    const int64_t id = request.id;
+    st_.generation_started(id);
+    auto sink = std::make_shared<session_sink>(st_.shared_from_this(), shared_from_this(), id);
+    status submitted = st_.handler.service().submit(std::move(request), std::move(sink));
+    submitted_ = i + 1;
+    if (submitted) continue;
+    st_.generation_ended(id);
+    if (!accepted_) {
+      refuse(submitted.err());
+    } else {
+      emit(gen_->on_error(submitted.err()));
+      cancel_choices();
+    }
+    return false;
+  }
+  if (submitted_ == unsubmitted_.size()) unsubmitted_.clear();
+  return true;
+}
+
+int session::choice_of(int64_t id) const {
+  for (size_t i = 0; i < gen_ids_.size(); ++i) {
+    if (gen_ids_[i] == id) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void session::cancel_choices() {
+  for (size_t i = 0; i < submitted_ && i < gen_ids_.size(); ++i)
+    st_.handler.service().cancel(gen_ids_[i]);
+}
+
 void session::refuse(const error& err) {
-  st_.generation_ended(gen_id_);
+  // Choices already submitted are stopped; each one's sink ends it.
+  cancel_choices();
   gen_.reset();
+  unsubmitted_.clear();
   write_whole(st_.handler.refused(err));
 }
 
 void session::deliver_accepted(int64_t id) {
-  if (id != gen_id_ || !gen_ || closed_ || accepted_) return;
+  if (choice_of(id) < 0 || !gen_ || closed_ || accepted_) return;
   accepted_ = true;
   if (gen_->streaming()) {
     open_stream();
@@ -412,30 +463,52 @@ void session::deliver_accepted(int64_t id) {
   }
 }
 
+void session::deliver_prompt_logprobs(int64_t id,
+                                      const std::vector<model::position_logprobs>& logprobs) {
+  if (choice_of(id) < 0 || !gen_ || closed_) return;
+  gen_->on_prompt_logprobs(logprobs);
+}
+
 void session::deliver_tokens(int64_t id, const std::vector<int32_t>& tokens,
                              const std::vector<model::position_logprobs>& logprobs) {
-  if (id != gen_id_ || !gen_ || closed_) return;
+  const int choice = choice_of(id);
+  if (choice < 0 || !gen_ || closed_) return;
   deliver_accepted(id);  // output is acceptance, whether or not the service said so first
-  const std::string bytes = gen_->on_tokens(tokens, logprobs);
-  if (gen_->stop_matched()) st_.handler.service().cancel(gen_id_);
+  // The first choice's prompt is computed (and cached): the other choices may start.
+  if (choice == 0 && !unsubmitted_.empty() && !submit_choices(submitted_, unsubmitted_.size())) {
+    return;
+  }
+  const std::string bytes = gen_->on_tokens(choice, tokens, logprobs);
+  if (gen_->choice_ended(choice)) st_.handler.service().cancel(id);
   emit(bytes);
 }
 
 void session::deliver_cached(int64_t id, int cached_tokens) {
-  if (id != gen_id_ || !gen_ || closed_) return;
-  gen_->on_cached(cached_tokens);
+  const int choice = choice_of(id);
+  if (choice < 0 || !gen_ || closed_) return;
+  gen_->on_cached(choice, cached_tokens);
 }
 
 void session::deliver_finished(int64_t id, finish_reason reason, const generation_usage& usage) {
-  if (id != gen_id_ || !gen_ || closed_) return;
+  const int choice = choice_of(id);
+  if (choice < 0 || !gen_ || closed_) return;
   deliver_accepted(id);
-  emit(gen_->on_finished(reason, usage));
+  // A choice that ends before its first token (an error on the first, say) still lets the
+  // others start.
+  if (choice == 0 && !unsubmitted_.empty() && !submit_choices(submitted_, unsubmitted_.size())) {
+    return;
+  }
+  emit(gen_->on_finished(choice, reason, usage));
 }
 
 void session::deliver_error(int64_t id, const error& err) {
-  if (id != gen_id_ || !gen_ || closed_) return;
+  const int choice = choice_of(id);
+  if (choice < 0 || !gen_ || closed_) return;
+  // The cancel of a choice that matched a stop string: it has already ended.
+  if (gen_->choice_ended(choice)) return;
   if (!accepted_) return refuse(err);
   emit(gen_->on_error(err));
+  cancel_choices();
 }
 
 // Sends what the generation produced; the first time it is complete, finishes the answer.
@@ -561,7 +634,7 @@ void session::on_watch(beast::error_code ec, size_t n) {
 void session::client_gone() {
   if (gen_ && !gen_->complete()) {
     gen_->client_gone();
-    st_.handler.service().cancel(gen_id_);
+    cancel_choices();
   }
   close();
 }

@@ -48,6 +48,13 @@ struct generation_request {
   /// Log-probabilities with each token: -1 none; 0 the chosen token's; n also the n likeliest
   /// (at most model::max_top_logprobs).
   int top_logprobs = -1;
+  /// Log-probabilities of the prompt's tokens after the first (the model's raw distribution:
+  /// model::append_prompt_logprobs): -1 none; n also the n likeliest. A prefix-cache hit holds
+  /// no logits, so a request asking for them computes its whole prompt.
+  int prompt_logprobs = -1;
+  /// The id of a request of this service with the same prompt (an answer's first choice), or 0:
+  /// a service with a prefix cache computes this one where that one's prompt is cached.
+  int64_t same_prompt_as = 0;
 };
 
 /// Why a generation ended.
@@ -80,6 +87,11 @@ class generation_sink {
   virtual void on_logprobs(const std::vector<model::position_logprobs>& logprobs) {
     (void)logprobs;
   }
+  /// The prompt's log-probabilities (generation_request::prompt_logprobs), one per prompt token
+  /// after the first, once, before the first on_tokens.
+  virtual void on_prompt_logprobs(const std::vector<model::position_logprobs>& logprobs) {
+    (void)logprobs;
+  }
   /// How many prompt tokens the prefix cache served, once known (before the tokens that follow
   /// it; again if a retry changed it). A request stopped early (a stop string) reports it from
   /// here, as no on_finished comes.
@@ -98,6 +110,9 @@ struct service_info {
   int64_t created_unix_s = 0;  ///< When the service started, for /v1/models.
   /// The scenarios a request may name (cache retention classes); empty: any valid name.
   std::vector<std::string> scenarios;
+  /// Identical prompts share their KV through a prefix cache, so the choices of an n > 1
+  /// request are started after the first one's prompt is computed.
+  bool prefix_cache = false;
 };
 
 /// A fault to inject on one node of a topology (POST /v1/admin/faults).

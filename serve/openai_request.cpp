@@ -136,8 +136,57 @@ bool read_content(field_reader& r, const json& m, const std::string& param, std:
   return true;
 }
 
+int json_depth(const json& j) {
+  int deepest = 0;
+  if (j.is_object() || j.is_array()) {
+    for (const json& e : j)
+      deepest = std::max(deepest, json_depth(e));
+    return deepest + 1;
+  }
+  return 0;
+}
+
+bool valid_function_name(const std::string& name) {
+  return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == '.';
+  });
+}
+
+// An assistant turn's earlier calls: [{"id", "type": "function", "function": {"name",
+// "arguments": JSON text}}].
+bool read_message_calls(field_reader& r, const json& m, const std::string& param,
+                        std::vector<model::tool_call>& out) {
+  auto it = m.find("tool_calls");
+  if (it == m.end() || it->is_null()) return true;
+  const std::string p = param + ".tool_calls";
+  if (!it->is_array()) return r.fail(p, p + " must be a list of calls");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& c = (*it)[i];
+    const std::string cp = p + "[" + std::to_string(i) + "]";
+    const json* f = c.is_object() && c.contains("function") ? &c["function"] : nullptr;
+    if (!f || !f->is_object() || !f->contains("name") || !(*f)["name"].is_string()) {
+      return r.fail(cp, cp + " must be {\"type\": \"function\", \"function\": {\"name\", "
+                             "\"arguments\"}}");
+    }
+    model::tool_call call;
+    call.name = (*f)["name"].get<std::string>();
+    if (c.contains("id") && c["id"].is_string()) call.id = c["id"].get<std::string>();
+    const json* a = f->contains("arguments") ? &(*f)["arguments"] : nullptr;
+    if (a && a->is_string()) {
+      call.arguments_json = a->get<std::string>();
+    } else if (a && a->is_object()) {
+      call.arguments_json = a->dump();
+    } else {
+      call.arguments_json = "{}";
+    }
+    out.push_back(std::move(call));
+  }
+  return true;
+}
+
 bool read_messages(field_reader& r, const json& body, const request_context& ctx,
-                   std::vector<int32_t>& ids, bool generation_prompt = true) {
+                   std::vector<model::chat_message>& messages) {
   auto it = body.find("messages");
   if (it == body.end() || it->is_null()) return r.fail("messages", "messages is required");
   if (!it->is_array() || it->empty())
@@ -145,47 +194,195 @@ bool read_messages(field_reader& r, const json& body, const request_context& ctx
   if (it->size() > static_cast<size_t>(max_messages)) {
     return r.fail("messages", "messages holds more than " + std::to_string(max_messages));
   }
-  static const std::set<std::string> roles = {"system", "developer", "user", "assistant"};
-  std::vector<model::chat_message> messages;
+  (void)ctx;
+  static const std::set<std::string> roles = {"system", "developer", "user", "assistant", "tool"};
   for (size_t i = 0; i < it->size(); ++i) {
     const json& m = (*it)[i];
     const std::string param = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) return r.fail(param, param + " must be an object");
     auto role = m.find("role");
     if (role == m.end() || !role->is_string() || !roles.count(role->get<std::string>())) {
-      return r.fail(param + ".role", param + ".role must be system, developer, user or assistant");
+      return r.fail(param + ".role",
+                    param + ".role must be system, developer, user, assistant or tool");
     }
     model::chat_message msg;
     msg.role = role->get<std::string>() == "developer" ? "system" : role->get<std::string>();
     if (!read_content(r, m, param + ".content", msg.content)) return false;
+    if (msg.role == "assistant" && !read_message_calls(r, m, param, msg.tool_calls)) return false;
+    if (msg.role == "tool") {
+      if (m.contains("tool_call_id") && m["tool_call_id"].is_string()) {
+        msg.tool_call_id = m["tool_call_id"].get<std::string>();
+      }
+      if (m.contains("name") && m["name"].is_string()) msg.name = m["name"].get<std::string>();
+    }
     messages.push_back(std::move(msg));
   }
-  ids = ctx.tok->encode(model::render_chat(ctx.format, messages, generation_prompt));
+  return true;
+}
+
+bool render_messages(field_reader& r, const request_context& ctx,
+                     const std::vector<model::chat_message>& messages,
+                     const std::vector<model::tool_definition>& tools, bool generation_prompt,
+                     const std::string& forced_prefix, std::vector<int32_t>& ids) {
+  ids = ctx.tok->encode(model::render_chat(ctx.format, messages, generation_prompt, tools) +
+                        forced_prefix);
   if (ids.empty()) return r.fail("messages", "the messages render to an empty prompt");
   return true;
 }
 
+bool read_messages(field_reader& r, const json& body, const request_context& ctx,
+                   std::vector<int32_t>& ids, bool generation_prompt = true) {
+  std::vector<model::chat_message> messages;
+  return read_messages(r, body, ctx, messages) &&
+         render_messages(r, ctx, messages, {}, generation_prompt, "", ids);
+}
+
+// tools: [{"type": "function", "function": {"name", "description", "parameters"}}].
+bool read_tools(field_reader& r, std::vector<model::tool_definition>& tools) {
+  const json* v = r.find("tools");
+  if (!v) return true;
+  if (!v->is_array()) return r.fail("tools", "tools must be a list of functions");
+  if (v->size() > static_cast<size_t>(max_tools)) {
+    return r.fail("tools", "tools holds more than " + std::to_string(max_tools) + " functions");
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& t = (*v)[i];
+    const std::string p = "tools[" + std::to_string(i) + "]";
+    if (!t.is_object() || t.value("type", json()) != "function" || !t.contains("function") ||
+        !t["function"].is_object()) {
+      return r.fail(p, p + " must be {\"type\": \"function\", \"function\": {...}}");
+    }
+    const json& f = t["function"];
+    model::tool_definition d;
+    if (!f.contains("name") || !f["name"].is_string() ||
+        !valid_function_name(f["name"].get<std::string>())) {
+      return r.fail(p + ".function.name",
+                    p + ".function.name must be 1-64 characters of a-z, A-Z, 0-9, _ - .");
+    }
+    d.name = f["name"].get<std::string>();
+    if (!names.insert(d.name).second) {
+      return r.fail(p + ".function.name", "two tools are named '" + d.name + "'");
+    }
+    if (f.contains("description") && !f["description"].is_null()) {
+      if (!f["description"].is_string()) {
+        return r.fail(p + ".function.description", p + ".function.description must be a string");
+      }
+      d.description = f["description"].get<std::string>();
+    }
+    if (f.contains("parameters") && !f["parameters"].is_null()) {
+      const json& schema = f["parameters"];
+      if (!schema.is_object()) {
+        return r.fail(p + ".function.parameters",
+                      p + ".function.parameters must be a JSON Schema object");
+      }
+      if (json_depth(schema) > max_schema_depth) {
+        return r.fail(p + ".function.parameters", p + ".function.parameters nests deeper than " +
+                                                      std::to_string(max_schema_depth) + " levels");
+      }
+      d.parameters_json = schema.dump();
+    }
+    tools.push_back(std::move(d));
+  }
+  return true;
+}
+
+// tool_choice: "none" (tools are not offered), "auto" (the default with tools), "required" or
+// {"type": "function", "function": {"name"}}: the assistant's turn starts with a call's opening.
+bool read_tool_choice(field_reader& r, const request_context& ctx,
+                      std::vector<model::tool_definition>& tools, parsed_request& out) {
+  const json* v = r.find("tool_choice");
+  std::string choice = tools.empty() ? "none" : "auto";
+  std::string named;
+  if (v && v->is_string()) {
+    choice = v->get<std::string>();
+    if (choice != "none" && choice != "auto" && choice != "required") {
+      return r.fail("tool_choice", "tool_choice must be none, auto, required or a function");
+    }
+  } else if (v && v->is_object()) {
+    const json* f = v->contains("function") ? &(*v)["function"] : nullptr;
+    if (v->value("type", json()) != "function" || !f || !f->is_object() || !f->contains("name") ||
+        !(*f)["name"].is_string()) {
+      return r.fail("tool_choice",
+                    "tool_choice must be {\"type\": \"function\", \"function\": {\"name\"}}");
+    }
+    named = (*f)["name"].get<std::string>();
+    choice = "function";
+  } else if (v) {
+    return r.fail("tool_choice", "tool_choice must be none, auto, required or a function");
+  }
+  if (choice != "none" && tools.empty()) {
+    return r.fail("tool_choice", "tool_choice '" + choice + "' needs tools");
+  }
+  if (choice == "function" &&
+      std::none_of(tools.begin(), tools.end(),
+                   [&](const model::tool_definition& t) { return t.name == named; })) {
+    return r.fail("tool_choice", "tool_choice names '" + named + "', which is not in tools");
+  }
+  if (choice == "none") {
+    tools.clear();
+    return true;
+  }
+  out.parse_tool_calls = true;
+  out.format = ctx.format;
+  const bool mistral = ctx.format == model::chat_format::mistral_inst;
+  if (choice == "required") out.forced_prefix = mistral ? "[TOOL_CALLS] [" : "<tool_call>\n";
+  if (choice == "function") {
+    const std::string opening = "{\"name\": " + json(named).dump() + ", \"arguments\": ";
+    out.forced_prefix = (mistral ? "[TOOL_CALLS] [" : "<tool_call>\n") + opening;
+  }
+  return true;
+}
+
+bool read_chat_prompt(field_reader& r, const json& body, const request_context& ctx,
+                      parsed_request& out) {
+  std::vector<model::chat_message> messages;
+  std::vector<model::tool_definition> tools;
+  // Accepted for clients that send it; every call the model writes is returned.
+  bool parallel_tool_calls = true;
+  return read_messages(r, body, ctx, messages) && read_tools(r, tools) &&
+         read_tool_choice(r, ctx, tools, out) &&
+         r.get_bool("parallel_tool_calls", parallel_tool_calls) &&
+         render_messages(r, ctx, messages, tools, true, out.forced_prefix, out.generation.prompt);
+}
+
 // Fields brigade does not implement are refused by name rather than silently ignored.
 bool refuse_unsupported(field_reader& r, api_kind kind) {
-  std::optional<int64_t> n, best_of;
-  if (!r.get_int("n", 1, 1, n)) return false;
-  if (!r.get_int("best_of", 1, 1, best_of)) return false;
-  bool echo = false;
-  if (!r.get_bool("echo", echo)) return false;
-  if (echo) return r.fail("echo", "echo is not supported");
   if (const json* v = r.find("suffix"); v && !(v->is_string() && v->get<std::string>().empty())) {
     return r.fail("suffix", "suffix is not supported");
   }
   if (kind == api_kind::chat) {
-    if (const json* v = r.find("tools"); v && !(v->is_array() && v->empty())) {
-      return r.fail("tools", "tools are not supported");
-    }
     if (const json* v = r.find("response_format");
         v && !(v->is_object() && v->value("type", json()) == "text")) {
       return r.fail("response_format", "only response_format {\"type\": \"text\"} is supported");
     }
   }
   return true;
+}
+
+// n choices, best_of (completions: generate that many, answer the n likeliest) and echo.
+bool read_choices(field_reader& r, api_kind kind, parsed_request& out) {
+  std::optional<int64_t> n, best_of;
+  if (!r.get_int("n", 1, max_choices, n)) return false;
+  out.n = static_cast<int>(n.value_or(1));
+  if (kind == api_kind::chat) {
+    if (r.find("best_of")) return r.fail("best_of", "best_of is a completions field");
+    if (r.find("echo")) return r.fail("echo", "echo is a completions field");
+    out.best_of = out.n;
+    return true;
+  }
+  if (!r.get_int("best_of", 1, max_choices, best_of)) return false;
+  out.best_of = static_cast<int>(best_of.value_or(out.n));
+  if (out.best_of < out.n) {
+    return r.fail("best_of", "best_of (" + std::to_string(out.best_of) + ") must be at least n (" +
+                                 std::to_string(out.n) + ")");
+  }
+  if (out.best_of > out.n && out.stream) {
+    return r.fail("best_of",
+                  "best_of > n cannot be streamed: the best choices are known only "
+                  "once every choice ended");
+  }
+  return r.get_bool("echo", out.echo);
 }
 
 // Completions: logprobs K (0-20) asks for the chosen token's and the K likeliest. Chat:
@@ -356,7 +553,7 @@ bool read_scenario(field_reader& r, const request_context& ctx, std::string& sce
 // The prompt must leave room in the context for max_tokens (default: 16 for completions, the
 // rest of the context for chat, as the OpenAI API does).
 bool read_max_tokens(field_reader& r, api_kind kind, const request_context& ctx, int prompt,
-                     int& max_tokens) {
+                     bool echo, int& max_tokens, bool& no_output) {
   const int context = ctx.info.context_tokens;
   const char* prompt_param = kind == api_kind::chat ? "messages" : "prompt";
   if (prompt >= context) {
@@ -369,7 +566,14 @@ bool read_max_tokens(field_reader& r, api_kind kind, const request_context& ctx,
                          ? "max_completion_tokens"
                          : "max_tokens";
   std::optional<int64_t> asked;
-  if (!r.get_int(name, 1, INT32_MAX, asked)) return false;
+  if (!r.get_int(name, 0, INT32_MAX, asked)) return false;
+  if (asked && *asked == 0) {
+    // Scoring a prompt (evaluation harnesses): one token is generated, and dropped.
+    if (!echo) return r.fail(name, std::string(name) + " 0 needs echo: true (to score the prompt)");
+    no_output = true;
+    max_tokens = 1;
+    return true;
+  }
   const int room = context - prompt;
   if (asked && *asked > room) {
     return r.fail(name,
@@ -412,6 +616,14 @@ std::optional<api_error> parse_object(std::string_view body, json& j) {
 
 }  // namespace
 
+uint64_t choice_seed(uint64_t seed, int index) {
+  if (index == 0) return seed;
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(index);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 ids_outcome parse_tokenize(std::string_view body, const request_context& ctx) {
   json j;
   if (auto e = parse_object(body, j)) return *e;
@@ -451,15 +663,20 @@ parse_outcome parse_request(api_kind kind, std::string_view body, const request_
   field_reader r(j);
   generation_request& g = out.generation;
   const bool ok = read_model(r, j, ctx, out.model) && refuse_unsupported(r, kind) &&
-                  (kind == api_kind::chat ? read_messages(r, j, ctx, g.prompt)
+                  (kind == api_kind::chat ? read_chat_prompt(r, j, ctx, out)
                                           : read_prompt(r, j, ctx, g.prompt)) &&
                   read_stream(r, out) && read_sampling(r, ctx, g.sampling) &&
                   read_stop(r, out.stop_strings) && read_stop_ids(r, ctx, g.stop_ids) &&
-                  read_scenario(r, ctx, g.scenario) &&
-                  read_max_tokens(r, kind, ctx, static_cast<int>(g.prompt.size()), g.max_tokens) &&
+                  read_scenario(r, ctx, g.scenario) && read_choices(r, kind, out) &&
+                  read_max_tokens(r, kind, ctx, static_cast<int>(g.prompt.size()), out.echo,
+                                  g.max_tokens, out.no_output) &&
                   read_logprobs(r, kind, g.top_logprobs) && read_penalties(r, ctx, g.sampling) &&
-                  read_min_tokens(r, g.max_tokens, g.sampling);
+                  read_min_tokens(r, out.no_output ? 0 : g.max_tokens, g.sampling);
   if (!ok) return *r.error;
+  out.logprobs = g.top_logprobs;
+  // Echoed logprobs hold the prompt's; best_of ranks choices by their tokens' logprobs.
+  if (out.echo && out.logprobs >= 0) g.prompt_logprobs = out.logprobs;
+  if (out.best_of > out.n) g.top_logprobs = std::max(g.top_logprobs, 0);
   return out;
 }
 

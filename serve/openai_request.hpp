@@ -25,7 +25,28 @@ struct parsed_request {
   bool stream = false;
   bool include_usage = false;             ///< stream_options.include_usage.
   std::vector<std::string> stop_strings;  ///< Text that ends generation (not included).
+  int n = 1;                              ///< Choices in the answer.
+  int best_of = 1;  ///< Choices generated (>= n); the answer holds the n likeliest.
+  /// Completions: each choice's text starts with the prompt's (and its logprobs, the prompt's).
+  bool echo = false;
+  /// max_tokens 0 (echo only): the prompt is scored, and the one token generated is dropped.
+  bool no_output = false;
+  /// The log-probabilities the answer shows (generation_request::top_logprobs as asked); the
+  /// generation may compute the chosen token's even when -1, to rank best_of choices.
+  int logprobs = -1;
+  /// Chat with tools (tool_choice other than "none"): the answer's text is parsed for tool calls
+  /// in the family's syntax (model/tool_calls.hpp).
+  bool parse_tool_calls = false;
+  model::chat_format format = model::chat_format::chatml;
+  /// What tool_choice "required" or a named function put at the start of the assistant's turn:
+  /// the opening of a call, which the model completes. The parser reads it first.
+  std::string forced_prefix;
 };
+
+/// The seed of choice `index` of a request seeded with `seed`: choice 0 keeps it, so n = 1
+/// answers as before; the others get a splitmix64 mix of (seed, index). The same request gives
+/// the same n answers.
+uint64_t choice_seed(uint64_t seed, int index);
 
 /// What validation needs to know about the served model.
 struct request_context {
@@ -41,6 +62,9 @@ constexpr int max_stop_strings = 16;
 constexpr size_t max_stop_string_bytes = 256;
 constexpr int max_stop_token_ids = 64;
 constexpr int max_messages = 4096;
+constexpr int max_choices = 64;  ///< n and best_of: each choice is a generation.
+constexpr int max_tools = 128;
+constexpr int max_schema_depth = 32;  ///< Nesting of a tool's parameters schema.
 
 /// Either the parsed request or the 400 to answer.
 using parse_outcome = std::variant<parsed_request, api_error>;

@@ -49,6 +49,7 @@ json logprobs_json(api_kind kind, const std::vector<logprob_entry>* entries) {
     json content = json::array();
     for (const logprob_entry& e : *entries) {
       json top = json::array();
+      // Chat has no echo, so every entry is a scored token.
       for (const token_text_logprob& t : e.top) {
         top.push_back(
             {{"token", t.text}, {"logprob", finite(t.logprob)}, {"bytes", bytes_of(t.text)}});
@@ -64,17 +65,36 @@ json logprobs_json(api_kind kind, const std::vector<logprob_entry>* entries) {
        offsets = json::array();
   for (const logprob_entry& e : *entries) {
     tokens.push_back(e.chosen.text);
+    offsets.push_back(e.text_offset);
+    if (e.unscored) {
+      logprobs.push_back(nullptr);
+      tops.push_back(nullptr);
+      continue;
+    }
     logprobs.push_back(finite(e.chosen.logprob));
     json top = json::object();
     for (const token_text_logprob& t : e.top)
       if (!top.contains(t.text)) top[t.text] = finite(t.logprob);
     tops.push_back(top);
-    offsets.push_back(e.text_offset);
   }
   return {{"tokens", tokens},
           {"token_logprobs", logprobs},
           {"top_logprobs", tops},
           {"text_offset", offsets}};
+}
+
+// [{"id", "type": "function", "function": {"name", "arguments"}}]; stream deltas (first >= 0)
+// also number each call, as OpenAI's chunks do (a call comes whole, in one delta).
+json calls_json(const std::vector<model::tool_call>& calls, int first) {
+  json out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json c = {{"id", calls[i].id},
+              {"type", "function"},
+              {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments_json}}}};
+    if (first >= 0) c["index"] = first + static_cast<int>(i);
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 json reason_json(const char* finish_reason) {
@@ -83,41 +103,47 @@ json reason_json(const char* finish_reason) {
 
 }  // namespace
 
-std::string whole_response(const response_meta& meta, const std::string& text,
-                           const char* finish_reason, const generation_usage& usage,
-                           const std::vector<logprob_entry>* logprobs) {
-  json choice = {{"index", 0},
-                 {"logprobs", logprobs_json(meta.kind, logprobs)},
-                 {"finish_reason", reason_json(finish_reason)}};
-  json j;
-  if (meta.kind == api_kind::chat) {
-    j = head(meta, "chat.completion");
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
-  } else {
-    j = head(meta, "text_completion");
-    choice["text"] = text;
+std::string whole_response(const response_meta& meta, const std::vector<choice_output>& choices,
+                           const generation_usage& usage) {
+  const bool chat = meta.kind == api_kind::chat;
+  json j = head(meta, chat ? "chat.completion" : "text_completion");
+  json all = json::array();
+  for (const choice_output& c : choices) {
+    json choice = {{"index", c.index},
+                   {"logprobs", logprobs_json(meta.kind, c.logprobs)},
+                   {"finish_reason", reason_json(c.finish_reason)}};
+    if (chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      if (!c.tool_calls.empty()) {
+        // OpenAI's shape: content null when the answer is only calls.
+        if (c.text.empty()) choice["message"]["content"] = nullptr;
+        choice["message"]["tool_calls"] = calls_json(c.tool_calls, -1);
+      }
+    } else {
+      choice["text"] = c.text;
+    }
+    all.push_back(std::move(choice));
   }
-  j["choices"] = json::array({choice});
+  j["choices"] = std::move(all);
   j["usage"] = usage_json(usage);
   return dump(j);
 }
 
-std::string stream_chunk(const response_meta& meta, const std::string& text,
-                         const char* finish_reason, bool role,
-                         const std::vector<logprob_entry>* logprobs) {
-  json choice = {{"index", 0},
-                 {"logprobs", logprobs_json(meta.kind, logprobs)},
-                 {"finish_reason", reason_json(finish_reason)}};
+std::string stream_chunk(const response_meta& meta, const choice_output& c) {
+  json choice = {{"index", c.index},
+                 {"logprobs", logprobs_json(meta.kind, c.logprobs)},
+                 {"finish_reason", reason_json(c.finish_reason)}};
   json j;
   if (meta.kind == api_kind::chat) {
     j = head(meta, "chat.completion.chunk");
     json delta = json::object();
-    if (role) delta["role"] = "assistant";
-    if (role || !text.empty()) delta["content"] = text;
+    if (c.role) delta["role"] = "assistant";
+    if (c.role || !c.text.empty()) delta["content"] = c.text;
+    if (!c.tool_calls.empty()) delta["tool_calls"] = calls_json(c.tool_calls, c.first_call);
     choice["delta"] = delta;
   } else {
     j = head(meta, "text_completion");
-    choice["text"] = text;
+    choice["text"] = c.text;
   }
   j["choices"] = json::array({choice});
   if (meta.include_usage) j["usage"] = nullptr;

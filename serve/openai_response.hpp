@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "model/tool_calls.hpp"
 #include "serve/inference_service.hpp"
 #include "serve/openai_request.hpp"
 
@@ -27,20 +28,30 @@ struct token_text_logprob {
 struct logprob_entry {
   token_text_logprob chosen;
   std::vector<token_text_logprob> top;
-  size_t text_offset = 0;  ///< Bytes of the completion's token texts before this one.
+  size_t text_offset = 0;  ///< Bytes of the answer's token texts before this one.
+  bool unscored = false;   ///< The prompt's first token (echo): nothing predicts it, so null.
 };
 
-/// A non-streamed answer: text_completion or chat.completion. `logprobs` is null when the
-/// request asked for none.
-std::string whole_response(const response_meta& meta, const std::string& text,
-                           const char* finish_reason, const generation_usage& usage,
-                           const std::vector<logprob_entry>* logprobs = nullptr);
+/// One choice of an answer, or its part in a stream chunk.
+struct choice_output {
+  int index = 0;
+  std::string text;                     ///< The text (completions) or content (chat).
+  const char* finish_reason = nullptr;  ///< Null while it runs (chunks).
+  /// Null when the request asked for none; else those of the tokens of `text`.
+  const std::vector<logprob_entry>* logprobs = nullptr;
+  bool role = false;  ///< Chunks: opens a chat answer ({"role": "assistant"} in the delta).
+  /// Chat: the tool calls the model made (answers: all; chunks: those new in the chunk, the
+  /// first being the choice's call number first_call).
+  std::vector<model::tool_call> tool_calls;
+  int first_call = 0;
+};
 
-/// One streamed chunk. `finish_reason` null means not finished; `role` opens a chat answer
-/// ({"role": "assistant"} in the delta); `logprobs` are those of the chunk's tokens.
-std::string stream_chunk(const response_meta& meta, const std::string& text,
-                         const char* finish_reason, bool role = false,
-                         const std::vector<logprob_entry>* logprobs = nullptr);
+/// A non-streamed answer: text_completion or chat.completion.
+std::string whole_response(const response_meta& meta, const std::vector<choice_output>& choices,
+                           const generation_usage& usage);
+
+/// One streamed chunk: one choice's new text, and its finish reason once it ends.
+std::string stream_chunk(const response_meta& meta, const choice_output& choice);
 
 /// The last chunk when stream_options.include_usage is set: empty choices and the usage.
 std::string usage_chunk(const response_meta& meta, const generation_usage& usage);

@@ -100,13 +100,13 @@ TEST_CASE("a request's tokens count only from its current workers", "[actors][ro
   CHECK(sink->accepted());
 
   // Tokens from an actor that is not the request's worker are dropped.
-  token_update forged{first.request, first.attempt, 0, {9, 9}, none, 0, {}};
+  token_update forged{first.request, first.attempt, 0, {9, 9}, none, 0, {}, {}};
   self->send(router, std::vector<token_update>{forged});
   CHECK(router_count(self, router, &router_status::foreign_messages, 1) == 1);
   CHECK(sink->tokens().empty());
 
   // The decode worker's count.
-  token_update from_decode{first.request, first.attempt, 0, {7}, none, 0, {}};
+  token_update from_decode{first.request, first.attempt, 0, {7}, none, 0, {}, {}};
   caf::anon_send(decode, std::vector<token_update>{from_decode});
   REQUIRE(sink->wait_tokens(1, std::chrono::seconds(10)));
 
@@ -115,7 +115,7 @@ TEST_CASE("a request's tokens count only from its current workers", "[actors][ro
   REQUIRE(router_count(self, router, &router_status::redispatched, 1) == 1);
   // A failed attempt's number is retired at once, so the waiting request is at the next one:
   // updates naming it, from a stranger and from the old decode worker, come while it waits.
-  token_update early{first.request, first.attempt + 1, 1, {8}, length, 0, {}};
+  token_update early{first.request, first.attempt + 1, 1, {8}, length, 0, {}, {}};
   self->send(router, std::vector<token_update>{early});
   caf::anon_send(decode, std::vector<token_update>{early});
   self->send(router, job_failed{first.request, first.attempt + 1, "forged", false});
@@ -126,7 +126,7 @@ TEST_CASE("a request's tokens count only from its current workers", "[actors][ro
   CHECK_FALSE(sink->failed());
 
   // The new attempt's worker finishes the request; every token arrived once.
-  token_update rest{second.request, second.attempt, 1, {8, 6, 5}, length, 0, {}};
+  token_update rest{second.request, second.attempt, 1, {8, 6, 5}, length, 0, {}, {}};
   caf::anon_send(decode, std::vector<token_update>{rest});
   REQUIRE(sink->wait(std::chrono::seconds(10)));
   CHECK_FALSE(sink->failed());

@@ -19,6 +19,7 @@ detect a dead peer itself, and stops a node with SIGSTOP (a hung node) instead o
 """
 import concurrent.futures
 import json
+import math
 import os
 import re
 import shutil
@@ -26,6 +27,8 @@ import signal
 import subprocess
 import sys
 import time
+
+import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from brigade_server import brigade_server  # noqa: E402
@@ -151,6 +154,29 @@ def check_speculation(c, brigade, model):
           f"{accepted} of {drafted} drafts accepted"
           f"{'' if exercised else ' (drafts must be both kept and rejected)'}")
     return not bad and exercised
+
+
+def check_prompt_logprobs(c, brigade, model):
+    """Echo with logprobs over 3 nodes: the prompt's log-probabilities cross from the prefill
+    worker to the decode worker in the KV handoff, and equal the engine's after each prefix."""
+    ids = [(t * 37) % 1900 + 40 for t in range(12)]
+    answer = c.coord.post("/v1/completions", {"model": "model", "prompt": ids, "max_tokens": 4,
+                                              "temperature": 0, "ignore_eos": True, "echo": True,
+                                              "logprobs": 1})
+    choice = answer["choices"][0]
+    got = choice["logprobs"]["token_logprobs"][1:len(ids)]
+    want = []
+    npy = os.path.join(os.path.dirname(model), "prefix.npy")
+    for i in range(1, len(ids)):
+        run([brigade, "generate", "--model", model, "--prompt-ids", ",".join(map(str, ids[:i])),
+             "--max-tokens", "1", "--temperature", "0", "--logits-out", npy])
+        row = np.load(npy)[0].astype(np.float64)
+        want.append(row[ids[i]] - (row.max() + math.log(np.exp(row - row.max()).sum())))
+    worst = max(abs(a - b) for a, b in zip(got, want)) if len(got) == len(want) else math.inf
+    text_ok = choice["text"].endswith(generate(brigade, model, ids, 4))
+    print(f"  echo with logprobs over 3 nodes: prompt logprobs within {worst:.2g} of the "
+          f"engine's; {'generated text identical' if text_ok else 'generated text differs'}")
+    return worst <= 1e-5 and text_ok
 
 
 def check_node_kv_store(c, brigade, model):
@@ -393,6 +419,7 @@ def main():
         c = cluster(brigade, model, workdir, "lo", ["127.0.0.1"] * 3, None, "tcp", "lo")
         try:
             ok = check_outputs(c, expected)
+            ok = check_prompt_logprobs(c, brigade, model) and ok
             ok = check_migration(c, expected) and ok
             ok = check_node_kv_store(c, brigade, model) and ok
             ok = check_node_kill(c, brigade, model, c.nodes[2], ["expert_shard-3"],

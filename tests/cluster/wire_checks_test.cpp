@@ -81,6 +81,23 @@ TEST_CASE("a KV handoff's token list and blocks match its header", "[cluster][wi
   CHECK_THAT(huge.err().message, Catch::Contains("kv_floats 4611686018427387904"));
 }
 
+TEST_CASE("a KV handoff's prompt log-probabilities are counted in its token list",
+          "[cluster][wire]") {
+  // 10 tokens, 9 prompt positions with 2 alternatives each: 9 x 3 pairs of two words.
+  wire::kv_meta_header h = kv(10, 0, 96);
+  h.prompt_logprobs = 2;
+  h.prompt_positions = 9;
+  CHECK(wire::check(h, (10 + 9 * 3 * 2) * 4, 96 * 4).ok());
+  CHECK_FALSE(wire::check(h, (10 + 9 * 3 * 2 - 1) * 4, 96 * 4).ok());
+  // More positions than tokens, or a count out of range, is refused whatever the payload.
+  h.prompt_positions = 11;
+  CHECK_THAT(wire::check(h, (10 + 11 * 3 * 2) * 4, 96 * 4).err().message,
+             Catch::Contains("prompt log-probabilities for 11 positions of 10 tokens"));
+  h.prompt_positions = 9;
+  h.prompt_logprobs = 21;
+  CHECK_FALSE(wire::check(h, (10 + 9 * 22 * 2) * 4, 96 * 4).ok());
+}
+
 TEST_CASE("a peer's message without a terminating NUL is read to the array's end only",
           "[cluster][wire]") {
   wire::answer_header h;

@@ -101,10 +101,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<int32_t> tokens;
     for (size_t i = 1; i + 1 < size && tokens.size() < 64; i += 2)
       tokens.push_back((data[i] * 256 + data[i + 1]) % vocab);
-    stream.on_tokens(tokens);
     generation_usage usage;
     usage.completion_tokens = static_cast<int>(tokens.size());
-    stream.on_finished(finish_reason::max_tokens, usage);
+    for (int choice = 0; choice < stream.choices(); ++choice) {
+      stream.on_tokens(choice, tokens);
+      stream.on_finished(choice, finish_reason::max_tokens, usage);
+    }
   }
   return 0;
 }

@@ -7,6 +7,12 @@ API's numbers must match to 1e-5, through the actor topology (twice: the second 
 is a prefix cache hit) and through the single-process engine, greedy and sampled, with and
 without penalties; the tokens must be generate's.
 
+Echo and scoring: a prompt's own log-probabilities (echo with max_tokens 0, as evaluation
+harnesses score multiple choice) must equal the log-softmax of the logits generate writes after
+each prefix of the prompt, also when the prompt's blocks are a prefix cache hit, and must rank
+continuations as those logits do. n choices: choice i is generate's with the seed
+splitmix64(seed, i); best_of answers the choice whose tokens are likeliest together.
+
 Usage: logprobs_test.py BRIGADE_BIN WORKDIR
 """
 import json
@@ -80,6 +86,157 @@ def expected(brigade, model, params, workdir, stop_ids):
     rows = np.load(npy)
     logprobs = [rules(rows[i], params, PROMPT, ids[:i], stop_ids) for i in range(len(ids))]
     return ids, logprobs
+
+
+def prefix_logprobs(brigade, model, prompt, workdir):
+    """log-softmax(logits after prompt[:i])[prompt[i]] for i >= 1, each from its own generate
+    run (the engine's decode of the last row, an independent path from prefill's rows)."""
+    npy = os.path.join(workdir, "prefix.npy")
+    out = []
+    for i in range(1, len(prompt)):
+        subprocess.run([brigade, "generate", "--model", model, "--prompt-ids",
+                        ",".join(map(str, prompt[:i])), "--max-tokens", "1", "--temperature", "0",
+                        "--logits-out", npy], capture_output=True, check=True)
+        row = np.load(npy)[0].astype(np.float64)
+        out.append(row[prompt[i]] - (row.max() + math.log(np.exp(row - row.max()).sum())))
+    return out
+
+
+def choice_seed(seed, index):
+    """serve/openai_request.hpp's choice_seed: choice 0 keeps the seed, others a splitmix64."""
+    if index == 0:
+        return seed
+    mask = (1 << 64) - 1
+    z = (seed + 0x9E3779B97F4A7C15 * index) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return z ^ (z >> 31)
+
+
+def generate_text(brigade, model, prompt, params, seed):
+    out = subprocess.run([brigade, "generate", "--model", model, "--prompt-ids",
+                          ",".join(map(str, prompt)), "--json", "--temperature",
+                          str(params["temperature"]), "--seed", str(seed), "--max-tokens",
+                          str(MAX_TOKENS)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)["text"]
+
+
+def check_scoring(check, label, srv, name, brigade, model, workdir, stop_ids):
+    """Echo, prompt log-probabilities through the cache, multiple-choice ranking, n, best_of."""
+    # Three blocks and a bit: the cache holds whole blocks, so a hit covers most of the prompt.
+    context = [40 + (i * 7) % 50 for i in range(50)]
+    want = prefix_logprobs(brigade, model, context, workdir)
+    score = dict(model=name, prompt=context, echo=True, max_tokens=0, logprobs=2)
+    rounds = [("", {})] if "engine" in label else [("", {}), (" (prompt cached)", {})]
+    for again, _ in rounds:
+        if again:
+            # The same prompt, plainly, until the router sees its blocks cached.
+            for _ in range(40):
+                status, r = post(srv, "/v1/completions",
+                                 dict(model=name, prompt=context, max_tokens=1))
+                if status != 200 or r["usage"]["prompt_tokens_details"]["cached_tokens"]:
+                    break
+                time.sleep(0.25)
+            check(f"{label}: the scored prompt is in the cache",
+                  r["usage"]["prompt_tokens_details"]["cached_tokens"] > 0, r.get("usage"))
+        status, r = post(srv, "/v1/completions", score)
+        check(f"{label}: echo with max_tokens 0 answered{again}", status == 200, r)
+        if status != 200:
+            continue
+        lp = r["choices"][0]["logprobs"]
+        got = lp["token_logprobs"]
+        check(f"{label}: one entry per prompt token, the first null{again}",
+              len(got) == len(context) and got[0] is None and lp["top_logprobs"][0] is None,
+              (len(got), got[:2]))
+        worst = max(abs(a - b) for a, b in zip(got[1:], want)) if len(got) > 1 else 1.0
+        check(f"{label}: prompt logprobs equal the engine's after each prefix{again}",
+              worst <= 1e-5, f"worst difference {worst}")
+        check(f"{label}: echo returns the prompt's text and nothing more{again}",
+              r["choices"][0]["text"] == "".join(lp["tokens"]) and
+              r["usage"]["completion_tokens"] == 0, (r["choices"][0]["text"][:40], r["usage"]))
+        check(f"{label}: text offsets count the echoed text{again}",
+              lp["text_offset"][1] == len(lp["tokens"][0].encode()), lp["text_offset"][:3])
+
+    # Multiple choice, as harnesses score it: the loglikelihood of each continuation.
+    stem = context[:20]
+    continuations = [[60, 61, 62], [70, 71], [80, 81, 82, 83], [41, 48]]
+    served, engine = [], []
+    for cont in continuations:
+        full = stem + cont
+        status, r = post(srv, "/v1/completions", dict(model=name, prompt=full, echo=True,
+                                                      max_tokens=0, logprobs=0))
+        served.append(sum(r["choices"][0]["logprobs"]["token_logprobs"][len(stem):])
+                      if status == 200 else -math.inf)
+        engine.append(sum(prefix_logprobs(brigade, model, full, workdir)[len(stem) - 1:]))
+    rank = lambda xs: sorted(range(len(xs)), key=lambda i: -xs[i])  # noqa: E731
+    check(f"{label}: multiple-choice continuations rank as the engine's logprobs rank them",
+          rank(served) == rank(engine) and max(abs(a - b) for a, b in zip(served, engine)) < 1e-4,
+          (served, engine))
+
+    # Echo with generated tokens: the prompt's entries, then generate's tokens' own.
+    ids, truth = expected(brigade, model, {"temperature": 0}, workdir, stop_ids)
+    status, r = post(srv, "/v1/completions", dict(model=name, prompt=PROMPT, echo=True,
+                                                  max_tokens=MAX_TOKENS, logprobs=TOP,
+                                                  temperature=0))
+    if status == 200:
+        lp = r["choices"][0]["logprobs"]
+        tail = {k: lp[k][len(PROMPT):] for k in ["token_logprobs", "top_logprobs", "tokens"]}
+        check_completion(check, f"{label}, echo and generated", {"logprobs": tail}, ids, truth)
+    else:
+        check(f"{label}: echo with tokens answered", False, r)
+
+    # n choices share the prompt's KV: the later ones find its blocks in the cache, on the same
+    # prefill worker (the topology has two).
+    if "engine" not in label:
+        def pool_hits():
+            roles = json.loads(urllib.request.urlopen(srv.url + "/v1/status").read())
+            router = [r for r in roles if r["role"] == "router"][0]
+            return router["detail"]["cache"]["scenarios"]["chat"]["pool"]
+        fresh = [100 + (i * 11) % 300 for i in range(67)]
+        before = pool_hits()
+        status, r = post(srv, "/v1/completions", dict(model=name, prompt=fresh, n=4, max_tokens=2))
+        # 67 tokens: 4 whole blocks of 16 are reusable; choices 1-3 each take them from the cache.
+        check(f"{label}: n=4 computes the prompt once, the other choices hit the cache",
+              status == 200 and pool_hits() - before == 3 * 64, (status, pool_hits() - before))
+
+    # n choices, seeded: each is generate's with its derived seed, and the same request repeats.
+    sampled = {"temperature": 0.9, "seed": 5}
+    body = dict(sampled, model=name, prompt=PROMPT, max_tokens=MAX_TOKENS, n=3, ignore_eos=True)
+    status, first = post(srv, "/v1/completions", body)
+    status2, second = post(srv, "/v1/completions", body)
+    if status == 200 and status2 == 200:
+        texts = [c["text"] for c in sorted(first["choices"], key=lambda c: c["index"])]
+        want_texts = [generate_text(brigade, model, PROMPT, sampled, choice_seed(5, i))
+                      for i in range(3)]
+        check(f"{label}: n=3 choices are generate's with seeds (seed, i)", texts == want_texts,
+              (texts, want_texts))
+        check(f"{label}: the same n=3 request gives the same answers",
+              texts == [c["text"] for c in sorted(second["choices"], key=lambda c: c["index"])])
+        check(f"{label}: n=3 usage counts the prompt once and every choice's tokens",
+              first["usage"]["prompt_tokens"] == len(PROMPT) and
+              first["usage"]["completion_tokens"] == 3 * MAX_TOKENS, first["usage"])
+    else:
+        check(f"{label}: n=3 answered", False, (first, second))
+
+    # best_of: the choice whose tokens are likeliest together (under the distribution drawn from).
+    status, r = post(srv, "/v1/completions", dict(sampled, model=name, prompt=PROMPT, n=1,
+                                                  best_of=4, max_tokens=8, ignore_eos=True))
+    sums = []
+    for i in range(4):
+        npy = os.path.join(workdir, "best.npy")
+        out = subprocess.run([brigade, "generate", "--model", model, "--prompt-ids",
+                              ",".join(map(str, PROMPT)), "--json", "--logits-out", npy,
+                              "--temperature", "0.9", "--seed", str(choice_seed(5, i)),
+                              "--max-tokens", "8", "--ignore-eos"],
+                             capture_output=True, text=True, check=True)
+        got = json.loads(out.stdout)
+        rows = np.load(npy)
+        sums.append((sum(rules(rows[j], sampled, PROMPT, got["ids"][:j], [])[t]
+                         for j, t in enumerate(got["ids"])), got["text"]))
+    best = max(range(4), key=lambda i: (sums[i][0], -i))
+    check(f"{label}: best_of=4 answers the likeliest of the four choices",
+          status == 200 and len(r["choices"]) == 1 and r["choices"][0]["text"] == sums[best][1] and
+          r["choices"][0]["logprobs"] is None, (r if status != 200 else r["choices"], sums))
 
 
 def post(srv, path, body):
@@ -221,8 +378,12 @@ def main():
                     check(f"{label}, {case}: streamed chat logprobs equal the whole answer's",
                           [(e["token"], e["logprob"]) for e in streamed] ==
                           [(e["token"], e["logprob"]) for e in entries])
+            check_scoring(check, label, srv, name, brigade, model, workdir, stop_ids)
             # Bad values name their field.
-            for bad, field in [({"logprobs": 21}, "logprobs"), ({"logprobs": -1}, "logprobs"),
+            for bad, field in [({"n": 0}, "n"), ({"n": 65}, "n"), ({"n": -2}, "n"),
+                               ({"n": 3, "best_of": 2}, "best_of"),
+                               ({"best_of": 2, "stream": True}, "best_of"),
+                               ({"max_tokens": 0}, "max_tokens"), ({"echo": 1}, "echo"),({"logprobs": 21}, "logprobs"), ({"logprobs": -1}, "logprobs"),
                                ({"logit_bias": {"5": 101}}, "logit_bias.5"),
                                ({"logit_bias": {"-3": 1}}, "logit_bias.-3"),
                                ({"logit_bias": {"999999": 1}}, "logit_bias.999999"),
@@ -231,7 +392,8 @@ def main():
                                ({"repetition_penalty": 0}, "repetition_penalty"),
                                ({"min_tokens": MAX_TOKENS + 1}, "min_tokens")]:
                 status, r = post(srv, "/v1/completions",
-                                 dict(bad, model=name, prompt=PROMPT, max_tokens=MAX_TOKENS))
+                                 dict(dict(model=name, prompt=PROMPT, max_tokens=MAX_TOKENS),
+                                      **bad))
                 check(f"{label}: {json.dumps(bad)} is a 400 naming {field}",
                       status == 400 and r["error"]["param"] == field, (status, r))
             status, r = post(srv, "/v1/chat/completions",

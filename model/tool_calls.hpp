@@ -1,0 +1,78 @@
+// OpenAI tool calling, the model-format half: the tool and call records that chat messages carry,
+// and a streaming parser that splits a model's output into content and tool calls.
+//
+// Each chat format writes calls its own way:
+//   chatml, tulu   <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>, one per call
+//                  (the Hermes style of Qwen2.5 and Qwen3).
+//   mistral_inst   [TOOL_CALLS] [{"name": ..., "arguments": {...}}, ...] up to the end of the
+//                  output (Mistral's v3 tool format).
+// OLMoE's Tulu format has no tool calling of its own; giving it Qwen's Hermes wording and tags is
+// brigade's own choice, made because the model is likeliest to follow the most common convention.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace brigade::model {
+
+// Defined in model/chat_template.hpp, which includes this header for the records below.
+enum class chat_format;
+
+/// A function the model may call, as a request's "tools" entry describes it.
+struct tool_definition {
+  std::string name;                    ///< The function's name.
+  std::string description;             ///< What it does; left out of the prompt when empty.
+  std::string parameters_json = "{}";  ///< JSON text of its JSON Schema; "{}" if absent.
+};
+
+/// A call of a function, made by the model or replayed from an earlier assistant turn.
+struct tool_call {
+  std::string id;              ///< The caller's id for the call ("call_..."); unused in prompts.
+  std::string name;            ///< The function called.
+  std::string arguments_json;  ///< JSON text of an object: the call's arguments.
+};
+
+/// One piece of a model's output: text to show as content, or one complete tool call.
+struct tool_parse_event {
+  enum class kind { content, call };
+  kind what = kind::content;  ///< Which of the two fields below holds the event.
+  std::string text;           ///< The content, when what is content.
+  tool_call call;             ///< The call (id left empty for the caller), when what is call.
+};
+
+/// Splits streamed output into content and tool calls. Text that might begin a call marker is held
+/// back until it is decided, so content is never shown and then taken back. A call whose JSON is
+/// malformed, or that is never closed, is given back as content, markers included. Whitespace
+/// directly before a call, between calls and after the last one is dropped, so an answer made only
+/// of calls has no content. Nothing here throws on any input.
+class tool_call_parser {
+ public:
+  explicit tool_call_parser(chat_format format);
+
+  /// The events that `text`, appended to the output so far, completes.
+  std::vector<tool_parse_event> push(std::string_view text);
+
+  /// The events left once the output has ended; the parser must not be pushed to afterwards.
+  std::vector<tool_parse_event> finish();
+
+  /// Whether any valid tool call has been given out.
+  bool saw_tool_call() const { return saw_tool_call_; }
+
+ private:
+  void drain(bool final, std::vector<tool_parse_event>& out);
+  bool drain_outside(bool final, std::vector<tool_parse_event>& out);
+  bool drain_inside(bool final, std::vector<tool_parse_event>& out);
+  void emit_content(std::string_view text, std::vector<tool_parse_event>& out);
+  void emit_calls(std::vector<tool_call> calls, std::vector<tool_parse_event>& out);
+
+  std::string_view open_tag_;   ///< "<tool_call>" or "[TOOL_CALLS]".
+  std::string_view close_tag_;  ///< "</tool_call>", or empty: the calls run to the end.
+  std::string buffer_;          ///< Output not yet given out, from the last decided point.
+  std::string held_space_;      ///< Whitespace that is content only if more content follows.
+  bool inside_ = false;         ///< Whether buffer_ holds a call's body, its open tag consumed.
+  bool last_was_call_ = false;  ///< Whether a call came after the last content given out.
+  bool saw_tool_call_ = false;
+};
+
+}  // namespace brigade::model
