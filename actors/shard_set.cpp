@@ -25,15 +25,22 @@ status check_shards(const shard_set& set, const model::model_config& model) {
                                            std::to_string(set.layout.shards()));
 }
 
+int default_slots_per_shard(int experts, int shards) {
+  // A quarter more slots than experts, rounded up to whole shards: room for replicas of the hot
+  // experts, which is what lets the planner even out a skewed load (docs/balance.md).
+  const int n = std::max(1, shards);
+  const int slots = (experts * 5 + 3) / 4;
+  return std::min(experts, (slots + n - 1) / n);
+}
+
 result<eplb::layout> initial_layout(const model::model_config& model, int shards,
                                     int slots_per_shard) {
   eplb::layout_shape shape;
   shape.layers = static_cast<int>(model.moe_layers().size());
   shape.experts = model.num_experts;
   shape.shards = shards;
-  shape.slots_per_shard = slots_per_shard > 0
-                              ? slots_per_shard
-                              : (model.num_experts + shards - 1) / std::max(1, shards);
+  shape.slots_per_shard =
+      slots_per_shard > 0 ? slots_per_shard : default_slots_per_shard(model.num_experts, shards);
   const long long slots = static_cast<long long>(shape.shards) * shape.slots_per_shard;
   if (slots < model.num_experts) {
     return error(errc::invalid_argument,

@@ -70,8 +70,12 @@ status check_layout(const eplb::layout& layout, const model::model_config& model
 /// OK when the set's layout fits `model` and the set names a shard for each of the layout's.
 status check_shards(const shard_set& set, const model::model_config& model);
 
+/// Slots per shard when a manifest leaves it 0: a quarter more slots than `experts` over
+/// `shards` shards, rounded up, at most `experts` (a shard holds one copy of an expert).
+int default_slots_per_shard(int experts, int shards);
+
 /// Experts in order, slot by slot; spare slots hold replicas of experts 0, 1, ... placed so that
-/// no shard holds two copies of one expert. slots_per_shard 0: just enough for every expert.
+/// no shard holds two copies of one expert. slots_per_shard 0: default_slots_per_shard.
 result<eplb::layout> initial_layout(const model::model_config& model, int shards,
                                     int slots_per_shard);
 

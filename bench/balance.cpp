@@ -8,7 +8,8 @@
 // it, so prediction error from noise and drift is part of every figure.
 //
 // With --migrations N (default 100) it also times decode steps through N live migrations of a
-// real topology (bench/migration_stall.cpp).
+// real topology (bench/migration_stall.cpp). With --forecast it instead compares planning from a
+// forecast of the next interval with planning from the last one (bench/balance_forecast.cpp).
 #include <time.h>
 
 #include <CLI/CLI.hpp>
@@ -24,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/balance_forecast.hpp"
 #include "bench/expert_load_generator.hpp"
 #include "bench/migration_stall.hpp"
 #include "bench/table.hpp"
@@ -52,7 +54,9 @@ struct balance_options {
   std::string migration_tls = migration_stall_options{}.transport_tls;
   // A fifth of the slots, as the planner's adopted plans move (at most 25%).
   double move_fraction = migration_stall_options{}.move_fraction;
-  std::string steps_svg;  // where to draw the timed steps; empty: nowhere
+  std::string steps_svg;                  // where to draw the timed steps; empty: nowhere
+  bool forecast = false;                  // the forecast comparison instead of the figures above
+  forecast_bench_options forecast_bench;  // its own options; the shared ones are copied in
 };
 
 struct cluster_shape {
@@ -495,6 +499,20 @@ void print_json(const std::vector<row>& rows, const std::vector<goal>& goals,
   std::printf("%s\n", doc.dump().c_str());
 }
 
+forecast_bench_options forecast_options_of(const balance_options& o) {
+  forecast_bench_options f = o.forecast_bench;
+  f.layers = o.layers;
+  f.windows = o.windows;
+  f.replan_every = o.replan_every;
+  f.margin = o.margin;
+  f.keep_slack = o.keep_slack;
+  f.max_moved = o.max_moved;
+  f.tokens_per_step = o.tokens_per_step;
+  f.seed = o.seed;
+  f.json = o.json;
+  return f;
+}
+
 }  // namespace
 
 int balance(int argc, char** argv) {
@@ -540,11 +558,13 @@ int balance(int argc, char** argv) {
   app.add_option("--steps-svg", o.steps_svg,
                  "also draw every timed decode step, with the migration windows, into this SVG "
                  "file");
+  add_forecast_options(app, o.forecast, o.forecast_bench);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  if (o.forecast) return run_balance_forecast(forecast_options_of(o));
   if (!o.steps_svg.empty() && o.migrations == 0) {
     std::fprintf(stderr, "brigade bench balance: --steps-svg needs --migrations above 0\n");
     return 2;

@@ -17,5 +17,6 @@ int replay(int argc, char** argv);
 int node(int argc, char** argv);
 int chaos(int argc, char** argv);
 int deploy(int argc, char** argv);
+int top(int argc, char** argv);
 
 }  // namespace brigade::cli

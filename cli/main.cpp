@@ -28,6 +28,8 @@ const command commands[] = {
      "run fault-injection scenarios against real processes and check nothing is lost"},
     {"deploy", brigade::cli::deploy,
      "deploy a manifest across its nodes (--dry-run prints the placement)"},
+    {"top", brigade::cli::top,
+     "watch a running server in the terminal: roles, shard load, balancedness, events"},
     {"replay", brigade::cli::replay,
      "replay a request trace through the prefix cache and placement"},
 };

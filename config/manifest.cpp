@@ -207,6 +207,8 @@ result<manifest> parse_manifest(const std::string& yaml, const std::string& sour
     s.integer64("replan_interval_steps", m.eplb.replan_interval_steps, 1, int64_t{1} << 40);
     s.number("margin", m.eplb.margin, 0.0);
     s.integer("copy_interval_ms", m.eplb.copy_interval_ms, 0, 60 * 1000);
+    s.number("move_budget", m.eplb.move_budget, 0.0);
+    s.number("cross_node_copy_cost", m.eplb.cross_node_copy_cost, 1.0);
   });
   top.text("join_secret_file", m.join_secret_file);
   top.child("transport", [&](yaml_section& s) {
@@ -218,6 +220,10 @@ result<manifest> parse_manifest(const std::string& yaml, const std::string& sour
   top.finish();
   if (!err.message.empty()) return err;
   if (m.model.empty()) return error(errc::bad_format, source + ": field 'model' is missing");
+  if (m.eplb.move_budget <= 0 || m.eplb.move_budget > 1) {
+    return error(errc::bad_format, source + ": field 'eplb.move_budget' must be in (0, 1], got " +
+                                       std::to_string(m.eplb.move_budget));
+  }
   if (m.eplb.replan_interval_steps < m.eplb.sample_interval_steps) {
     return error(errc::bad_format, source + ": field 'eplb.replan_interval_steps' (" +
                                        std::to_string(m.eplb.replan_interval_steps) +

@@ -49,7 +49,9 @@ struct decode_role {
 
 struct expert_shard_role {
   int count = 4;
-  int slots_per_shard = 0;  ///< Physical expert slots per shard; 0: just enough for every expert.
+  /// Physical expert slots per shard; 0: a quarter more slots than experts, spread evenly
+  /// (actors::default_slots_per_shard), so that hot experts get replicas.
+  int slots_per_shard = 0;
 };
 
 /// Expert load balancing: samples, re-plans and the gain a plan must promise to be adopted.
@@ -65,6 +67,10 @@ struct eplb_policy {
   /// (bench balance --migration-nodes, alternated runs); a migration of 100 copies per shard
   /// then takes about 10 s, which a re-plan every 10,000 steps leaves room for.
   int copy_interval_ms = 100;
+  /// What one plan may copy: this fraction of the layout's slots, counted in copies within a
+  /// node, a copy from another node counting cross_node_copy_cost of them (it takes the network).
+  double move_budget = 0.25;
+  double cross_node_copy_cost = 2.0;
 };
 
 /// How the coordinator watches its nodes, and how a node waits for its coordinator. A node whose

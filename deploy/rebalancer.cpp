@@ -8,6 +8,7 @@
 #include "common/wall_clock.hpp"
 #include "eplb/adoption.hpp"
 #include "eplb/balance_metrics.hpp"
+#include "eplb/node_alignment.hpp"
 #include "eplb/planner.hpp"
 
 namespace brigade::deploy {
@@ -41,19 +42,24 @@ bool rebalancer::add_sample(int shard, uint64_t window_id,
   if (w.reported.empty()) {
     w.reported.assign(static_cast<size_t>(current_.shards()), false);
     w.load.assign(moe_layers_.size(), std::vector<double>(static_cast<size_t>(current_.experts())));
+    w.shard_tokens.assign(static_cast<size_t>(current_.shards()), 0.0);
   }
   if (w.reported[static_cast<size_t>(shard)]) return false;
   w.reported[static_cast<size_t>(shard)] = true;
   newest_window_ = std::max(newest_window_.value_or(0), window_id);
   for (size_t i = 0; i < moe_layers_.size(); ++i) {
     const auto& row = tokens[static_cast<size_t>(moe_layers_[i])];
-    for (size_t e = 0; e < row.size() && e < w.load[i].size(); ++e)
+    for (size_t e = 0; e < row.size() && e < w.load[i].size(); ++e) {
       w.load[i][e] += row[e];
+      w.shard_tokens[static_cast<size_t>(shard)] += row[e];
+    }
   }
   if (!std::all_of(w.reported.begin(), w.reported.end(), [](bool r) { return r; })) return false;
   // The window is complete: measure it under the current layout and keep it.
   closed_window closed;
   closed.window = window_id;
+  closed.epoch = current_.epoch();
+  closed.shard_counted = w.shard_tokens;
   const auto report = eplb::measure_balance(current_, w.load);
   closed.balancedness = report.balancedness;
   closed.shard_load.assign(static_cast<size_t>(current_.shards()), 0.0);
@@ -80,33 +86,57 @@ bool rebalancer::add_sample(int shard, uint64_t window_id,
   return true;
 }
 
-std::optional<eplb::layout> rebalancer::plan_if_due() {
+std::optional<eplb::layout> rebalancer::plan_if_due(const std::vector<int>& shard_node) {
   const int64_t windows_per_plan =
       std::max<int64_t>(1, options_.replan_interval_steps / options_.sample_interval_steps);
   if (windows_since_plan_ < windows_per_plan) return std::nullopt;
-  const auto load = since_plan_;
+  if (!forecast_.observe(since_plan_)) return std::nullopt;
   windows_since_plan_ = 0;
   for (auto& row : since_plan_)
     std::fill(row.begin(), row.end(), 0.0);
+  // Planned for the forecast (hedged: spread replicas toward the least predictable experts),
+  // judged on the load expected next.
+  const eplb::load_matrix planning = forecast_.planning_load();
+  const eplb::load_matrix load = forecast_.expected();
   eplb::planner_options opt;
   opt.shards = current_.shards();
   opt.slots_per_shard = current_.slots_per_shard();
-  auto proposal = eplb::plan_layout(load, opt, &current_);
-  if (!proposal) return std::nullopt;
-  const auto decision = eplb::judge_adoption(current_, proposal.value(), load, options_.margin);
+  opt.max_moved_fraction = options_.move_budget;
+  const double budget = options_.move_budget * current_.slots() * current_.layers();
+  // Plan, number the shards for the nodes, and charge the copies; a plan over the budget (its
+  // copies cross nodes) is made again with fewer moves allowed, in proportion.
+  std::optional<eplb::layout> proposal;
+  eplb::move_cost cost;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto planned = eplb::plan_layout(planning, opt, &current_);
+    if (!planned) return std::nullopt;
+    proposal =
+        eplb::align_to_nodes(current_, planned.value(), shard_node, options_.cross_node_copy_cost);
+    cost = eplb::measure_moves(current_, *proposal, shard_node, options_.cross_node_copy_cost);
+    if (cost.units <= budget) break;
+    opt.max_moved_fraction *= budget / cost.units;
+  }
+  // As in the planner, the budget bounds the moves a plan chooses, not the ones its new replica
+  // counts need: a plan still over it after the retries is judged on its gain alone.
+  const auto decision = eplb::judge_adoption(current_, *proposal, load, options_.margin);
+  const bool adopt = decision.adopt;
   rebalance_event ev;
-  ev.kind = decision.adopt ? "plan_adopted" : "plan_rejected";
+  ev.kind = adopt ? "plan_adopted" : "plan_rejected";
   ev.epoch = proposal->epoch();
-  ev.predicted_balancedness = eplb::measure_balance(proposal.value(), load).balancedness;
+  ev.predicted_balancedness = eplb::measure_balance(*proposal, load).balancedness;
   ev.moved_slots = decision.moved_slots;
-  ev.detail = "imbalance " + std::to_string(decision.current_imbalance) + " -> " +
-              std::to_string(decision.proposed_imbalance);
+  ev.detail =
+      "imbalance " + std::to_string(decision.current_imbalance) + " -> " +
+      std::to_string(decision.proposed_imbalance) + "; copies " + std::to_string(cost.within_node) +
+      " within a node, " + std::to_string(cost.across_nodes) + " across nodes (" +
+      std::to_string(cost.units) + " of a budget of " + std::to_string(budget) +
+      (cost.units > budget ? ", over it: the new replica counts need these copies" : "") + ")";
   record(ev);
-  if (!decision.adopt) {
+  if (!adopt) {
     ++rejected_;
     return std::nullopt;
   }
-  return std::move(proposal.value());
+  return std::move(*proposal);
 }
 
 namespace {
@@ -225,6 +255,21 @@ void rebalancer::record(rebalance_event ev) {
     events_.pop_front();
 }
 
+namespace {
+
+// The busiest shard over the mean shard, from the shards' own counts (1 when nothing ran).
+double max_over_mean(const std::vector<double>& loads) {
+  if (loads.empty()) return 1.0;
+  double sum = 0.0, most = 0.0;
+  for (double l : loads) {
+    sum += l;
+    most = std::max(most, l);
+  }
+  return sum > 0 ? most * static_cast<double>(loads.size()) / sum : 1.0;
+}
+
+}  // namespace
+
 std::string rebalancer::to_json(const migration_progress& m) const {
   nlohmann::json j;
   j["epoch"] = current_.epoch();
@@ -243,8 +288,12 @@ std::string rebalancer::to_json(const migration_progress& m) const {
   j["layout"] = layers;
   nlohmann::json windows = nlohmann::json::array();
   for (const auto& w : history_) {
-    windows.push_back(
-        {{"window", w.window}, {"shard_load", w.shard_load}, {"balancedness", w.balancedness}});
+    windows.push_back({{"window", w.window},
+                       {"epoch", w.epoch},
+                       {"shard_load", w.shard_load},
+                       {"shard_counted", w.shard_counted},
+                       {"max_over_mean", max_over_mean(w.shard_counted)},
+                       {"balancedness", w.balancedness}});
   }
   j["windows"] = windows;
   j["balancedness"] = last_balancedness_;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "eplb/layout.hpp"
+#include "eplb/load_forecast.hpp"
 #include "model/config.hpp"
 
 namespace brigade::deploy {
@@ -24,6 +25,11 @@ struct rebalance_options {
   double margin = 0.02;                   ///< Relative imbalance gain a plan must promise.
   size_t history_windows = 64;            ///< Windows kept for introspection.
   int copy_interval_ms = 0;  ///< The shards' pause after each expert copied in (shown only).
+  /// What one plan may copy, as a fraction of the layout's slots counted in copies within a
+  /// node; a copy from another node counts cross_node_copy_cost of them. Like the planner's
+  /// max_moved_fraction, it bounds the moves a plan chooses, never those its replica counts need.
+  double move_budget = 0.25;
+  double cross_node_copy_cost = 2.0;
 };
 
 /// Something introspection shows on /v1/events: expert balancing, and the cluster's faults and
@@ -70,8 +76,10 @@ class rebalancer {
   static constexpr uint64_t max_window_lead = 64;
   /// Windows some shard reported and others not yet.
   size_t open_windows() const { return open_.size(); }
-  /// After a completed window: a proposal to migrate to, when a re-plan is due and pays.
-  std::optional<eplb::layout> plan_if_due();
+  /// After a completed window: a proposal to migrate to, when a re-plan is due and pays. Shard s
+  /// runs on node shard_node[s] (empty: all on one node): the plan's shards are numbered so that
+  /// copies stay within nodes where they can, and its copies fit the move budget.
+  std::optional<eplb::layout> plan_if_due(const std::vector<int>& shard_node = {});
   /// A proposal built from `seed` instead of loads (tests and fault injection). With
   /// move_fraction >= 1 every layer is reshuffled; below, random swaps between shards move about
   /// that fraction of each layer's slots, the size of a planner's adopted plan; 0 moves none.
@@ -100,11 +108,14 @@ class rebalancer {
   struct window {
     std::vector<bool> reported;
     std::vector<std::vector<double>> load;  // [moe layer][expert]
+    std::vector<double> shard_tokens;       // what each shard counted, all layers
   };
   struct closed_window {
     uint64_t window = 0;
     std::vector<double> shard_load;  // summed over layers
     double balancedness = 1;
+    uint64_t epoch = 0;                 // the layout in use when it closed
+    std::vector<double> shard_counted;  // the shards' own counts (shard_load is the layout's)
   };
   void record(rebalance_event ev);
 
@@ -114,6 +125,9 @@ class rebalancer {
   std::map<uint64_t, window> open_;
   std::optional<uint64_t> newest_window_;        // the newest window any shard reported
   std::vector<std::vector<double>> since_plan_;  // [moe layer][expert]
+  // The load of the interval a plan will serve, forecast from the intervals before it: under
+  // drift a plan made from the last interval fits the one that has passed.
+  eplb::load_forecast forecast_;
   int windows_since_plan_ = 0;
   std::deque<closed_window> history_;
   std::deque<rebalance_event> events_;

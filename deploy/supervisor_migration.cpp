@@ -6,6 +6,8 @@
 //     idle (old slots released)         \--failure--> rolled back --/       \--failure--/
 #include <caf/all.hpp>
 
+#include <algorithm>
+
 #include "actors/decode_worker.hpp"
 #include "actors/prefill_worker.hpp"
 #include "actors/sender_check.hpp"
@@ -107,6 +109,23 @@ void add_weight_sources(shard_plan& plan, const eplb::layout& current,
   }
 }
 
+// Each shard's node as a small number, in order of first appearance; a shard not running counts
+// as a node of its own (its replacement may start anywhere).
+std::vector<int> shard_nodes(const std::vector<expert_shard_actor>& shards) {
+  std::vector<caf::node_id> seen;
+  std::vector<int> out;
+  for (const auto& s : shards) {
+    if (!s) {
+      out.push_back(static_cast<int>(shards.size() + out.size()));
+      continue;
+    }
+    auto it = std::find(seen.begin(), seen.end(), s->node());
+    if (it == seen.end()) it = seen.insert(seen.end(), s->node());
+    out.push_back(static_cast<int>(it - seen.begin()));
+  }
+  return out;
+}
+
 bool may_start_migration(const supervisor_state& st) {
   return !st.moving && !st.shutting_down;
 }
@@ -178,7 +197,9 @@ void on_load_sample(supervisor_pointer self, const load_sample& sample) {
   }
   if (!st.balance->add_sample(sample.shard, sample.window, sample.tokens)) return;
   if (st.moving || !st.config.manifest.eplb.enabled) return;
-  if (auto proposal = st.balance->plan_if_due()) start_migration(self, std::move(*proposal));
+  if (auto proposal = st.balance->plan_if_due(shard_nodes(st.shards.shards))) {
+    start_migration(self, std::move(*proposal));
+  }
 }
 
 void on_switched(supervisor_pointer self, const std::string& worker, uint64_t epoch) {

@@ -160,3 +160,15 @@ TEST_CASE("KV storage past this machine's memory is refused before any allocatio
   REQUIRE_FALSE(refused.ok());
   CHECK_THAT(refused.err().message, Catch::Contains("KV storage for kv_tokens"));
 }
+
+TEST_CASE("a manifest that leaves slots_per_shard 0 gets a quarter spare slots for replicas",
+          "[layout]") {
+  // 16 experts on 4 shards: 20 slots, 4 replicas; on 8 shards 24; never a second copy per shard.
+  CHECK(default_slots_per_shard(16, 4) == 5);
+  CHECK(default_slots_per_shard(16, 8) == 3);
+  CHECK(default_slots_per_shard(128, 6) == 27);
+  CHECK(default_slots_per_shard(8, 1) == 8);
+  auto layout = initial_layout(moe_config(), 2, 0);
+  REQUIRE(layout.ok());
+  CHECK(layout->slots() == 10);  // 8 experts, 2 replicas
+}

@@ -81,7 +81,10 @@ def generate(brigade, model, ids, tokens):
     return json.loads(out.stdout.strip().splitlines()[-1])["text"]
 
 
-def write_manifest(path, model, secret, nodes, roles, tls, devices):
+DEFAULT_EPLB = f"{{copy_interval_ms: {COPY_INTERVAL_MS}, sample_interval_steps: 4}}"
+
+
+def write_manifest(path, model, secret, nodes, roles, tls, devices, eplb=DEFAULT_EPLB):
     with open(path, "w") as f:
         f.write(f"model: {model}\njoin_secret_file: {secret}\n"
                 f"transport: {{tls: '{tls}'{', net_devices: ' + devices if devices else ''}}}\n"
@@ -90,7 +93,7 @@ def write_manifest(path, model, secret, nodes, roles, tls, devices):
                 f"kv_cache: {{pool_bytes: 1, host_bytes: 64MiB}}\n"
                 # Paced copies make a migration last long enough to kill a node in the middle.
                 # Short sample windows: the loads of shards on every node reach the supervisor.
-                f"eplb: {{copy_interval_ms: {COPY_INTERVAL_MS}, sample_interval_steps: 4}}\n"
+                f"eplb: {eplb}\n"
                 f"nodes:\n")
         for n, r in zip(nodes, roles):
             f.write(f"  - {{name: {n.name}, address: '{n.address}', roles: {r}}}\n")
@@ -101,7 +104,8 @@ class cluster:
 
     ROLES = ["{prefill: 1, expert_shard: 2}", "{decode: 1, expert_shard: 1}", "{expert_shard: 1}"]
 
-    def __init__(self, brigade, model, workdir, tag, hosts, netns, tls, devices, serve_args=()):
+    def __init__(self, brigade, model, workdir, tag, hosts, netns, tls, devices, serve_args=(),
+                 eplb=DEFAULT_EPLB):
         self.nodes, self.coord = [], None
         secret = os.path.join(workdir, "secret")
         for i, host in enumerate(hosts):
@@ -109,7 +113,7 @@ class cluster:
                                    os.path.join(workdir, f"{tag}-n{i + 1}.log"),
                                    netns[i] if netns else None))
         manifest = os.path.join(workdir, f"{tag}.yaml")
-        write_manifest(manifest, model, secret, self.nodes, self.ROLES, tls, devices)
+        write_manifest(manifest, model, secret, self.nodes, self.ROLES, tls, devices, eplb)
         self.coord = brigade_server(brigade, manifest, os.path.join(workdir, f"{tag}-serve.log"),
                                     extra_args=serve_args)
 
@@ -177,6 +181,77 @@ def check_prompt_logprobs(c, brigade, model):
     print(f"  echo with logprobs over 3 nodes: prompt logprobs within {worst:.2g} of the "
           f"engine's; {'generated text identical' if text_ok else 'generated text differs'}")
     return worst <= 1e-5 and text_ok
+
+
+def read_events(c):
+    """The events /v1/events holds now (an SSE stream: read until it goes quiet)."""
+    import socket
+    import urllib.request
+    events = []
+    try:
+        with urllib.request.urlopen(c.coord.url + "/v1/events?since=0", timeout=1.0) as r:
+            for raw in r:
+                line = raw.decode().strip()
+                if line.startswith("data: "):
+                    events.append(json.loads(line[6:]))
+    except (socket.timeout, TimeoutError, OSError):
+        pass
+    return events
+
+
+def check_live_balance(c, brigade, model, workdir):
+    """The balancing chain over 3 nodes: a skewed, drifting workload (built on the model by
+    bench balance --live) makes the live planner adopt plans, numbered for the nodes (copies
+    within a node preferred, a cross-node copy charged double in the move budget); balance rises
+    and every answer stays generate's."""
+    path = os.path.join(workdir, "skew.json")
+    run([brigade, "bench", "balance", "--live", "--model", model, "--workload-out", path])
+    with open(path) as f:
+        phases = [p["prompts"] for p in json.load(f)["phases"]]
+    tokens = 8
+    expected = {tuple(p): generate(brigade, model, p, tokens) for ph in phases for p in ph}
+    windows = lambda: c.coord.get("/v1/experts")["windows"]  # noqa: E731
+    bad = 0
+    phase_start = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        for prompts in phases:
+            start = len(windows())
+            phase_start.append(windows()[-1]["window"] + 1 if start else 0)
+            turn = 0
+            deadline = time.time() + 120
+            while len(windows()) < start + 12 and time.time() < deadline:
+                batch = [prompts[(turn + i) % len(prompts)] for i in range(8)]
+                turn += 8
+                answers = list(pool.map(lambda p: c.coord.post(
+                    "/v1/completions", {"model": "model", "prompt": p, "max_tokens": tokens,
+                                        "temperature": 0, "ignore_eos": True}), batch))
+                bad += sum(a["choices"][0]["text"] != expected[tuple(p)]
+                           for a, p in zip(answers, batch))
+    experts = c.coord.get("/v1/experts")
+    events = read_events(c)
+    adopted = [e for e in events if e["kind"] == "plan_adopted"]
+    first = adopted[0]["epoch"] if adopted else None
+    ws = experts["windows"]
+    before = [w["balancedness"] for w in ws if w["epoch"] == 0 and w["window"] < phase_start[1]]
+    after = [w for i, w in enumerate(ws) if first is not None and w["epoch"] >= first and i > 0
+             and ws[i - 1]["epoch"] == w["epoch"]]
+    mean = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
+    received = {s["name"]: s["detail"]["experts_received"] for s in c.coord.get("/v1/status")
+                if s["role"] == "expert_shard"}
+    crossed = sum(r["other_nodes_bytes"] for r in received.values())
+    copies = [re.search(r"copies (\d+) within a node, (\d+) across nodes \(([\d.]+) of a "
+                        r"budget of ([\d.]+)", e["detail"]) for e in adopted]
+    # Each plan's copies are charged: within the budget, or over it only as replica counts need.
+    within_budget = all(m and (float(m.group(3)) <= float(m.group(4)) or "need these" in e["detail"])
+                        for m, e in zip(copies, adopted))
+    ok = (len(adopted) >= 1 and within_budget and bad == 0 and after and
+          mean([w["balancedness"] for w in after]) > mean(before))
+    print(f"  live balancing over 3 nodes: {len(adopted)} plans adopted, copies "
+          f"{[(int(m.group(1)), int(m.group(2))) for m in copies if m]} (within a node, across), "
+          f"{crossed} bytes crossed nodes; balancedness {mean(before):.3f} before the first plan, "
+          f"{mean([w['balancedness'] for w in after]):.3f} after; {bad} answers differ from "
+          f"generate{'' if ok else ' FAILED'}")
+    return ok
 
 
 def check_node_kv_store(c, brigade, model):
@@ -431,6 +506,13 @@ def main():
                     serve_args=["--speculate", "4"])
         try:
             ok = check_speculation(c, brigade, model) and ok
+        finally:
+            c.stop()
+        c = cluster(brigade, model, workdir, "lo-balance", ["127.0.0.1"] * 3, None, "tcp", "lo",
+                    eplb="{copy_interval_ms: 0, sample_interval_steps: 16, "
+                         "replan_interval_steps: 64}")
+        try:
+            ok = check_live_balance(c, brigade, model, workdir) and ok
         finally:
             c.stop()
         ok = check_wrong_secret(brigade, model, workdir, "127.0.0.1") and ok

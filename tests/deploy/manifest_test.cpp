@@ -95,6 +95,8 @@ TEST_CASE("the example manifests are valid", "[manifest]") {
       config::load_manifest(std::string(BRIGADE_SOURCE_DIR) + "/deploy/examples/single-node.yaml");
   REQUIRE(m.ok());
   CHECK(m->experts.count == 8);
+  // Spare slots: 24 for the default model's 16 experts, so hot experts can be replicated.
+  CHECK(m->experts.count * m->experts.slots_per_shard > 16);
   CHECK(m->kv_cache.pool_bytes == 64ull << 20);
   CHECK(m->eplb.replan_interval_steps == 10000);
   CHECK(m->eplb.copy_interval_ms == 100);

@@ -86,3 +86,33 @@ TEST_CASE("plan-experts explains invalid input", "[eplb][cli]") {
       write_file("short_layout.json", "{\"phy2log\": [[0, 1, 2], [0, 1, 2]]}");
   require_error("--load " + good + shape + " --current " + short_row, "has 3 slots");
 }
+
+TEST_CASE("bench balance compares the forecast planner with the last interval as JSON",
+          "[eplb][cli]") {
+  const auto r = run_brigade(
+      "bench balance --forecast --json --layers 2 --windows 40 --seeds 1 --forecast-history 3");
+  INFO(r.all());
+  REQUIRE(r.exit_code == 0);
+  const auto doc = nlohmann::json::parse(r.out);
+  CHECK(doc["benchmark"] == "balance_forecast");
+  CHECK(doc["forecast"]["history_windows"] == 3);
+  // Two clusters by five loads: steady, sparse steady, slow, medium and fast drift.
+  REQUIRE(doc["results"].size() == 10);
+  for (const auto& row : doc["results"]) {
+    for (const char* algorithm :
+         {"deepseek-eplb", "planner", "planner+forecast", "planner+foresight"}) {
+      const double b = row[algorithm]["layer_balancedness"].get<double>();
+      CHECK(b > 0);
+      CHECK(b <= 1);
+    }
+    CHECK(row["forecast_over_eplb"].get<double>() > 0);
+  }
+  CHECK(doc["goals"].size() == 3);
+}
+
+TEST_CASE("bench balance refuses forecast options without --forecast", "[eplb][cli]") {
+  const auto r = run_brigade("bench balance --hedge 2 --migrations 0");
+  INFO(r.all());
+  CHECK(r.exit_code != 0);
+  CHECK(r.all().find("--forecast") != std::string::npos);
+}

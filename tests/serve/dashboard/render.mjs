@@ -91,7 +91,9 @@ console.log(JSON.stringify({
   cards: Object.fromEntries($("cards").find("div").map((card) => [
     card.find("span")[0].textContent, card.find("b")[0].textContent])),
   roles: rows("roles").slice(1).map((tr) => tr.find("td").map((td) => td.textContent)),
-  layout: rows("layout").map((tr) => tr.find("span").map((s) => Number(s.textContent))),
+  // An empty cell is null, not Number("") = 0, so that a blank expert 0 is caught.
+  layout: rows("layout").map((tr) => tr.find("span").map(
+      (s) => (s.textContent === "" ? null : Number(s.textContent)))),
   replicas: rows("layout").flatMap((tr) => tr.find("span"))
       .filter((s) => s.attrs.class === "slot replica").length,
   load_rows: rows("load").length,

@@ -1,0 +1,37 @@
+// `brigade bench balance --forecast`: the planner fed a forecast of the next re-plan interval
+// beside the planner and DeepSeek's EPLB fed the last interval, on drifting and steady loads.
+#pragma once
+
+#include <cstdint>
+
+#include "eplb/load_forecast.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace brigade::bench {
+
+struct forecast_bench_options {
+  int layers = 58;
+  int windows = 200;      ///< Sample windows of 1000 steps per timeline.
+  int replan_every = 10;  ///< Sample windows per re-plan interval: the forecast's window.
+  double margin = 0.01;   ///< Adoption margin, for every algorithm.
+  double keep_slack = 0.01;
+  double max_moved = 0.25;
+  double tokens_per_step = 4096;
+  uint64_t seed = 1;  ///< The first seed; the timelines use seed, seed + 1, ...
+  int seeds = 3;
+  bool json = false;
+  eplb::forecast_options forecast;
+};
+
+/// Adds --forecast (into `enabled`) and the options only it reads (--seeds, the forecast's) to
+/// `brigade bench balance`; the options both modes share are the caller's.
+void add_forecast_options(CLI::App& app, bool& enabled, forecast_bench_options& o);
+
+/// Simulates every cluster shape, drift speed and seed, prints the table (or one JSON object)
+/// and returns the exit code.
+int run_balance_forecast(const forecast_bench_options& options);
+
+}  // namespace brigade::bench
