@@ -55,6 +55,10 @@ struct router_state {
   std::vector<worker_slot> decode;
   std::map<uint64_t, tracked_request> requests;
   std::map<int64_t, uint64_t> by_service_id;
+  // The prefill worker of recent first attempts by service id, kept a while after they end: a
+  // choice of the same answer may come after the first one finished (recent_prefill_kept).
+  std::map<int64_t, int> recent_prefill;
+  std::deque<int64_t> recent_order;
   std::deque<uint64_t> waiting;
   uint64_t next_id = 1;
   int64_t completed = 0;
@@ -123,14 +127,24 @@ prefill_routing::choice place_prefill(router_state& st, const std::vector<int32_
   return st.routing->choose(tokens, alive, queued, preferred);
 }
 
-// The prefill worker of the request whose prompt `r` shares (an earlier choice of its answer),
-// while that request is tracked; -1 otherwise.
+constexpr size_t recent_prefill_kept = 4096;
+
+// The prefill worker that computed the prompt `r` shares (an earlier choice of its answer), while
+// it is remembered; -1 otherwise.
 int shared_prompt_worker(const router_state& st, const tracked_request& r) {
   if (r.req.same_prompt_as == 0 || !r.streamed.empty()) return -1;
-  auto id = st.by_service_id.find(r.req.same_prompt_as);
-  if (id == st.by_service_id.end()) return -1;
-  auto other = st.requests.find(id->second);
-  return other == st.requests.end() ? -1 : other->second.prefill;
+  auto it = st.recent_prefill.find(r.req.same_prompt_as);
+  return it == st.recent_prefill.end() ? -1 : it->second;
+}
+
+void remember_prefill(router_state& st, int64_t service_id, int worker) {
+  auto [it, added] = st.recent_prefill.try_emplace(service_id, worker);
+  it->second = worker;  // a retried first attempt computes the prompt elsewhere
+  if (added) st.recent_order.push_back(service_id);
+  while (st.recent_order.size() > recent_prefill_kept) {
+    st.recent_prefill.erase(st.recent_order.front());
+    st.recent_order.pop_front();
+  }
 }
 
 // Starts one attempt of `r`; false when no worker can take it now.
@@ -160,6 +174,7 @@ bool dispatch(router_pointer self, tracked_request& r) {
   r.prefill = p;
   r.decode = d;
   r.at = phase::prefill;
+  if (r.streamed.empty()) remember_prefill(st, r.req.id, p);
   r.prefill_tokens = placed.uncached_tokens;
   st.prefill[static_cast<size_t>(p)].load += r.prefill_tokens;
   st.decode[static_cast<size_t>(d)].load += 1;

@@ -24,6 +24,11 @@ struct inbound::receive : intrusive_list_hook<receive> {
   bool failed = false;
   /// UCX's handle while the receive is in flight.
   void* request = nullptr;
+  /// Inside ucp_am_recv_data_nbx: a completion now is recorded here, and the caller finishes
+  /// the receive once the call returns (see start_rendezvous).
+  bool starting = false;
+  bool completed_while_starting = false;
+  ucs_status_t early_status = UCS_OK;
 };
 
 inbound::delivery& inbound::delivery_batch::add(peer_id from, channel_id channel,
@@ -180,9 +185,22 @@ ucs_status_t inbound::start_rendezvous(channel_state& channel, std::unique_ptr<r
     param.memh = r->registration->handle();
   }
   stats_counters::bump(stats_.rendezvous_receives_started);
+  r->starting = true;
   const ucs_status_ptr_t request =
       ucp_am_recv_data_nbx(worker_, descriptor, r->payload.data(), r->length, &param);
-  if (request == nullptr) {
+  r->starting = false;
+  if (r->completed_while_starting) {
+    // The completion callback ran before the call returned (UCX's contract says it does not,
+    // but a receive freed there and then listed here would corrupt the in-flight list): the
+    // callback freed the request; finish the receive as a completion at once.
+    const ucs_status_t s = r->early_status;
+    const peer_id from = r->from;
+    finish_rendezvous(std::move(r), s == UCS_OK ? ok_status()
+                                                : ucx_error(errc::unavailable,
+                                                            "transport: receiving a message from " +
+                                                                sender_name(from) + " failed",
+                                                            s));
+  } else if (request == nullptr) {
     finish_rendezvous(std::move(r), ok_status());
   } else if (UCS_PTR_IS_ERR(request)) {
     const peer_id from = r->from;
@@ -201,6 +219,11 @@ ucs_status_t inbound::start_rendezvous(channel_state& channel, std::unique_ptr<r
 void inbound::on_receive_done(void* request, ucs_status_t s, size_t, void* user_data) {
   auto* r = static_cast<receive*>(user_data);
   ucp_request_free(request);
+  if (r->starting) {
+    r->completed_while_starting = true;
+    r->early_status = s;
+    return;
+  }
   if (intrusive_list<receive>* list = r->list()) list->remove(r);
   std::unique_ptr<receive> owned(r);
   if (owned->failed) return;
