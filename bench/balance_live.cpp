@@ -37,6 +37,7 @@ struct live_options {
   /// Windows over which a phase's prompts take over from the previous phase's, a growing share
   /// of each batch: drift, not a switch (0 switches at once).
   int crossfade_windows = 6;
+  double early_replan_above = 0;  // eplb.early_replan_above; 0 plans on the cadence alone
   int concurrency = 8;
   int max_tokens = 8;
   skew_options skew;
@@ -155,6 +156,7 @@ result<live_run> run_live(const live_options& o, const std::string& dir) {
   man.eplb.sample_interval_steps = o.sample_steps;
   man.eplb.replan_interval_steps = o.replan_steps;
   man.eplb.copy_interval_ms = 0;
+  man.eplb.early_replan_above = o.early_replan_above;
   man.decode.max_running = std::max(man.decode.max_running, o.concurrency);
   auto topo = deploy::topology::start(man);
   if (!topo) return topo.err();
@@ -254,6 +256,9 @@ int balance_live(int argc, char** argv) {
   app.add_option("--windows-per-phase", o.windows_per_phase, "windows each workload phase runs")
       ->capture_default_str();
   app.add_option("--phases", o.skew.phases, "workload phases (the hot set changes)")
+      ->capture_default_str();
+  app.add_option("--early-replan-above", o.early_replan_above,
+                 "a window's shard max/mean above which the next plan comes early (0: cadence)")
       ->capture_default_str();
   app.add_option("--crossfade-windows", o.crossfade_windows,
                  "windows over which a phase takes over from the one before (0: a switch)")

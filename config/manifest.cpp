@@ -209,6 +209,7 @@ result<manifest> parse_manifest(const std::string& yaml, const std::string& sour
     s.integer("copy_interval_ms", m.eplb.copy_interval_ms, 0, 60 * 1000);
     s.number("move_budget", m.eplb.move_budget, 0.0);
     s.number("cross_node_copy_cost", m.eplb.cross_node_copy_cost, 1.0);
+    s.number("early_replan_above", m.eplb.early_replan_above, 0.0);
   });
   top.text("join_secret_file", m.join_secret_file);
   top.child("transport", [&](yaml_section& s) {

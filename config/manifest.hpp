@@ -71,6 +71,11 @@ struct eplb_policy {
   /// node, a copy from another node counting cross_node_copy_cost of them (it takes the network).
   double move_budget = 0.25;
   double cross_node_copy_cost = 2.0;
+  /// A sample window whose busiest shard counted more than this over the mean brings the next
+  /// plan forward, without waiting for replan_interval_steps (drift outran the cadence); 0 (the
+  /// default) keeps to the cadence. Off by default: small or noisy windows cross any such
+  /// threshold by chance, and each crossing would be a re-plan and often a migration.
+  double early_replan_above = 0;
 };
 
 /// How the coordinator watches its nodes, and how a node waits for its coordinator. A node whose

@@ -86,10 +86,29 @@ bool rebalancer::add_sample(int shard, uint64_t window_id,
   return true;
 }
 
+namespace {
+
+// The busiest shard over the mean shard, from the shards' own counts (1 when nothing ran).
+double max_over_mean(const std::vector<double>& loads) {
+  if (loads.empty()) return 1.0;
+  double sum = 0.0, most = 0.0;
+  for (double l : loads) {
+    sum += l;
+    most = std::max(most, l);
+  }
+  return sum > 0 ? most * static_cast<double>(loads.size()) / sum : 1.0;
+}
+
+}  // namespace
+
 std::optional<eplb::layout> rebalancer::plan_if_due(const std::vector<int>& shard_node) {
   const int64_t windows_per_plan =
       std::max<int64_t>(1, options_.replan_interval_steps / options_.sample_interval_steps);
-  if (windows_since_plan_ < windows_per_plan) return std::nullopt;
+  // Early: the last window's shards, by their own counts, were further apart than allowed.
+  const bool lopsided = options_.early_replan_above > 0 && windows_since_plan_ > 0 &&
+                        !history_.empty() &&
+                        max_over_mean(history_.back().shard_counted) > options_.early_replan_above;
+  if (windows_since_plan_ < windows_per_plan && !lopsided) return std::nullopt;
   if (!forecast_.observe(since_plan_)) return std::nullopt;
   windows_since_plan_ = 0;
   for (auto& row : since_plan_)
@@ -254,21 +273,6 @@ void rebalancer::record(rebalance_event ev) {
   while (events_.size() > 256)
     events_.pop_front();
 }
-
-namespace {
-
-// The busiest shard over the mean shard, from the shards' own counts (1 when nothing ran).
-double max_over_mean(const std::vector<double>& loads) {
-  if (loads.empty()) return 1.0;
-  double sum = 0.0, most = 0.0;
-  for (double l : loads) {
-    sum += l;
-    most = std::max(most, l);
-  }
-  return sum > 0 ? most * static_cast<double>(loads.size()) / sum : 1.0;
-}
-
-}  // namespace
 
 std::string rebalancer::to_json(const migration_progress& m) const {
   nlohmann::json j;

@@ -454,7 +454,8 @@ static supervisor_impl::behavior_type supervisor_behavior(supervisor_pointer sel
   st.balance = std::make_unique<rebalancer>(
       st.ctx->config, st.config.layout,
       rebalance_options{e.sample_interval_steps, e.replan_interval_steps, e.margin, 64,
-                        e.copy_interval_ms, e.move_budget, e.cross_node_copy_cost});
+                        e.copy_interval_ms, e.move_budget, e.cross_node_copy_cost,
+                        e.early_replan_above});
   st.shards.layout = st.config.layout;
   self->set_down_handler([self](caf::down_msg& dm) { on_child_down(self, dm); });
   self->set_exit_handler([self](caf::exit_msg& msg) {

@@ -233,8 +233,9 @@ def check_live_balance(c, brigade, model, workdir):
     first = adopted[0]["epoch"] if adopted else None
     ws = experts["windows"]
     before = [w["balancedness"] for w in ws if w["epoch"] == 0 and w["window"] < phase_start[1]]
+    # The same (first) phase's load before and after: windows wholly under a plan's layout.
     after = [w for i, w in enumerate(ws) if first is not None and w["epoch"] >= first and i > 0
-             and ws[i - 1]["epoch"] == w["epoch"]]
+             and ws[i - 1]["epoch"] == w["epoch"] and w["window"] < phase_start[1]]
     mean = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
     received = {s["name"]: s["detail"]["experts_received"] for s in c.coord.get("/v1/status")
                 if s["role"] == "expert_shard"}
@@ -248,8 +249,9 @@ def check_live_balance(c, brigade, model, workdir):
           mean([w["balancedness"] for w in after]) > mean(before))
     print(f"  live balancing over 3 nodes: {len(adopted)} plans adopted, copies "
           f"{[(int(m.group(1)), int(m.group(2))) for m in copies if m]} (within a node, across), "
-          f"{crossed} bytes crossed nodes; balancedness {mean(before):.3f} before the first plan, "
-          f"{mean([w['balancedness'] for w in after]):.3f} after; {bad} answers differ from "
+          f"{crossed} bytes crossed nodes; balancedness of the first phase {mean(before):.3f} "
+          f"before the first plan, {mean([w['balancedness'] for w in after]):.3f} after "
+          f"({len(after)} windows); {bad} answers differ from "
           f"generate{'' if ok else ' FAILED'}")
     return ok
 
