@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/balance_common.hpp"
 #include "bench/balance_forecast.hpp"
 #include "bench/expert_load_generator.hpp"
 #include "bench/migration_stall.hpp"
@@ -59,15 +60,6 @@ struct balance_options {
   forecast_bench_options forecast_bench;  // its own options; the shared ones are copied in
 };
 
-struct cluster_shape {
-  const char* name;
-  int experts;
-  int shards;
-  int slots_per_shard;
-};
-
-const cluster_shape shapes[] = {{"384 experts, 64x7 slots", 384, 64, 7},
-                                {"256 experts, 32x9 slots", 256, 32, 9}};
 const load_scenario scenarios[] = {load_scenario::steady, load_scenario::slow_drift,
                                    load_scenario::fast_drift, load_scenario::sudden_switch};
 const char* const algorithm_names[] = {"planner", "deepseek-eplb"};
@@ -93,15 +85,6 @@ struct row {
   algorithm_run run;
 };
 
-double mean_of(const std::vector<double>& v) {
-  double sum = 0;
-  for (double x : v)
-    sum += x;
-  return v.empty() ? 0 : sum / v.size();
-}
-double max_of(const std::vector<double>& v) {
-  return v.empty() ? 0 : *std::max_element(v.begin(), v.end());
-}
 double median_of(std::vector<double> v) {
   if (v.empty()) return 0;
   std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
@@ -159,19 +142,7 @@ status replan(int algorithm, algorithm_run& run, const eplb::load_matrix& estima
   run.plan_ms.push_back(watch.wall_ms());
   run.plan_cpu_ms.push_back(watch.cpu_ms());
   if (!proposed) return proposed.err();
-  if (!run.current) {
-    run.current = std::move(*proposed);
-    return ok_status();
-  }
-  ++run.proposed;
-  const eplb::adoption_decision d =
-      eplb::judge_adoption(*run.current, *proposed, estimate, o.margin);
-  if (d.adopt) {
-    ++run.adopted;
-    run.moved_fraction.push_back(static_cast<double>(d.moved_slots) /
-                                 (proposed->layers() * proposed->slots()));
-    run.current = std::move(*proposed);
-  }
+  adopt_by_the_rule(run, std::move(*proposed), estimate, o.margin);
   return ok_status();
 }
 
@@ -297,7 +268,7 @@ struct goal {
 
 const row* find_row(const std::vector<row>& rows, int shape, load_scenario s, int algorithm) {
   for (const row& r : rows) {
-    if (r.shape == shapes[shape].name && r.scenario == scenario_name(s) &&
+    if (r.shape == balance_shapes[shape].name && r.scenario == scenario_name(s) &&
         r.algorithm == algorithm_names[algorithm]) {
       return &r;
     }
@@ -337,8 +308,8 @@ std::vector<goal> goals_of(const std::vector<row>& rows,
 void print_goals(const std::vector<goal>& goals, const std::vector<std::vector<double>>& fresh_ms) {
   std::printf("\nfresh plan of 58 layers (median CPU ms): ");
   for (int shape = 0; shape < 2; ++shape) {
-    std::printf("%s: planner %.2f, deepseek-eplb %.2f%s", shapes[shape].name, fresh_ms[shape][0],
-                fresh_ms[shape][1], shape == 0 ? "; " : "\n");
+    std::printf("%s: planner %.2f, deepseek-eplb %.2f%s", balance_shapes[shape].name,
+                fresh_ms[shape][0], fresh_ms[shape][1], shape == 0 ? "; " : "\n");
   }
   std::printf("\ngoals:\n");
   for (const goal& g : goals) {
@@ -444,7 +415,7 @@ void print_json(const std::vector<row>& rows, const std::vector<goal>& goals,
   for (const row& r : rows)
     doc["results"].push_back(row_json(r));
   for (int shape = 0; shape < 2; ++shape) {
-    doc["fresh_plan_cpu_ms_median"].push_back({{"cluster", shapes[shape].name},
+    doc["fresh_plan_cpu_ms_median"].push_back({{"cluster", balance_shapes[shape].name},
                                                {"planner", fresh_ms[shape][0]},
                                                {"deepseek-eplb", fresh_ms[shape][1]}});
   }
@@ -580,7 +551,7 @@ int balance(int argc, char** argv) {
     std::remove(probe.c_str());
   }
   std::vector<row> rows;
-  for (const cluster_shape& shape : shapes) {
+  for (const cluster_shape& shape : balance_shapes) {
     for (load_scenario s : scenarios) {
       auto timeline = simulate(shape, s, o);
       if (!timeline) {
@@ -592,7 +563,7 @@ int balance(int argc, char** argv) {
     }
   }
   std::vector<std::vector<double>> fresh_ms;
-  for (const cluster_shape& shape : shapes)
+  for (const cluster_shape& shape : balance_shapes)
     fresh_ms.push_back(fresh_plan_ms(shape, o));
   std::vector<goal> goals = goals_of(rows, fresh_ms);
   std::optional<migration_stall_figures> stall;

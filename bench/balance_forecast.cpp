@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/balance_common.hpp"
 #include "bench/expert_load_generator.hpp"
 #include "bench/table.hpp"
 #include "eplb/adoption.hpp"
@@ -30,16 +31,6 @@
 namespace brigade::bench {
 
 namespace {
-
-struct cluster_shape {
-  const char* name;
-  int experts;
-  int shards;
-  int slots_per_shard;
-};
-
-const cluster_shape shapes[] = {{"384 experts, 64x7 slots", 384, 64, 7},
-                                {"256 experts, 32x9 slots", 256, 32, 9}};
 
 /// A drift speed: windows per crossfade from one popularity permutation to the next, and the
 /// share of the usual traffic (less traffic, noisier counts).
@@ -74,17 +65,6 @@ struct algorithm_run {
   int adopted = 0;
 };
 
-double mean_of(const std::vector<double>& v) {
-  double sum = 0;
-  for (double x : v)
-    sum += x;
-  return v.empty() ? 0 : sum / v.size();
-}
-
-double max_of(const std::vector<double>& v) {
-  return v.empty() ? 0 : *std::max_element(v.begin(), v.end());
-}
-
 result<eplb::layout> plan_with(algorithm a, const eplb::load_matrix& load,
                                const cluster_shape& shape, const forecast_bench_options& o,
                                const eplb::layout* current) {
@@ -105,19 +85,7 @@ status replan(algorithm a, algorithm_run& run, const eplb::load_matrix& plan_loa
               const forecast_bench_options& o) {
   auto proposed = plan_with(a, plan_load, shape, o, run.current ? &*run.current : nullptr);
   if (!proposed) return proposed.err();
-  if (!run.current) {
-    run.current = std::move(*proposed);
-    return ok_status();
-  }
-  ++run.proposed;
-  const eplb::adoption_decision d =
-      eplb::judge_adoption(*run.current, *proposed, judge_load, o.margin);
-  if (d.adopt) {
-    ++run.adopted;
-    run.moved_fraction.push_back(static_cast<double>(d.moved_slots) /
-                                 (proposed->layers() * proposed->slots()));
-    run.current = std::move(*proposed);
-  }
+  adopt_by_the_rule(run, std::move(*proposed), judge_load, o.margin);
   return ok_status();
 }
 
@@ -418,7 +386,7 @@ int run_balance_forecast(const forecast_bench_options& o) {
     return 2;
   }
   std::vector<row> rows;
-  for (const cluster_shape& shape : shapes) {
+  for (const cluster_shape& shape : balance_shapes) {
     for (const drift& d : drifts) {
       row r{&shape, &d, {}};
       for (int i = 0; i < o.seeds; ++i) {
