@@ -23,7 +23,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
-from brigade_server import brigade_server, make_small_model  # noqa: E402
+from brigade_server import brigade_server, write_watched_manifest  # noqa: E402
 
 KEY = "top-test-key"
 SHARDS = 4
@@ -143,14 +143,7 @@ def check_frame(frame, status, experts):
 
 
 def start_server(brigade, workdir):
-    model = os.path.join(workdir, "model")
-    make_small_model(brigade, model)
-    manifest = os.path.join(workdir, "manifest.yaml")
-    with open(manifest, "w") as f:
-        f.write(f"model: {model}\n"
-                f"serve: {{api_keys: [{KEY}]}}\n"
-                f"roles: {{expert_shard: {{count: {SHARDS}, slots_per_shard: 3}}}}\n"
-                f"eplb: {{sample_interval_steps: 4, replan_interval_steps: 1000000}}\n")
+    manifest = write_watched_manifest(brigade, workdir, KEY, SHARDS)
     return brigade_server(brigade, manifest, os.path.join(workdir, "serve.log"))
 
 

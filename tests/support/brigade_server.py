@@ -2,6 +2,7 @@
 shared by the Python tests that start a whole topology (tests/topology, tests/cluster,
 tests/serve/dashboard)."""
 import json
+import os
 import subprocess
 import time
 import urllib.request
@@ -13,6 +14,21 @@ def make_small_model(brigade, out_dir):
                     "2", "--hidden", "64", "--heads", "4", "--kv-heads", "2", "--head-dim", "16",
                     "--experts", "8", "--top-k", "2", "--moe-inter", "32", "--seed", "3"],
                    check=True, capture_output=True)
+
+
+def write_watched_manifest(brigade, workdir, api_key, shards=4):
+    """The small model in WORKDIR/model, served behind `api_key` with `shards` expert shards of 3
+    slots, a load sample every 4 steps and no automatic re-plan (a test asks for one): what the
+    dashboard and `brigade top` tests watch. Returns the manifest's path."""
+    model = os.path.join(workdir, "model")
+    make_small_model(brigade, model)
+    manifest = os.path.join(workdir, "manifest.yaml")
+    with open(manifest, "w") as f:
+        f.write(f"model: {model}\n"
+                f"serve: {{api_keys: [{api_key}]}}\n"
+                f"roles: {{expert_shard: {{count: {shards}, slots_per_shard: 3}}}}\n"
+                f"eplb: {{sample_interval_steps: 4, replan_interval_steps: 1000000}}\n")
+    return manifest
 
 
 class brigade_server:

@@ -18,7 +18,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "support"))
-from brigade_server import brigade_server, make_small_model  # noqa: E402
+from brigade_server import brigade_server, write_watched_manifest  # noqa: E402
 
 KEY = "dashboard-browser-key"
 CHROMIUM = os.environ.get("BRIGADE_CHROMIUM", "/usr/bin/chromium")
@@ -58,14 +58,7 @@ def main():
         return 1
     shutil.rmtree(workdir, ignore_errors=True)
     os.makedirs(workdir)
-    model = os.path.join(workdir, "model")
-    make_small_model(brigade, model)
-    manifest = os.path.join(workdir, "manifest.yaml")
-    with open(manifest, "w") as f:
-        f.write(f"model: {model}\n"
-                f"serve: {{api_keys: [{KEY}]}}\n"
-                f"roles: {{expert_shard: {{count: 4, slots_per_shard: 3}}}}\n"
-                f"eplb: {{sample_interval_steps: 4, replan_interval_steps: 1000000}}\n")
+    manifest = write_watched_manifest(brigade, workdir, KEY)
     # ES modules resolve packages from the importing file's folder, so the script runs from there.
     shutil.copy(os.path.join(HERE, "browser_test.mjs"), npm_dir)
     started = time.time()
