@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kvcache/block_hash.hpp"
+
 namespace brigade::actors {
 
 /// One admitted job's prompt and the part of it the cache served.
@@ -29,8 +31,9 @@ typename Inspector::result_type inspect(Inspector& f, prefix_hit& x) {
 
 /// A prefill worker's cache changes since its last report, in the order they happened.
 struct prefill_cache_report {
-  int32_t worker = 0;            ///< The worker's index among the prefill workers.
-  std::vector<uint64_t> hashes;  ///< Blocks cached or dropped, in the order it happened.
+  int32_t worker = 0;  ///< The worker's index among the prefill workers.
+  /// Blocks cached or dropped, in the order it happened.
+  std::vector<kvcache::block_hash> hashes;
   std::vector<uint8_t> stored;   ///< Per hash: 1 cached (parents come first), 0 evicted or expired.
   std::vector<prefix_hit> hits;  ///< Jobs admitted.
 };

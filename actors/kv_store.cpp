@@ -96,6 +96,7 @@ void try_open(kv_store_pointer self) {
   tc.host_budget_bytes = c.host_bytes;
   tc.ssd_dir = c.ssd_bytes > 0 ? c.ssd_dir : std::string();
   tc.ssd_budget_bytes = c.ssd_bytes;
+  tc.hash_key_id = c.hash_key_id;
   // The callback runs on the store's thread; it only posts a message, and a weak handle lets
   // the actor go while the store's last job finishes.
   caf::weak_actor_ptr weak = caf::actor_cast<caf::weak_actor_ptr>(self);

@@ -59,9 +59,9 @@ namespace brigade::actors {
 
 /// Blocks leaving a worker's pool: keep them in the store's tiers.
 struct kv_demotion {
-  std::vector<uint64_t> hashes;     ///< Chain hash of each block.
-  std::vector<uint16_t> scenarios;  ///< Retention scenario id of each block.
-  std::vector<uint8_t> bytes;       ///< The blocks one after the other, in payload layout.
+  std::vector<kvcache::block_hash> hashes;  ///< Chain hash of each block.
+  std::vector<uint16_t> scenarios;          ///< Retention scenario id of each block.
+  std::vector<uint8_t> bytes;               ///< The blocks one after the other, in payload layout.
 };
 
 template <class Inspector>
@@ -71,7 +71,7 @@ typename Inspector::result_type inspect(Inspector& f, kv_demotion& x) {
 
 /// Which leading blocks of `hashes` the store holds; a use under `scenario`.
 struct kv_lookup {
-  std::vector<uint64_t> hashes;
+  std::vector<kvcache::block_hash> hashes;
   uint16_t scenario = 0;
 };
 
@@ -115,8 +115,10 @@ using kv_store_actor =
                      caf::replies_to<status_atom>::with<kv_store_status>>;
 
 struct kv_store_config {
-  std::string name;      ///< "kv_store-0"
-  std::string model_id;  ///< The model directory: blocks of other models are never served.
+  std::string name;  ///< "kv_store-0"
+  /// The checkpoint's content id (model/checkpoint_identity.hpp): blocks of other weights are
+  /// never served.
+  std::string model_id;
   int layers = 0;
   int block_tokens = 16;
   int kv_heads = 0;
@@ -124,6 +126,9 @@ struct kv_store_config {
   uint64_t host_bytes = 0;
   uint64_t ssd_bytes = 0;
   std::string ssd_dir;  ///< Empty: no SSD tier.
+  /// block_hasher::key_id() of the deployment's block-hash key (not the key): the SSD tier drops
+  /// files written under another.
+  uint64_t hash_key_id = 0;
   /// Scenario names and retention periods, in scenario id order (chat and agent first).
   std::vector<kvcache::scenario_retention> scenarios;
   std::shared_ptr<const kvcache::clock> clock;
@@ -136,7 +141,7 @@ struct kv_store_config {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_store_config& x) {
   return f(caf::meta::type_name("kv_store_config"), x.name, x.model_id, x.layers, x.block_tokens,
-           x.kv_heads, x.head_dim, x.host_bytes, x.ssd_bytes, x.ssd_dir, x.scenarios,
+           x.kv_heads, x.head_dim, x.host_bytes, x.ssd_bytes, x.ssd_dir, x.hash_key_id, x.scenarios,
            x.promotion_timeout);
 }
 

@@ -6,9 +6,11 @@
 namespace brigade::actors {
 
 result<std::shared_ptr<const model_context>> model_context::load(
-    const std::string& dir, const model::load_progress& progress) {
+    const std::string& dir, const kvcache::hash_key_bytes& block_key,
+    const model::load_progress& progress) {
   auto ctx = std::make_shared<model_context>();
   ctx->dir = dir;
+  ctx->block_hasher = std::make_shared<const kvcache::block_hasher>(block_key);
   auto config = model::load_config(dir);
   if (!config) return config.err();
   ctx->config = config.value();
@@ -26,9 +28,11 @@ result<std::shared_ptr<const model_context>> model_context::load(
   return std::shared_ptr<const model_context>(std::move(ctx));
 }
 
-result<std::shared_ptr<const model_context>> model_context::load_config(const std::string& dir) {
+result<std::shared_ptr<const model_context>> model_context::load_config(
+    const std::string& dir, const kvcache::hash_key_bytes& block_key) {
   auto ctx = std::make_shared<model_context>();
   ctx->dir = dir;
+  ctx->block_hasher = std::make_shared<const kvcache::block_hasher>(block_key);
   auto config = model::load_config(dir);
   if (!config) return config.err();
   ctx->config = config.value();

@@ -7,6 +7,7 @@
 
 #include "common/result.hpp"
 #include "gpu/backend.hpp"
+#include "kvcache/block_hash.hpp"
 #include "model/checkpoint.hpp"
 #include "model/config.hpp"
 #include "model/transformer.hpp"
@@ -29,12 +30,18 @@ struct model_context {
   std::unique_ptr<model::transformer> forward;
   /// The expert weights this process's shards hold, for shards to share (null without a device).
   std::shared_ptr<expert_share_index> shares;
+  /// How this process's prefix caches and router name KV blocks: keyed with the deployment's
+  /// secret (kvcache/hash_key.hpp says where it comes from). Never part of a message.
+  std::shared_ptr<const kvcache::block_hasher> block_hasher;
 
-  /// Loads config and dense weights of DIR; `progress` gets (layers done, layers).
+  /// Loads config and dense weights of DIR; `progress` gets (layers done, layers). Blocks are
+  /// hashed under `block_key`.
   static result<std::shared_ptr<const model_context>> load(const std::string& dir,
+                                                           const kvcache::hash_key_bytes& block_key,
                                                            const model::load_progress& progress);
   /// Only the config: for a coordinator whose roles all run on nodes.
-  static result<std::shared_ptr<const model_context>> load_config(const std::string& dir);
+  static result<std::shared_ptr<const model_context>> load_config(
+      const std::string& dir, const kvcache::hash_key_bytes& block_key);
 };
 
 }  // namespace brigade::actors

@@ -6,18 +6,22 @@
 
 namespace brigade::actors {
 
-prefill_routing::prefill_routing(int workers, int block_tokens, double balance_slack)
+prefill_routing::prefill_routing(int workers, int block_tokens,
+                                 std::shared_ptr<const kvcache::block_hasher> hasher,
+                                 double balance_slack)
     : block_tokens_(block_tokens),
+      hasher_(std::move(hasher)),
       index_(static_cast<size_t>(workers)),
       policy_(kvcache::choice_policy::cache_aware, balance_slack),
       computed_(static_cast<size_t>(workers), 0) {}
 
 prefill_routing::choice prefill_routing::choose(const std::vector<int32_t>& prompt,
+                                                std::string_view salt,
                                                 const std::vector<bool>& alive,
                                                 const std::vector<int64_t>& queued_tokens,
                                                 int preferred) {
   const auto bt = static_cast<size_t>(block_tokens_);
-  const auto chain = kvcache::hash_chain(prompt.data(), prompt.size(), bt);
+  const auto chain = hasher_->chain(prompt.data(), prompt.size(), bt, salt);
   index_.match(chain, leading_);
   // A worker reuses at most the blocks before the last prompt token (see prefix_cache.hpp).
   const size_t reusable = prompt.empty() ? 0 : (prompt.size() - 1) / bt;

@@ -12,10 +12,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "actors/cache_report.hpp"
+#include "kvcache/block_hash.hpp"
 #include "kvcache/global_prefix_index.hpp"
 #include "kvcache/worker_choice.hpp"
 
@@ -23,20 +26,24 @@ namespace brigade::actors {
 
 class prefill_routing {
  public:
-  /// Placement over `workers` prefill workers whose pools cache blocks of `block_tokens`.
-  prefill_routing(int workers, int block_tokens, double balance_slack = 0.05);
+  /// Placement over `workers` prefill workers whose pools cache blocks of `block_tokens`, named
+  /// by `hasher` (the workers' own key).
+  prefill_routing(int workers, int block_tokens,
+                  std::shared_ptr<const kvcache::block_hasher> hasher, double balance_slack = 0.05);
 
   struct choice {
     int worker = -1;              ///< -1 when no worker is alive.
     int64_t uncached_tokens = 0;  ///< The prompt tokens the worker is expected to compute.
   };
 
-  /// Picks a worker for `prompt` among those with alive[w]; queued_tokens[w] is the prefill
+  /// Picks a worker for `prompt` (hashed under `salt`, its cache namespace) among those with
+  /// alive[w]; queued_tokens[w] is the prefill
   /// work already waiting on w. Counts the expected computed tokens on the chosen worker.
   /// `preferred`, when alive, is taken whatever the balance: it holds the prompt of a request
   /// this one shares it with (the choices of one answer).
-  choice choose(const std::vector<int32_t>& prompt, const std::vector<bool>& alive,
-                const std::vector<int64_t>& queued_tokens, int preferred = -1);
+  choice choose(const std::vector<int32_t>& prompt, std::string_view salt,
+                const std::vector<bool>& alive, const std::vector<int64_t>& queued_tokens,
+                int preferred = -1);
 
   /// Applies a worker's cache events; returns how many were inconsistent with what the router
   /// knew (a lost or duplicated event), which only makes routing less precise.
@@ -52,6 +59,7 @@ class prefill_routing {
 
  private:
   int block_tokens_;
+  std::shared_ptr<const kvcache::block_hasher> hasher_;
   kvcache::global_prefix_index index_;
   kvcache::worker_chooser policy_;
   std::vector<int64_t> computed_;

@@ -198,7 +198,7 @@ bool begin_admission(prefill_pointer self) {
     if (cs.cache) {
       const auto scenario =
           a.job.scenario < cs.retention.size() ? a.job.scenario : kvcache::retention::chat;
-      cs.cache->begin(a.job.tokens, scenario, a.prefix);
+      cs.cache->begin(a.job.tokens, a.job.cache_salt, scenario, a.prefix);
       // A cached block holds KV but no logits: a job asking for the prompt's log-probabilities
       // computes every block (and still offers them to the cache).
       if (a.job.params.prompt_logprobs >= 0) a.prefix.reusable = 0;
@@ -305,8 +305,9 @@ void init_cache(prefill_state& st) {
   pc.demote = static_cast<bool>(c.store);
   // A worker spawned on another node gets no clock (it does not cross processes): the system's.
   if (!c.clock) st.config.cache.clock = std::make_shared<const kvcache::system_clock>();
-  cs.cache = std::make_unique<prefix_cache>(*st.loop.run.pool, *st.ctx->dev, *st.loop.run.kv, pc,
-                                            *st.config.cache.clock, cs.retention);
+  cs.cache = std::make_unique<prefix_cache>(*st.loop.run.pool, *st.ctx->dev, *st.loop.run.kv,
+                                            *st.ctx->block_hasher, pc, *st.config.cache.clock,
+                                            cs.retention);
   const char* check = std::getenv("BRIGADE_CHECK_CACHE");
   cs.check_invariants = check && *check && std::string(check) != "0";
 }

@@ -40,12 +40,14 @@ struct prefill_job {
   generation_params params;     ///< draw_offset: index of the token this prefill samples.
   decode_worker_actor decode;   ///< Who continues the generation.
   uint16_t scenario = 0;        ///< Retention scenario id (the manifest's kv_cache.scenarios).
+  /// The request's prefix-cache namespace (serve::generation_request::cache_salt).
+  std::string cache_salt;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, prefill_job& x) {
   return f(caf::meta::type_name("prefill_job"), x.request, x.attempt, x.tokens, x.params, x.decode,
-           x.scenario);
+           x.scenario, x.cache_salt);
 }
 
 /// A prefill worker's prefix cache, as its status reports it.

@@ -10,9 +10,10 @@
 namespace brigade::actors {
 
 prefix_cache::prefix_cache(kvcache::block_pool& pool, gpu::backend& dev, gpu::kv_storage& kv,
-                           const prefix_cache_config& config, const kvcache::clock& clk,
-                           const kvcache::retention& policy)
+                           const kvcache::block_hasher& hasher, const prefix_cache_config& config,
+                           const kvcache::clock& clk, const kvcache::retention& policy)
     : pool_(pool),
+      hasher_(hasher),
       codec_(dev, kv),
       config_(config),
       index_(
@@ -21,12 +22,12 @@ prefix_cache::prefix_cache(kvcache::block_pool& pool, gpu::backend& dev, gpu::kv
   block_bytes_ = codec_.block_bytes();
 }
 
-void prefix_cache::begin(const std::vector<std::int32_t>& tokens, kvcache::scenario_id scenario,
-                         job_prefix& job) const {
+void prefix_cache::begin(const std::vector<std::int32_t>& tokens, std::string_view salt,
+                         kvcache::scenario_id scenario, job_prefix& job) const {
   const auto bt = static_cast<std::size_t>(config_.block_tokens);
   job = job_prefix{};
   job.scenario = scenario;
-  job.chain = kvcache::hash_chain(tokens.data(), tokens.size(), bt);
+  job.chain = hasher_.chain(tokens.data(), tokens.size(), bt, salt);
   // The last prompt token is always computed: its logits choose the first output token.
   job.reusable = tokens.empty() ? 0 : (tokens.size() - 1) / bt;
 }

@@ -3,7 +3,7 @@
 //
 // One job's part, in order (the worker calls these between steps, never while one runs):
 //
-//   begin          hash the prompt's full blocks
+//   begin          hash the prompt's full blocks under the request's salt
 //   take_pooled    pin the leading blocks the pool holds; they join the job's block table
 //   [KV store]     the worker may fetch the next blocks from the node's KV store (host, SSD)
 //   allocate       fresh blocks for the rest, evicting cached blocks in the index's order
@@ -29,11 +29,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "actors/kv_block_codec.hpp"
 #include "common/result.hpp"
 #include "gpu/backend.hpp"
+#include "kvcache/block_hash.hpp"
 #include "kvcache/block_pool.hpp"
 #include "kvcache/prefix_index.hpp"
 
@@ -62,7 +64,7 @@ struct job_prefix {
 /// A block leaving the pool for the KV store: its hash, scenario and KV bytes (every layer's
 /// keys then values, as kvcache::block_payload lays them out).
 struct demoted_block {
-  kvcache::block_hash hash = 0;
+  kvcache::block_hash hash;
   kvcache::scenario_id scenario = kvcache::retention::chat;
   std::vector<std::uint8_t> bytes;
 };
@@ -83,14 +85,14 @@ struct prefix_cache_config {
 
 class prefix_cache {
  public:
-  /// `pool`, `dev`, `kv`, `clk` and `policy` must outlive the cache.
+  /// `pool`, `dev`, `kv`, `hasher`, `clk` and `policy` must outlive the cache.
   prefix_cache(kvcache::block_pool& pool, gpu::backend& dev, gpu::kv_storage& kv,
-               const prefix_cache_config& config, const kvcache::clock& clk,
-               const kvcache::retention& policy);
+               const kvcache::block_hasher& hasher, const prefix_cache_config& config,
+               const kvcache::clock& clk, const kvcache::retention& policy);
 
-  /// Hashes the full blocks of `tokens` into `job`.
-  void begin(const std::vector<std::int32_t>& tokens, kvcache::scenario_id scenario,
-             job_prefix& job) const;
+  /// Hashes the full blocks of `tokens` under `salt` (the request's cache namespace) into `job`.
+  void begin(const std::vector<std::int32_t>& tokens, std::string_view salt,
+             kvcache::scenario_id scenario, job_prefix& job) const;
   /// Pins the leading blocks the pool holds and appends them to `blocks` (empty before).
   void take_pooled(job_prefix& job, std::vector<std::int32_t>& blocks);
   /// Appends `count` fresh blocks to `blocks`, evicting cached blocks (prefix_index order) when
@@ -131,6 +133,7 @@ class prefix_cache {
   bool cache_block(job_prefix& job, std::vector<std::int32_t>& blocks, std::size_t position);
 
   kvcache::block_pool& pool_;
+  const kvcache::block_hasher& hasher_;
   kv_block_codec codec_;
   prefix_cache_config config_;
   kvcache::prefix_index index_;

@@ -117,14 +117,14 @@ void cancel_at_workers(router_pointer self, tracked_request& r) {
 
 // The prefill worker for `tokens` by cache-aware routing among the live ones.
 prefill_routing::choice place_prefill(router_state& st, const std::vector<int32_t>& tokens,
-                                      int preferred) {
+                                      const std::string& salt, int preferred) {
   std::vector<bool> alive;
   std::vector<int64_t> queued;
   for (const auto& w : st.prefill) {
     alive.push_back(w.alive);
     queued.push_back(w.load);
   }
-  return st.routing->choose(tokens, alive, queued, preferred);
+  return st.routing->choose(tokens, salt, alive, queued, preferred);
 }
 
 constexpr size_t recent_prefill_kept = 4096;
@@ -155,13 +155,15 @@ bool dispatch(router_pointer self, tracked_request& r) {
   prefill_job job;
   job.tokens = r.req.prompt;
   job.tokens.insert(job.tokens.end(), r.streamed.begin(), r.streamed.end());
-  const prefill_routing::choice placed = place_prefill(st, job.tokens, shared_prompt_worker(st, r));
+  const prefill_routing::choice placed =
+      place_prefill(st, job.tokens, r.req.cache_salt, shared_prompt_worker(st, r));
   const int p = placed.worker;
   ++r.attempt;
   ++r.attempts;
   job.request = r.id;
   job.attempt = r.attempt;
   job.scenario = r.scenario;
+  job.cache_salt = r.req.cache_salt;
   job.params.sampling = r.req.sampling;
   job.params.max_tokens = r.req.max_tokens - static_cast<int32_t>(r.streamed.size());
   job.params.draw_offset = static_cast<int32_t>(r.streamed.size());
@@ -496,10 +498,12 @@ void worker_up(router_pointer self, std::vector<worker_slot>& group, int32_t ind
   pump(self);
 }
 
-router_impl::behavior_type router_behavior(router_pointer self, router_config config) {
+router_impl::behavior_type router_behavior(router_pointer self, router_config config,
+                                           std::shared_ptr<const kvcache::block_hasher> hasher) {
   self->state.config = config;
-  self->state.routing = std::make_unique<prefill_routing>(
-      std::max(1, config.prefill_workers), config.block_tokens, config.balance_slack);
+  self->state.routing =
+      std::make_unique<prefill_routing>(std::max(1, config.prefill_workers), config.block_tokens,
+                                        std::move(hasher), config.balance_slack);
   self->state.usage = std::make_unique<cache_usage>(config.scenarios);
   self->set_down_handler([self](caf::down_msg& dm) { on_worker_down(self, dm); });
   return {
@@ -563,8 +567,9 @@ router_impl::behavior_type router_behavior(router_pointer self, router_config co
 
 }  // namespace
 
-router_actor spawn_router(caf::actor_system& sys, router_config config) {
-  return sys.spawn(router_behavior, config);
+router_actor spawn_router(caf::actor_system& sys, router_config config,
+                          std::shared_ptr<const kvcache::block_hasher> hasher) {
+  return sys.spawn(router_behavior, config, std::move(hasher));
 }
 
 void register_router_types(caf::actor_system_config& cfg) {

@@ -122,7 +122,9 @@ struct router_config {
   std::chrono::milliseconds no_worker_timeout{30000};
 };
 
-router_actor spawn_router(caf::actor_system& sys, router_config config);
+/// `hasher` names KV blocks as the prefill workers' caches do (model_context::block_hasher).
+router_actor spawn_router(caf::actor_system& sys, router_config config,
+                          std::shared_ptr<const kvcache::block_hasher> hasher);
 
 /// Registers the types above with an actor system's config.
 void register_router_types(caf::actor_system_config& cfg);

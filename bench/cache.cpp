@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "bench/block_hash_timing.hpp"
 #include "bench/table.hpp"
 #include "config/manifest.hpp"
 #include "deploy/topology.hpp"
@@ -484,6 +485,20 @@ void print_table(const nlohmann::json& j) {
       {"host memory", fixed(ms["host"].get<double>(), 1), mix(j["host_measurement_hit_tokens"])});
   ttft.add_row({"SSD", fixed(ms["ssd"].get<double>(), 1), mix(j["ssd_measurement_hit_tokens"])});
   std::printf("%s", ttft.render().c_str());
+  // What naming blocks costs beside what computing them does (a prefilled token, cache off).
+  const auto& h = j["block_hash"];
+  const double token_ns = 1e9 / j["prefill_tokens_per_s_without_cache"].get<double>();
+  const double per_token = h["ns_per_block"].get<double>() / h["block_tokens"].get<int>();
+  table hashes({"block hash", "ns per 16-token block", "ns per token", "of a prefilled token"});
+  hashes.add_row({h["scheme"].get<std::string>() + " (keyed)",
+                  fixed(h["ns_per_block"].get<double>(), 1), fixed(per_token, 2),
+                  fixed(100 * per_token / token_ns, 4) + "%"});
+  const double legacy_per_token = h["legacy_ns_per_block"].get<double>() / 16;
+  hashes.add_row({h["legacy_scheme"].get<std::string>() + ", before",
+                  fixed(h["legacy_ns_per_block"].get<double>(), 1), fixed(legacy_per_token, 2),
+                  fixed(100 * legacy_per_token / token_ns, 4) + "%"});
+  std::printf("\n%s", hashes.render().c_str());
+  std::printf("keyed / unkeyed: %sx per block\n", fixed(h["ratio"].get<double>(), 2).c_str());
 }
 
 }  // namespace
@@ -538,7 +553,8 @@ int cache(int argc, char** argv) {
                                  std::to_string(o.hidden) + ", 8 experts of " +
                                  std::to_string(o.moe_inter) + " top-" + std::to_string(o.top_k) +
                                  ", CPU backend";
-  const nlohmann::json j = to_json(o, t.value(), tiers.value(), model_line, b.spec);
+  nlohmann::json j = to_json(o, t.value(), tiers.value(), model_line, b.spec);
+  j["block_hash"] = to_json(time_block_hashes(16));
   if (o.json) {
     std::printf("%s\n", j.dump().c_str());
   } else {

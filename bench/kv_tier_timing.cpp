@@ -78,7 +78,8 @@ std::vector<payload_ptr> make_blocks(const kvcache::model_fingerprint& model, in
       const std::uint64_t r = rng();
       std::memcpy(bytes.data() + j, &r, 8);
     }
-    blocks.push_back(*kvcache::block_payload::make(model, 1000 + i, std::move(bytes)));
+    blocks.push_back(
+        *kvcache::block_payload::make(model, block_hash{rng(), rng()}, std::move(bytes)));
   }
   return blocks;
 }

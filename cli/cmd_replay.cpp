@@ -8,7 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "bench/block_hash_timing.hpp"
+#include "bench/table.hpp"
 #include "cli/commands.hpp"
+#include "kvcache/block_hash.hpp"
 #include "kvcache/trace_replay.hpp"
 
 namespace brigade::cli {
@@ -65,6 +68,7 @@ struct replay_args {
   std::string policy_name = "cache_aware";
   kvcache::replay_options options;
   bool as_json = false;
+  bool compare_hashes = false;
 };
 
 void add_options(CLI::App& app, replay_args& args) {
@@ -91,6 +95,9 @@ void add_options(CLI::App& app, replay_args& args) {
       ->check(CLI::Range(0.0, 10.0))
       ->capture_default_str();
   app.add_flag("--json", args.as_json, "print one JSON object instead of a table");
+  app.add_flag("--compare-hash-schemes", args.compare_hashes,
+               "also replay with the unkeyed 64-bit block hash brigade used before, and print "
+               "both schemes' hash cost, hit rate and replay speed side by side");
 }
 
 /// On a terminal the progress line rewrites itself; in a log it appears every quarter.
@@ -107,6 +114,42 @@ kvcache::replay_progress progress_printer(const std::string& policy) {
         ++*next_quarter;
     }
   };
+}
+
+// Replays the trace under each block-hash scheme, alternating, and reports what each costs.
+result<nlohmann::json> compare_hash_schemes(const std::vector<kvcache::trace_request>& trace,
+                                            const kvcache::replay_options& options) {
+  const bench::block_hash_timing timing =
+      bench::time_block_hashes(static_cast<int>(options.block_size));
+  nlohmann::json out = nlohmann::json::array();
+  for (auto hashing : {kvcache::replay_hashing::keyed, kvcache::replay_hashing::legacy_xxh3_64}) {
+    const bool keyed = hashing == kvcache::replay_hashing::keyed;
+    const auto requests = kvcache::prepare_replay(trace, options.block_size, hashing);
+    const auto start = std::chrono::steady_clock::now();
+    auto report = kvcache::replay(requests, options, {});
+    if (!report) return report.err();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    out.push_back({{"scheme", keyed ? std::string(kvcache::block_hasher::scheme) + " (keyed)"
+                                    : std::string("xxh3-64 (unkeyed, before)")},
+                   {"ns_per_block", keyed ? timing.keyed_ns_per_block : timing.legacy_ns_per_block},
+                   {"hit_rate", report->hit_rate},
+                   {"replay_s", s},
+                   {"requests_per_s", s > 0 ? static_cast<double>(report->requests) / s : 0.0}});
+  }
+  return out;
+}
+
+void print_schemes(const nlohmann::json& schemes) {
+  std::printf("\nblock hash schemes, side by side (%s replayed under each):\n", "the same trace");
+  bench::table t({"block hash", "ns per block", "hit rate", "replay s", "requests/s"});
+  for (const auto& s : schemes) {
+    t.add_row({s["scheme"].get<std::string>(), bench::fixed(s["ns_per_block"].get<double>(), 1),
+               bench::fixed(100 * s["hit_rate"].get<double>(), 2) + "%",
+               bench::fixed(s["replay_s"].get<double>(), 2),
+               bench::fixed(s["requests_per_s"].get<double>(), 0)});
+  }
+  std::printf("%s", t.render().c_str());
 }
 
 }  // namespace
@@ -135,6 +178,13 @@ int replay(int argc, char** argv) {
   if (!report)
     return std::fprintf(stderr, "brigade replay: %s\n", report.err().describe().c_str()), 1;
   const auto& o = args.options;
+  nlohmann::json schemes = nlohmann::json::array();
+  if (args.compare_hashes) {
+    auto compared = compare_hash_schemes(*trace, args.options);
+    if (!compared)
+      return std::fprintf(stderr, "brigade replay: %s\n", compared.err().describe().c_str()), 1;
+    schemes = std::move(*compared);
+  }
   if (args.as_json) {
     nlohmann::json out = to_json(*report);
     out["trace"] = args.trace_path;
@@ -143,6 +193,7 @@ int replay(int argc, char** argv) {
     out["block_size"] = o.block_size;
     out["prefill_tokens_per_s"] = o.prefill_tokens_per_s;
     out["replay_s"] = replay_s;
+    if (args.compare_hashes) out["hash_schemes"] = schemes;
     std::printf("%s\n", out.dump(2).c_str());
   } else {
     std::printf(
@@ -150,6 +201,7 @@ int replay(int argc, char** argv) {
         args.trace_path.c_str(), static_cast<long long>(report->requests), o.replicas,
         static_cast<long long>(o.cache_tokens_per_replica), o.block_size, replay_s);
     print_table(*report);
+    if (args.compare_hashes) print_schemes(schemes);
   }
   return 0;
 }

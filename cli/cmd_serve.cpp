@@ -52,6 +52,7 @@ struct serve_options {
   std::string model_dir;
   std::string listen;
   std::vector<std::string> api_keys;
+  std::vector<std::string> admin_keys;
   std::string served_model_name;
   bool engine = false;
   // Overrides of the manifest's values; -1 keeps the manifest's.
@@ -74,7 +75,12 @@ void add_options(CLI::App& app, serve_options& o) {
   app.add_flag("--engine", o.engine,
                "serve with the single-process engine instead of the actor topology");
   app.add_option("--api-key", o.api_keys,
-                 "accept this Bearer key on /v1/ (repeatable; without one, /v1/ is open)")
+                 "accept this Bearer key on /v1/ (repeatable; without one, /v1/ is open; "
+                 "replaces serve.api_keys, bound cache salts included)")
+      ->default_str("");
+  app.add_option("--admin-key", o.admin_keys,
+                 "only this Bearer key opens /v1/admin/* (repeatable; replaces "
+                 "serve.admin_keys; docs/serve.md has the rule without one)")
       ->default_str("");
   app.add_option("--speculate", o.speculate,
                  "draft up to N tokens per decode step by prompt lookup, 0 turns it off "
@@ -137,13 +143,19 @@ result<config::manifest> manifest_for(const serve_options& o) {
   }
   if (!o.model_dir.empty()) m.model = o.model_dir;
   if (!o.listen.empty()) m.listen = o.listen;
-  if (!o.api_keys.empty()) m.api_keys = o.api_keys;
+  if (!o.api_keys.empty()) m.api_keys = serve::unbound_keys(o.api_keys);
+  if (!o.admin_keys.empty()) m.admin_keys = o.admin_keys;
   if (!o.served_model_name.empty()) m.served_model_name = o.served_model_name;
   if (o.speculate >= 0) m.decode.speculation.max_draft = o.speculate;
   if (o.max_queued > 0) m.admission_queue = o.max_queued;
   if (o.max_running > 0) m.decode.max_running = o.max_running;
   if (o.kv_tokens > 0) m.decode.kv_tokens = o.kv_tokens;
   if (o.max_step_tokens > 0) m.prefill.max_step_tokens = o.max_step_tokens;
+  status keys = config::check_keys(m);
+  if (!keys && (!o.api_keys.empty() || !o.admin_keys.empty())) {
+    return error(keys.err().code, keys.err().message + " (with --api-key and --admin-key)");
+  }
+  if (!keys) return keys.err();
   return m;
 }
 
@@ -256,14 +268,20 @@ int serve(int argc, char** argv) {
   auto started_service = start_service(o, m);
   if (!started_service) return fail(started_service.err().message);
   backend_service& service = started_service.value();
-  serve::api_handler handler(service.service(), tok.value(),
-                             {m.api_keys, eos_ids(service.config(), tok.value())});
+  serve::api_handler_options handler_options;
+  handler_options.api_keys = m.api_keys;
+  handler_options.eos_ids = eos_ids(service.config(), tok.value());
+  handler_options.admin_keys = m.admin_keys;
+  handler_options.listen_host = o.http.host;
+  handler_options.admin_without_key = m.admin_without_key;
+  serve::api_handler handler(service.service(), tok.value(), handler_options);
   serve::http_server server(handler, o.http);
   if (status started = server.start(); !started) return fail(started.err().message);
   std::printf("brigade serve: serving '%s' at %s (OpenAI API under /v1) with %s%s\n",
               service.service().info().model_name.c_str(), server.url().c_str(),
               o.engine ? "the single-process engine" : "the actor topology",
               m.api_keys.empty() ? "" : ", API keys required");
+  std::printf("brigade serve: %s\n", serve::describe(handler.admin()).c_str());
   std::fflush(stdout);
 
   int signal_number = 0;

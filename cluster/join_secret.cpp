@@ -5,6 +5,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -58,6 +59,17 @@ std::string join_proof(const std::string& secret, const std::string& role, const
   HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
        reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &len);
   return to_hex(mac, len);
+}
+
+kvcache::hash_key_bytes block_hash_key(const std::string& secret) {
+  static const std::string label = "brigade-kv-block-hash-key|v1";
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(label.data()), label.size(), mac, &len);
+  kvcache::hash_key_bytes key{};
+  std::memcpy(key.data(), mac, key.size());
+  return key;
 }
 
 bool proofs_equal(const std::string& a, const std::string& b) {

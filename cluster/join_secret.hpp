@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/result.hpp"
+#include "kvcache/block_hash.hpp"
 
 namespace brigade::cluster {
 
@@ -21,6 +22,11 @@ std::string random_nonce();
 /// The proof `role` ("node" or "coordinator") gives for the nonce pair (first, second).
 std::string join_proof(const std::string& secret, const std::string& role, const std::string& first,
                        const std::string& second);
+
+/// The key every side of a deployment hashes prefix-cache blocks with (kvcache/block_hash.hpp):
+/// HMAC-SHA256 of a fixed label under the join secret, so that the coordinator and each node
+/// compute it alone and it never crosses the network.
+kvcache::hash_key_bytes block_hash_key(const std::string& secret);
 
 /// Compares two proofs in constant time.
 bool proofs_equal(const std::string& a, const std::string& b);

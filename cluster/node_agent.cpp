@@ -93,7 +93,8 @@ caf::error ensure_model(agent_pointer self, const std::string& dir) {
     return caf::make_error(caf::sec::runtime_error, "this node already serves " + st.model_dir);
   }
   log::info("node " + st.config.name, "loading " + dir);
-  auto ctx = actors::model_context::load(dir, {});
+  // The coordinator derives the same key from the same secret: nothing sends it.
+  auto ctx = actors::model_context::load(dir, block_hash_key(st.config.secret), {});
   if (!ctx) return caf::make_error(caf::sec::runtime_error, ctx.err().message);
   st.ctx = ctx.value();
   st.model_dir = dir;

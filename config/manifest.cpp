@@ -62,6 +62,42 @@ void read_kv_cache(yaml_section& s, kv_cache_policy& kv) {
   }
 }
 
+// serve.api_keys: each entry a key, or {key: K, cache_salt: S} binding K's requests to the
+// prefix-cache namespace S.
+void read_api_keys(yaml_section& s, std::vector<serve::api_key>& out) {
+  s.raw("api_keys", [&](const YAML::Node& n) {
+    if (!n.IsSequence()) {
+      return s.invalid("api_keys",
+                       "must be a list of keys: strings, or mappings {key: KEY, cache_salt: SALT}");
+    }
+    out.clear();
+    for (size_t i = 0; i < n.size() && s.ok(); ++i) {
+      const std::string at = "api_keys[" + std::to_string(i) + "]";
+      serve::api_key k;
+      if (n[i].IsScalar()) {
+        k.key = n[i].Scalar();
+      } else if (n[i].IsMap()) {
+        yaml_section entry(n[i], s.path() + at + ".", s.source(), s.err());
+        entry.begin();
+        entry.text("key", k.key);
+        entry.text("cache_salt", k.cache_salt);
+        entry.finish();
+        if (!s.ok()) return;
+        if (k.key.empty()) return entry.invalid("key", "is missing");
+        if (!k.cache_salt.empty() && !serve::valid_cache_salt(k.cache_salt)) {
+          return entry.invalid(
+              "cache_salt",
+              "must have 1 to " + std::to_string(serve::max_cache_salt_chars) + " characters");
+        }
+      } else {
+        return s.invalid(at.c_str(), "must be a key (a string) or a mapping {key, cache_salt}");
+      }
+      if (k.key.empty()) return s.invalid(at.c_str(), "is an empty key");
+      out.push_back(std::move(k));
+    }
+  });
+}
+
 status check_listen(const std::string& listen, const std::string& source) {
   const auto colon = listen.rfind(':');
   const std::string port = colon == std::string::npos ? "" : listen.substr(colon + 1);
@@ -172,7 +208,9 @@ result<manifest> parse_manifest(const std::string& yaml, const std::string& sour
   top.integer("block_tokens", m.block_tokens, 1, 4096);
   top.child("serve", [&](yaml_section& s) {
     s.text("listen", m.listen);
-    s.texts("api_keys", m.api_keys);
+    read_api_keys(s, m.api_keys);
+    s.texts("admin_keys", m.admin_keys);
+    s.flag("admin_without_key", m.admin_without_key);
     s.text("model_name", m.served_model_name);
     s.integer("admission_queue", m.admission_queue, 1, 1 << 20);
   });
@@ -233,9 +271,33 @@ result<manifest> parse_manifest(const std::string& yaml, const std::string& sour
   }
   status nodes = check_nodes(m, source);
   if (!nodes) return nodes.err();
+  status keys = check_keys(m);
+  if (!keys) return keys.err();
   status listen = check_listen(m.listen, source);
   if (!listen) return listen.err();
   return m;
+}
+
+// Errors name entries by index, never by the key: they end up in logs.
+status check_keys(const manifest& m) {
+  auto bad = [&](const std::string& what) {
+    return error(errc::bad_format, m.source + ": " + what);
+  };
+  std::map<std::string, std::string> seen;  // Key -> the entry that holds it.
+  for (size_t i = 0; i < m.api_keys.size(); ++i) {
+    const std::string at = "serve.api_keys[" + std::to_string(i) + "]";
+    auto [it, fresh] = seen.emplace(m.api_keys[i].key, at);
+    if (!fresh) return bad("field '" + at + "' holds the same key as " + it->second);
+  }
+  for (size_t i = 0; i < m.admin_keys.size(); ++i) {
+    const std::string at = "serve.admin_keys[" + std::to_string(i) + "]";
+    auto [it, fresh] = seen.emplace(m.admin_keys[i], at);
+    if (!fresh) {
+      return bad("field '" + at + "' holds the same key as " + it->second +
+                 "; an admin key must differ from every other key");
+    }
+  }
+  return ok_status();
 }
 
 result<manifest> load_manifest(const std::string& path) {

@@ -1,6 +1,6 @@
 // A cluster manifest: the model, the roles and their counts, batch limits, the HTTP listener,
-// API keys and the restart policy. Written in YAML; every field is validated and an error names
-// the field and the problem.
+// API and admin keys and the restart policy. Written in YAML; every field is validated and an error
+// names the field and the problem.
 #pragma once
 
 #include <cstddef>
@@ -11,6 +11,7 @@
 #include "common/result.hpp"
 #include "kvcache/retention.hpp"
 #include "model/speculation.hpp"
+#include "serve/auth.hpp"
 
 namespace brigade::config {
 
@@ -130,7 +131,13 @@ struct manifest {
   std::string source = "<embedded default>";  ///< Where it came from, for messages.
   std::string model;                          ///< Checkpoint directory.
   std::string listen = "127.0.0.1:8000";
-  std::vector<std::string> api_keys;
+  /// serve.api_keys: each a string, or {key, cache_salt} binding the key's requests to a
+  /// prefix-cache namespace (serve/auth.hpp). Empty: the ordinary routes are open.
+  std::vector<serve::api_key> api_keys;
+  /// serve.admin_keys: with any, only they open /v1/admin/* (serve/admin_access.hpp).
+  std::vector<std::string> admin_keys;
+  /// serve.admin_without_key: without any key, open /v1/admin/* off loopback too.
+  bool admin_without_key = false;
   std::string
       served_model_name;      ///< What clients send as "model"; empty: the model directory's name.
   int admission_queue = 256;  ///< Requests waiting for a worker; beyond it the API answers 429.
@@ -151,6 +158,9 @@ struct manifest {
 
 /// Parses manifest YAML; `source` names the file in errors.
 result<manifest> parse_manifest(const std::string& yaml, const std::string& source);
+/// No key twice, and no key both an API key and an admin key (which would its requests be?).
+/// parse_manifest checks it; `brigade serve` again once --api-key and --admin-key are applied.
+status check_keys(const manifest& m);
 result<manifest> load_manifest(const std::string& path);
 /// The embedded default: one prefill worker, one decode worker, four expert shards, serving
 /// `model_dir` on 127.0.0.1:8000.

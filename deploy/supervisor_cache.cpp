@@ -3,7 +3,9 @@
 #include <caf/all.hpp>
 
 #include "actors/kv_store.hpp"
+#include "common/log.hpp"
 #include "deploy/supervisor_state.hpp"
+#include "model/checkpoint_identity.hpp"
 
 namespace brigade::deploy {
 namespace {
@@ -24,6 +26,19 @@ kv_store_actor live_store(const supervisor_state& st, const std::string& node) {
   return kv_store_actor{};
 }
 
+// The KV cache names a model by its checkpoint's content, not by its path, so that weights
+// replaced in place never find the old weights' blocks (on SSD, across restarts). Computed once
+// per loaded model; a coordinator that holds only the config computes it from its own copy of
+// the files all the same. Without an id the store refuses the empty one and serves without
+// tiers.
+std::string kv_model_id(const supervisor_state& st) {
+  auto identity = model::checkpoint_identity::shared(st.ctx->dir, st.ctx);
+  if (identity) return identity.value()->id();
+  log::error("supervisor", "the KV store serves without tiers: no content id for " + st.ctx->dir +
+                               ": " + identity.err().message);
+  return std::string();
+}
+
 }  // namespace
 
 kv_store_config kv_store_config_for(supervisor_pointer self, const supervised_child& c) {
@@ -32,7 +47,7 @@ kv_store_config kv_store_config_for(supervisor_pointer self, const supervised_ch
   const auto& mc = st.ctx->config;
   kv_store_config cfg;
   cfg.name = c.name;
-  cfg.model_id = st.ctx->dir;
+  cfg.model_id = kv_model_id(st);
   cfg.layers = mc.num_layers;
   cfg.block_tokens = m.block_tokens;
   cfg.kv_heads = mc.num_kv_heads;
@@ -40,6 +55,7 @@ kv_store_config kv_store_config_for(supervisor_pointer self, const supervised_ch
   cfg.host_bytes = m.kv_cache.host_bytes;
   cfg.ssd_bytes = m.kv_cache.ssd_bytes;
   cfg.ssd_dir = m.kv_cache.ssd_dir;
+  cfg.hash_key_id = st.ctx->block_hasher->key_id();
   cfg.scenarios = m.kv_cache.scenarios;
   if (c.node == "local") cfg.clock = cache_clock(st);
   return cfg;

@@ -19,6 +19,7 @@
 #include "deploy/router_service.hpp"
 #include "deploy/status_json.hpp"
 #include "deploy/supervisor.hpp"
+#include "kvcache/hash_key.hpp"
 
 namespace brigade::deploy {
 
@@ -48,6 +49,22 @@ result<std::vector<joined_node>> join_nodes(caf::actor_system& sys,
                [&](caf::error& err) { failure = sys.render(err); });
   if (!failure.empty()) return error(errc::unavailable, failure);
   return out;
+}
+
+// The key prefix-cache blocks are hashed with (kvcache/hash_key.hpp): from the join secret when
+// roles run on nodes, from the SSD tier's key file when there is one, fresh otherwise.
+result<kvcache::hash_key_bytes> deployment_block_key(const config::manifest& m) {
+  if (!m.nodes.empty()) {
+    auto secret = cluster::read_join_secret(m.join_secret_file);
+    if (!secret) return secret.err();
+    return cluster::block_hash_key(secret.value());
+  }
+  if (m.kv_cache.enabled && m.kv_cache.ssd_bytes > 0 && !m.kv_cache.ssd_dir.empty()) {
+    auto key = kvcache::load_or_create_hash_key(m.kv_cache.ssd_dir);
+    if (!key) return error(key.err().code, m.source + ": kv_cache.ssd_dir: " + key.err().message);
+    return key;
+  }
+  return kvcache::random_hash_key();
 }
 
 std::string last_path_part(const std::string& path) {
@@ -92,9 +109,11 @@ result<std::unique_ptr<topology>> topology::start(
     const config::manifest& m, const model::load_progress& progress,
     std::shared_ptr<const kvcache::clock> cache_clock) {
   const bool distributed = !m.nodes.empty();
+  auto block_key = deployment_block_key(m);
+  if (!block_key) return block_key.err();
   // A coordinator only routes: the nodes load the weights.
-  auto ctx =
-      distributed ? model_context::load_config(m.model) : model_context::load(m.model, progress);
+  auto ctx = distributed ? model_context::load_config(m.model, *block_key)
+                         : model_context::load(m.model, *block_key, progress);
   if (!ctx) return ctx.err();
   const model::model_config& c = ctx.value()->config;
   if (!c.is_moe()) {
@@ -135,7 +154,7 @@ result<std::unique_ptr<topology>> topology::start(
     for (const auto& j : joined.value())
       sc.agents[j.name] = j.agent;
   }
-  p->router = spawn_router(*p->sys, router_config_for(m));
+  p->router = spawn_router(*p->sys, router_config_for(m), p->ctx->block_hasher);
   actor_entry router_entry{"router", "router", "local", 1, 0, true, "", 0};
   caf::anon_send(p->registry, register_atom_v, router_entry);
   p->supervisor = spawn_supervisor(*p->sys, p->ctx, std::move(sc), p->registry, p->router);

@@ -21,7 +21,7 @@ namespace brigade::kvcache {
 struct block_key {
   /// model_fingerprint::digest() of the block's model.
   std::uint64_t model = 0;
-  block_hash hash = 0;
+  block_hash hash;
 
   friend bool operator==(const block_key& a, const block_key& b) {
     return a.model == b.model && a.hash == b.hash;
@@ -31,7 +31,7 @@ struct block_key {
 
 struct block_key_hasher {
   std::size_t operator()(const block_key& k) const {
-    return static_cast<std::size_t>(k.hash ^ (k.model * 0x9E3779B97F4A7C15ULL));
+    return static_cast<std::size_t>(k.hash.lo ^ (k.model * 0x9E3779B97F4A7C15ULL));
   }
 };
 

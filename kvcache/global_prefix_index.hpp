@@ -41,13 +41,10 @@ class global_prefix_index {
   std::size_t worker_count() const { return blocks_per_worker_.size(); }
 
  private:
-  struct identity_hash {
-    std::size_t operator()(block_hash h) const { return static_cast<std::size_t>(h); }
-  };
   status check_worker(worker_id w) const;
 
   /// Sorted worker ids per block: replicas of one block are few, so a small vector beats a set.
-  std::unordered_map<block_hash, std::vector<worker_id>, identity_hash> holders_;
+  std::unordered_map<block_hash, std::vector<worker_id>> holders_;
   std::vector<std::size_t> blocks_per_worker_;
 };
 

@@ -30,11 +30,12 @@ struct kv_block_shape {
 
 class model_fingerprint {
  public:
-  /// The most characters of a model id: a directory path or a configuration hash.
+  /// The most characters of a model id.
   static constexpr std::size_t max_model_id_chars = 256;
 
-  /// The fingerprint of `model_id` (the model directory or a hash of its configuration and
-  /// weights, 1 to 256 printable characters) with blocks of `shape`; every dimension positive.
+  /// The fingerprint of `model_id` (the checkpoint's content id, "content:<hex>", which hashes
+  /// its configuration, tokenizer and weights; 1 to 256 printable characters) with blocks of
+  /// `shape`; every dimension positive.
   static result<model_fingerprint> make(std::string_view model_id, const kv_block_shape& shape);
 
   /// "model=<id> layers=16 block_tokens=16 kv_heads=8 head_dim=64 dtype=f32": what block files

@@ -10,7 +10,7 @@
 namespace brigade::kvcache {
 
 struct prefix_index::entry {
-  block_hash hash = 0;
+  block_hash hash;
   /// The block before this one; null at depth 0. A parent outlives its children, and map nodes
   /// never move, so the pointer stays valid.
   entry* parent = nullptr;
@@ -333,8 +333,7 @@ std::optional<entry_info> prefix_index::find(block_hash hash) const {
 }
 
 status prefix_index::check_entry(const entry& e) const {
-  const std::string name =
-      "entry " + std::to_string(e.hash) + " (depth " + std::to_string(e.depth) + ")";
+  const std::string name = "entry " + to_hex(e.hash) + " (depth " + std::to_string(e.depth) + ")";
   if (e.refcount < 0) return error(errc::internal, name + " has a negative reference count");
   if (e.pinned_children > e.children) {
     return error(errc::internal, name + " has more pinned children than children");
@@ -371,7 +370,7 @@ status prefix_index::check_expiry_heap() const {
     return error(errc::internal, "the expiry heap is out of order");
   }
   // Every unreferenced entry needs an item carrying its current expiry, or it would never expire.
-  std::unordered_set<block_hash, identity_hash> timed;
+  std::unordered_set<block_hash> timed;
   for (const auto& item : expiry_heap_) {
     auto it = entries_.find(item.hash);
     if (it != entries_.end() && it->second.expiry_ns == item.expiry_ns) timed.insert(item.hash);
@@ -380,7 +379,7 @@ status prefix_index::check_expiry_heap() const {
     for (const entry* e = s->head; e != nullptr; e = e->lru_next) {
       if (timed.count(e->hash) == 0) {
         return error(errc::internal,
-                     "entry " + std::to_string(e->hash) + " is missing from the expiry heap");
+                     "entry " + to_hex(e->hash) + " is missing from the expiry heap");
       }
     }
   }
@@ -398,7 +397,7 @@ status prefix_index::check_segments() const {
     for (const entry* e = s->head; e != nullptr; e = e->lru_next) {
       if (e->is_protected != (s == &protected_)) {
         return error(errc::internal,
-                     "entry " + std::to_string(e->hash) + " is flagged for the other segment");
+                     "entry " + to_hex(e->hash) + " is flagged for the other segment");
       }
       position[e] = {s, listed++};
     }
@@ -415,7 +414,7 @@ status prefix_index::check_segments() const {
     const bool behind = parent->second.first == where.first && parent->second.second < where.second;
     if (behind || (e->is_protected && !e->parent->is_protected)) {
       return error(errc::internal,
-                   "entry " + std::to_string(e->hash) + " would be evicted after its parent");
+                   "entry " + to_hex(e->hash) + " would be evicted after its parent");
     }
   }
   return ok_status();
@@ -425,8 +424,8 @@ status prefix_index::check_invariants() const {
   if (entries_.size() > capacity_blocks_) {
     return error(errc::internal, "the index holds more entries than its capacity");
   }
-  std::unordered_map<block_hash, std::uint32_t, identity_hash> children;
-  std::unordered_map<block_hash, std::uint32_t, identity_hash> pinned;
+  std::unordered_map<block_hash, std::uint32_t> children;
+  std::unordered_map<block_hash, std::uint32_t> pinned;
   std::size_t unreferenced = 0;
   for (const auto& [hash, e] : entries_) {
     if (status s = check_entry(e); !s) return s;
@@ -440,7 +439,7 @@ status prefix_index::check_invariants() const {
     const auto p = pinned.find(hash);
     if ((c == children.end() ? 0 : c->second) != e.children ||
         (p == pinned.end() ? 0 : p->second) != e.pinned_children) {
-      return error(errc::internal, "entry " + std::to_string(hash) + " miscounts its children");
+      return error(errc::internal, "entry " + to_hex(hash) + " miscounts its children");
     }
   }
   if (unreferenced != unreferenced_) {

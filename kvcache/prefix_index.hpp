@@ -62,7 +62,7 @@ namespace brigade::kvcache {
 /// An entry the index gave up, by eviction or expiry: the owner frees `block_id` and publishes a
 /// removal event for `hash`.
 struct removed_block {
-  block_hash hash = 0;
+  block_hash hash;
   std::int64_t block_id = 0;
   /// The scenario whose retention the entry had, for a tier that keeps the block on.
   scenario_id scenario = retention::chat;
@@ -161,9 +161,6 @@ class prefix_index {
     void push_back(entry& e);
     void erase(entry& e);
   };
-  struct identity_hash {
-    std::size_t operator()(block_hash h) const { return static_cast<std::size_t>(h); }
-  };
 
   const entry* live_entry(block_hash hash, time_ns now) const;
   entry* find_entry(block_hash hash);
@@ -182,7 +179,7 @@ class prefix_index {
   std::size_t capacity_blocks_;
   const clock& clock_;
   const retention& retention_;
-  std::unordered_map<block_hash, entry, identity_hash> entries_;
+  std::unordered_map<block_hash, entry> entries_;
   /// The bound on protected_.size: 1/20 of the capacity.
   std::size_t protected_capacity_;
   /// Every unreferenced entry is in exactly one of these.

@@ -17,7 +17,7 @@ namespace brigade::kvcache::ssd_block_file {
 
 namespace {
 
-constexpr std::size_t checksum_offset = 56;
+constexpr std::size_t checksum_offset = 72;
 
 void put_u32(std::uint8_t* at, std::uint32_t v) {
   for (int i = 0; i < 4; ++i)
@@ -44,7 +44,7 @@ struct state_deleter {
   void operator()(XXH3_state_t* s) const { XXH3_freeState(s); }
 };
 
-/// XXH3-64 of the header's first 56 bytes, then `rest` and `payload`.
+/// XXH3-64 of the header's first 72 bytes, then `fingerprint` and `payload`.
 std::uint64_t checksum(const std::uint8_t* header, const std::string& fingerprint,
                        const std::uint8_t* payload, std::size_t payload_bytes) {
   std::unique_ptr<XXH3_state_t, state_deleter> state(XXH3_createState());
@@ -126,16 +126,18 @@ timespec to_timespec(time_ns t) {
 }
 
 status write_temp(int fd, const std::string& temp_path, const block_payload& payload,
-                  time_ns last_use_ns, bool drop_page_cache) {
+                  std::uint64_t key_id, time_ns last_use_ns, bool drop_page_cache) {
   const std::string& fingerprint = payload.model().text();
   std::vector<std::uint8_t> head(header_bytes + fingerprint.size(), 0);
   std::memcpy(head.data(), magic, sizeof magic);
   put_u32(head.data() + 8, format_version);
   put_u32(head.data() + 12, static_cast<std::uint32_t>(fingerprint.size()));
   put_u64(head.data() + 16, payload.model().digest());
-  put_u64(head.data() + 24, payload.hash());
-  put_u64(head.data() + 32, payload.size_bytes());
-  put_u64(head.data() + 40, static_cast<std::uint64_t>(last_use_ns));
+  put_u64(head.data() + 24, payload.hash().hi);
+  put_u64(head.data() + 32, payload.hash().lo);
+  put_u64(head.data() + 40, payload.size_bytes());
+  put_u64(head.data() + 48, static_cast<std::uint64_t>(last_use_ns));
+  put_u64(head.data() + 56, key_id);
   put_u64(head.data() + checksum_offset,
           checksum(head.data(), fingerprint, payload.bytes().data(), payload.size_bytes()));
   std::memcpy(head.data() + header_bytes, fingerprint.data(), fingerprint.size());
@@ -160,7 +162,8 @@ std::uint64_t file_bytes(const block_payload& payload) {
 }
 
 status write(const std::string& temp_path, const std::string& final_path,
-             const block_payload& payload, time_ns last_use_ns, bool drop_page_cache) {
+             const block_payload& payload, std::uint64_t key_id, time_ns last_use_ns,
+             bool drop_page_cache) {
   if (disk_faults::armed()) {
     const disk_fault_action fault = disk_faults::current();
     if (fault.slow_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(fault.slow_ms));
@@ -176,7 +179,7 @@ status write(const std::string& temp_path, const std::string& final_path,
   }
   fd_guard fd(::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (fd.get() < 0) return write_error("cannot create", temp_path, errno);
-  status written = write_temp(fd.get(), temp_path, payload, last_use_ns, drop_page_cache);
+  status written = write_temp(fd.get(), temp_path, payload, key_id, last_use_ns, drop_page_cache);
   if (written.ok()) {
     const int err_no = fd.close_now();
     if (err_no != 0) written = write_error("cannot close", temp_path, err_no);
@@ -192,7 +195,8 @@ namespace {
 
 /// Checks the fixed header against the file's length and the block the caller asked for.
 status check_header(const std::uint8_t* head, std::uint64_t file_size,
-                    const model_fingerprint& model, block_hash hash, const std::string& path) {
+                    const model_fingerprint& model, const block_hash& hash, std::uint64_t key_id,
+                    const std::string& path) {
   auto bad = [&](const std::string& why) { return error(errc::bad_format, path + ": " + why); };
   if (std::memcmp(head, magic, sizeof magic) != 0) return bad("not a brigade KV block file");
   if (get_u32(head + 8) != format_version) {
@@ -200,7 +204,7 @@ status check_header(const std::uint8_t* head, std::uint64_t file_size,
                std::to_string(format_version));
   }
   const std::uint64_t fingerprint_chars = get_u32(head + 12);
-  const std::uint64_t payload_bytes = get_u64(head + 32);
+  const std::uint64_t payload_bytes = get_u64(head + 40);
   // The caller checked file_size >= header_bytes; these comparisons cannot overflow.
   if (fingerprint_chars > max_fingerprint_chars || fingerprint_chars > file_size - header_bytes ||
       payload_bytes != file_size - header_bytes - fingerprint_chars) {
@@ -210,14 +214,19 @@ status check_header(const std::uint8_t* head, std::uint64_t file_size,
       payload_bytes != model.block_bytes()) {
     return bad("holds a block of another model or layout, not of " + model.text());
   }
-  if (get_u64(head + 24) != hash) return bad("holds another block than its name says");
+  if (get_u64(head + 56) != key_id) {
+    return bad("was written under another block-hash key (another deployment's cache)");
+  }
+  if (get_u64(head + 24) != hash.hi || get_u64(head + 32) != hash.lo) {
+    return bad("holds another block than its name says");
+  }
   return ok_status();
 }
 
 }  // namespace
 
-result<payload_ptr> read(const std::string& path, const model_fingerprint& model, block_hash hash,
-                         bool drop_page_cache) {
+result<payload_ptr> read(const std::string& path, const model_fingerprint& model,
+                         const block_hash& hash, std::uint64_t key_id, bool drop_page_cache) {
   if (disk_faults::armed()) {
     const std::uint32_t slow_ms = disk_faults::current().slow_ms;
     if (slow_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
@@ -240,7 +249,7 @@ result<payload_ptr> read(const std::string& path, const model_fingerprint& model
   }
   int err_no = read_fully(fd.get(), head, header_bytes, 0);
   if (err_no == 0) {
-    status header_ok = check_header(head, file_size, model, hash, path);
+    status header_ok = check_header(head, file_size, model, hash, key_id, path);
     if (!header_ok.ok()) return header_ok.err();
   }
   std::string fingerprint(model.text().size(), '\0');

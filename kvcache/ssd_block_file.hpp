@@ -1,19 +1,20 @@
 // The file format of one block in the SSD tier, and the system calls that write and read it.
 //
-// A block file is a 64-byte little-endian header, the model fingerprint text, then the payload:
+// A block file is an 80-byte little-endian header, the model fingerprint text, then the payload:
 //
 //   offset  size  field
 //        0     8  magic "BRGKVBLK"
-//        8     4  format version (1)
+//        8     4  format version (2; version 1 held 64-bit unkeyed hashes)
 //       12     4  fingerprint characters F (at most 4096)
 //       16     8  model digest (model_fingerprint::digest)
-//       24     8  block chain hash
-//       32     8  payload bytes P
-//       40     8  written at (ns since the epoch)
-//       48     8  reserved, zero
-//       56     8  checksum: XXH3-64 of bytes [0, 56), then the F + P bytes that follow the header
-//       64     F  fingerprint text
-//     64+F     P  payload
+//       24    16  block chain hash (hi, then lo)
+//       40     8  payload bytes P
+//       48     8  written at (ns since the epoch)
+//       56     8  key id: block_hasher::key_id() of the key that named the block
+//       64     8  reserved, zero
+//       72     8  checksum: XXH3-64 of bytes [0, 72), then the F + P bytes that follow the header
+//       80     F  fingerprint text
+//     80+F     P  payload
 //
 // A file is written under a temporary name, flushed with fsync, given its last-use time as its
 // modification time, and only then renamed into place; a crash or a full disk leaves at most a
@@ -32,8 +33,8 @@
 namespace brigade::kvcache::ssd_block_file {
 
 inline constexpr char magic[8] = {'B', 'R', 'G', 'K', 'V', 'B', 'L', 'K'};
-inline constexpr std::uint32_t format_version = 1;
-inline constexpr std::size_t header_bytes = 64;
+inline constexpr std::uint32_t format_version = 2;
+inline constexpr std::size_t header_bytes = 80;
 inline constexpr std::size_t max_fingerprint_chars = 4096;
 
 /// The size of the file that holds `payload`.
@@ -46,13 +47,15 @@ std::uint64_t file_bytes(const block_payload& payload);
 /// dropped from the page cache (posix_fadvise DONTNEED): the block was just evicted from host
 /// memory, and keeping a second copy there would undo the host budget.
 status write(const std::string& temp_path, const std::string& final_path,
-             const block_payload& payload, time_ns last_use_ns, bool drop_page_cache);
+             const block_payload& payload, std::uint64_t key_id, time_ns last_use_ns,
+             bool drop_page_cache);
 
-/// Reads and verifies the block file at `path`, which must hold block `hash` of `model`. Errors:
+/// Reads and verifies the block file at `path`, which must hold block `hash` of `model`, named
+/// under the key `key_id` names. Errors:
 /// not_found when the file is gone, bad_format when its length, header, fingerprint, hash or
 /// checksum is wrong (the message says which), io_error when the read itself failed.
-result<payload_ptr> read(const std::string& path, const model_fingerprint& model, block_hash hash,
-                         bool drop_page_cache);
+result<payload_ptr> read(const std::string& path, const model_fingerprint& model,
+                         const block_hash& hash, std::uint64_t key_id, bool drop_page_cache);
 
 /// Sets the file's modification time, which records the block's last use across restarts.
 status set_last_use(const std::string& path, time_ns last_use_ns);

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <vector>
 
 #include "common/log.hpp"
@@ -38,9 +39,9 @@ std::string hex16(std::uint64_t v) {
   return buf;
 }
 
-std::string subdir_name(block_hash hash) {
+std::string subdir_name(const block_hash& hash) {
   char buf[3];
-  std::snprintf(buf, sizeof buf, "%02x", static_cast<unsigned>(hash & 0xff));
+  std::snprintf(buf, sizeof buf, "%02x", static_cast<unsigned>(hash.lo & 0xff));
   return buf;
 }
 
@@ -62,12 +63,15 @@ bool parse_hex16(const std::string& s, std::size_t at, std::uint64_t& out) {
   return true;
 }
 
-/// Parses "<model>-<hash>.<scenario>.kvb".
+/// Parses "<model>-<hash>.<scenario>.kvb": 16 and 32 hex digits.
 bool parse_block_name(const std::string& name, block_key& key, std::string& scenario) {
   const std::size_t suffix = std::strlen(block_suffix);
-  if (name.size() < 34 + 1 + suffix || name[16] != '-' || name[33] != '.') return false;
-  if (!parse_hex16(name, 0, key.model) || !parse_hex16(name, 17, key.hash)) return false;
-  scenario = name.substr(34, name.size() - 34 - suffix);
+  if (name.size() < 50 + 1 + suffix || name[16] != '-' || name[49] != '.') return false;
+  if (!parse_hex16(name, 0, key.model) || !parse_hex16(name, 17, key.hash.hi) ||
+      !parse_hex16(name, 33, key.hash.lo)) {
+    return false;
+  }
+  scenario = name.substr(50, name.size() - 50 - suffix);
   return !scenario.empty() && scenario.find('.') == std::string::npos;
 }
 
@@ -163,9 +167,61 @@ result<std::unique_ptr<ssd_tier>> ssd_tier::open(const ssd_tier_config& config, 
   result<int> lock_fd = lock_directory(c.dir);
   if (!lock_fd.ok()) return lock_fd.err();
   std::unique_ptr<ssd_tier> tier(new ssd_tier(std::move(c), clk, policy, *lock_fd));
+  status identified = tier->check_identity();
+  if (!identified.ok()) return identified.err();
   status scanned = tier->scan();
   if (!scanned.ok()) return scanned.err();
   return tier;
+}
+
+std::string ssd_tier::identity_text() const {
+  return std::string("brigade-kv-cache format=") + std::to_string(ssd_block_file::format_version) +
+         " scheme=" + block_hasher::scheme + " key_id=" + hex16(config_.key_id) + "\n";
+}
+
+status ssd_tier::check_identity() {
+  const std::string path = config_.dir + "/" + identity_file;
+  std::string found;
+  {
+    std::ifstream in(path);
+    if (in) std::getline(in, found, '\0');
+  }
+  const std::string wanted = identity_text();
+  if (found == wanted) return ok_status();
+  // Blocks named by another scheme or key can never be hits here, and one read by mistake would
+  // be KV of someone else's text: drop them all, before the scan indexes any.
+  std::uint64_t dropped = 0;
+  for (const std::string& sub : list_dir(config_.dir)) {
+    if (!is_subdir_name(sub)) continue;
+    for (const std::string& name : list_dir(config_.dir + "/" + sub)) {
+      if (!ends_with(name, block_suffix) && !ends_with(name, temp_suffix)) continue;
+      if (::unlink((config_.dir + "/" + sub + "/" + name).c_str()) == 0) ++dropped;
+    }
+  }
+  open_report_.foreign = dropped;
+  if (dropped > 0 || !found.empty()) {
+    std::string why = found.empty() ? "written before block hashes were keyed (no identity file)"
+                                    : "written under '" + found.substr(0, found.find('\n')) + "'";
+    log::warn("kvcache", "SSD tier " + config_.dir + ": dropped " + std::to_string(dropped) +
+                             " blocks " + why + "; this deployment's cache is '" +
+                             wanted.substr(0, wanted.size() - 1) +
+                             "' (another key means another deployment, or a new join secret)");
+  }
+  const std::string temp = path + temp_suffix;
+  {
+    std::ofstream out(temp, std::ios::trunc);
+    out << wanted;
+    if (!out.flush()) {
+      return error(errc::io_error, "SSD tier directory " + config_.dir +
+                                       ": cannot write its identity file " + path);
+    }
+  }
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    return error(errc::io_error, "SSD tier directory " + config_.dir +
+                                     ": cannot write its identity file " + path + ": " +
+                                     std::strerror(errno));
+  }
+  return ok_status();
 }
 
 status ssd_tier::scan() {
@@ -339,7 +395,7 @@ status ssd_tier::write_new(const tier_block& block, std::uint64_t alloc_bytes) {
     return error(full ? errc::resource_exhausted : errc::io_error,
                  "cannot create " + subdir + ": " + std::strerror(err_no));
   }
-  status written = ssd_block_file::write(path + temp_suffix, path, *block.payload,
+  status written = ssd_block_file::write(path + temp_suffix, path, *block.payload, config_.key_id,
                                          block.last_use_ns, config_.drop_page_cache);
   std::lock_guard<std::mutex> lock(index_mutex_);
   if (!written.ok()) {
@@ -356,7 +412,8 @@ status ssd_tier::write_new(const tier_block& block, std::uint64_t alloc_bytes) {
   return ok_status();
 }
 
-tier_block ssd_tier::get(const model_fingerprint& model, block_hash hash, scenario_id scenario) {
+tier_block ssd_tier::get(const model_fingerprint& model, const block_hash& hash,
+                         scenario_id scenario) {
   const block_key key{model.digest(), hash};
   std::lock_guard<std::mutex> io(io_mutex_);
   std::string path;
@@ -380,7 +437,8 @@ tier_block ssd_tier::get(const model_fingerprint& model, block_hash hash, scenar
     unlink_files({path});
     return {};
   }
-  result<payload_ptr> read = ssd_block_file::read(path, model, hash, config_.drop_page_cache);
+  result<payload_ptr> read =
+      ssd_block_file::read(path, model, hash, config_.key_id, config_.drop_page_cache);
   if (!read.ok()) {
     drop_bad(key, read.err());
     return {};
@@ -466,7 +524,7 @@ std::string ssd_tier::path_of(const block_key& key) const {
 
 std::string ssd_tier::path_for(const block_key& key, const std::string& scenario_name) const {
   return config_.dir + "/" + subdir_name(key.hash) + "/" + hex16(key.model) + "-" +
-         hex16(key.hash) + "." + scenario_name + block_suffix;
+         to_hex(key.hash) + "." + scenario_name + block_suffix;
 }
 
 bool ssd_tier::expired_locked(const entry& e, time_ns now) const {

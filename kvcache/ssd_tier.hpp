@@ -1,10 +1,13 @@
 // The SSD tier of the KV cache: one file per block in a directory, under a byte budget, LRU.
 //
-// Layout: <dir>/LOCK (held with flock while a tier has the directory open), and each block in
+// Layout: <dir>/LOCK (held with flock while a tier has the directory open), <dir>/IDENTITY (the
+// file format, block-hash scheme and key id its blocks were named under), and each block in
 // <dir>/<hh>/<model>-<hash>.<scenario>.kvb, where hh is the low byte of the block hash in hex
-// (256 subdirectories keep directories small), model and hash are 16 hex digits, and scenario is
-// the block's retention scenario. The file's format is in kvcache/ssd_block_file.hpp; its
-// modification time is the block's last use.
+// (256 subdirectories keep directories small), model is 16 and hash 32 hex digits, and scenario
+// is the block's retention scenario. A directory whose IDENTITY differs from the tier's (another
+// deployment's key, an older scheme, or none) has every block file dropped at open, with a log
+// line saying why: such blocks could never be hits, and are never half-used. The file's format is
+// in kvcache/ssd_block_file.hpp; its modification time is the block's last use.
 //
 // The index is rebuilt on open from names and stat() alone, no file read: what a block needs to
 // be found, ordered and expired (key, scenario, size, last use) is in its name and its metadata,
@@ -45,6 +48,8 @@ struct ssd_tier_config {
   /// evicted from host memory, and one read is about to be promoted there, so a page-cache copy
   /// would only duplicate the host tier.
   bool drop_page_cache = true;
+  /// block_hasher::key_id() of the key that names the blocks; files under another are dropped.
+  std::uint64_t key_id = 0;
 };
 
 /// What open() found in the directory.
@@ -59,10 +64,14 @@ struct ssd_open_report {
   std::uint64_t duplicates = 0;
   /// Blocks expired or evicted for the budget while opening.
   std::uint64_t removed = 0;
+  /// Block files of another hash scheme or key (another deployment's cache), deleted.
+  std::uint64_t foreign = 0;
 };
 
 class ssd_tier {
  public:
+  static constexpr const char* identity_file = "IDENTITY";
+
   /// Opens the tier on `config.dir` and indexes the blocks already there. Fails, naming the path
   /// and what to do, when the directory is missing, not a directory, not writable, or open by
   /// another tier. `clk` and `policy` must outlive the tier.
@@ -81,7 +90,7 @@ class ssd_tier {
   /// Reads block `hash` of `model`, used now under `scenario`. On a hit the payload has passed
   /// every check, and the result carries the block's scenario and last use; on a miss (absent,
   /// expired, damaged, unreadable) the payload is null.
-  tier_block get(const model_fingerprint& model, block_hash hash, scenario_id scenario);
+  tier_block get(const model_fingerprint& model, const block_hash& hash, scenario_id scenario);
 
   /// Whether an unexpired block is indexed under `key`; reads no file.
   bool contains(const block_key& key) const;
@@ -119,6 +128,10 @@ class ssd_tier {
 
   ssd_tier(ssd_tier_config config, const clock& clk, const retention& policy, int lock_fd);
 
+  /// The IDENTITY file's text for this tier's configuration.
+  std::string identity_text() const;
+  /// Drops every block file when IDENTITY is not this tier's, then writes it.
+  status check_identity();
   status scan();
   void index_scanned(const std::string& subdir, const std::string& name);
   status refresh(const block_key& key, scenario_id scenario, time_ns last_use_ns);

@@ -18,6 +18,7 @@ result<std::unique_ptr<tiered_store>> tiered_store::open(const tiered_store_conf
     ssd_config.dir = config.ssd_dir;
     ssd_config.budget_bytes = config.ssd_budget_bytes;
     ssd_config.drop_page_cache = config.ssd_drop_page_cache;
+    ssd_config.key_id = config.hash_key_id;
     result<std::unique_ptr<ssd_tier>> opened = ssd_tier::open(ssd_config, clk, policy);
     if (!opened.ok()) return opened.err();
     ssd = std::move(*opened);

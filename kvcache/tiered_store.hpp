@@ -49,6 +49,8 @@ struct tiered_store_config {
   std::uint64_t ssd_budget_bytes = 0;
   /// See ssd_tier_config::drop_page_cache.
   bool ssd_drop_page_cache = true;
+  /// See ssd_tier_config::key_id.
+  std::uint64_t hash_key_id = 0;
   /// The most demotions and promotions waiting for the background thread. Beyond it a demotion
   /// is dropped and a promotion is not started; blocks waiting for demotion are host memory over
   /// the host budget, at most this many.
@@ -171,7 +173,7 @@ class tiered_store {
     tier_block block;
     /// promote: the block to read, and the scenario of the lookup that asked for it.
     std::optional<model_fingerprint> model;
-    block_hash hash = 0;
+    block_hash hash;
     scenario_id scenario = retention::chat;
   };
 

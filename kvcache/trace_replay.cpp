@@ -8,6 +8,8 @@
 #include "kvcache/cache_events.hpp"
 #include "kvcache/clock.hpp"
 #include "kvcache/global_prefix_index.hpp"
+#include "kvcache/hash_key.hpp"
+#include "kvcache/legacy_hash.hpp"
 #include "kvcache/prefix_index.hpp"
 #include "kvcache/retention.hpp"
 
@@ -222,13 +224,16 @@ replay_report simulation::finish(double ideal) const {
 }  // namespace
 
 std::vector<replay_request> prepare_replay(const std::vector<trace_request>& trace,
-                                           std::size_t block_size) {
+                                           std::size_t block_size, replay_hashing hashing) {
+  const block_hasher hasher(random_hash_key());
   std::vector<replay_request> out;
   out.reserve(trace.size());
   for (const auto& t : trace) {
     const std::vector<std::int32_t> tokens = synthesize_prompt(t);
     out.push_back(replay_request{t.timestamp_ms, t.input_tokens,
-                                 hash_chain(tokens.data(), tokens.size(), block_size)});
+                                 hashing == replay_hashing::keyed
+                                     ? hasher.chain(tokens.data(), tokens.size(), block_size)
+                                     : legacy::chain(tokens.data(), tokens.size(), block_size)});
   }
   return out;
 }

@@ -79,10 +79,15 @@ struct replay_report {
 /// Called every few hundred requests with (requests done, requests in all).
 using replay_progress = std::function<void(std::size_t, std::size_t)>;
 
+/// How replayed prompts are hashed: brigade's keyed scheme (a fresh random key), or the 64-bit
+/// unkeyed XXH3 chain it replaced (kvcache/legacy_hash.hpp), to compare the two side by side.
+enum class replay_hashing { keyed, legacy_xxh3_64 };
+
 /// Synthesizes each request's tokens (mooncake_trace.hpp) and hashes its full blocks of
 /// `block_size` tokens.
 std::vector<replay_request> prepare_replay(const std::vector<trace_request>& trace,
-                                           std::size_t block_size);
+                                           std::size_t block_size,
+                                           replay_hashing hashing = replay_hashing::keyed);
 
 /// The hit rate of an unbounded prefix cache fed the requests in arrival order.
 double ideal_hit_rate(const std::vector<replay_request>& requests, std::size_t block_size);

@@ -43,6 +43,26 @@ http_reply method_not_allowed(std::string_view method, std::string_view path, co
   return r;
 }
 
+// A 401 asking for a key, with WWW-Authenticate: Bearer.
+http_reply unauthorized(std::string message) {
+  api_error e;
+  e.http_status = 401;
+  e.message = std::move(message);
+  e.code = "invalid_api_key";
+  http_reply r = api_handler::error_reply(e);
+  r.www_authenticate = true;
+  return r;
+}
+
+http_reply forbidden(std::string message, std::string code) {
+  api_error e;
+  e.http_status = 403;
+  e.type = "permission_error";
+  e.message = std::move(message);
+  e.code = std::move(code);
+  return api_handler::error_reply(e);
+}
+
 uint64_t splitmix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -63,6 +83,9 @@ api_handler::api_handler(inference_service& service, const model::tokenizer& tok
     : service_(service),
       tok_(tok),
       auth_(options.api_keys),
+      admin_auth_(unbound_keys(options.admin_keys)),
+      admin_access_(admin_access_for(admin_auth_.enabled(), auth_.enabled(), options.listen_host,
+                                     options.admin_without_key)),
       eos_ids_(options.eos_ids),
       seed_base_(std::random_device{}()),
       request_metrics_(registry_) {}
@@ -114,22 +137,12 @@ api_handler::outcome api_handler::handle(const http_request_view& req, clock::ti
 
 api_handler::outcome api_handler::route(const http_request_view& req, clock::time_point received) {
   const std::string_view path = path_of(req.target);
-  const bool is_api = path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
-  if (is_api && !auth_.allows(req.authorization)) {
-    api_error e;
-    e.http_status = 401;
-    e.message = req.authorization.empty()
-                    ? "this server needs an API key: send the header Authorization: Bearer <key>"
-                    : "the API key is not valid";
-    e.code = "invalid_api_key";
-    http_reply r = error_reply(e);
-    r.www_authenticate = true;
-    return r;
-  }
+  std::string bound_salt;
+  if (auto refusal = refuse_caller(req, path, bound_salt)) return *refusal;
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
     if (req.method != "POST") return method_not_allowed(req.method, path, "POST");
     return start_generation(path == "/v1/completions" ? api_kind::completion : api_kind::chat,
-                            req.body, received);
+                            req.body, bound_salt, received);
   }
   if (path == "/tokenize" || path == "/detokenize") {
     if (req.method != "POST") return method_not_allowed(req.method, path, "POST");
@@ -145,14 +158,6 @@ api_handler::outcome api_handler::route(const http_request_view& req, clock::tim
   }
   if (path == "/v1/admin/faults") {
     if (req.method != "POST") return method_not_allowed(req.method, path, "POST");
-    if (!auth_.enabled()) {
-      api_error e;
-      e.http_status = 403;
-      e.message =
-          "fault injection on nodes needs the server started with an API key "
-          "(--api-key or serve.api_keys): it can cut nodes off";
-      return error_reply(e);
-    }
     return admin_faults(req.body);
   }
   if (path == "/v1/events") {
@@ -174,6 +179,56 @@ api_handler::outcome api_handler::route(const http_request_view& req, clock::tim
   http_reply r = get_route(path);
   if (r.status != 404 && req.method != "GET") return method_not_allowed(req.method, path, "GET");
   return r;
+}
+
+// The answer that refuses the caller of `path`, if any. Otherwise `bound_salt` is the cache salt
+// bound to the caller's API key ("" for none, an admin key, or a server without API keys).
+std::optional<http_reply> api_handler::refuse_caller(const http_request_view& req,
+                                                     std::string_view path,
+                                                     std::string& bound_salt) const {
+  if (path.rfind("/v1/admin/", 0) == 0) return refuse_admin(req.authorization);
+  const bool is_api = path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
+  if (!is_api || !auth_.enabled()) return std::nullopt;
+  const api_key* key = auth_.match(req.authorization);
+  const bool admin = admin_auth_.match(req.authorization) != nullptr;
+  if (key) bound_salt = key->cache_salt;
+  if (key || admin) return std::nullopt;
+  return unauthorized(req.authorization.empty()
+                          ? "this server needs an API key: send the header Authorization: Bearer "
+                            "<key>"
+                          : "the API key is not valid");
+}
+
+// The one rule of every /v1/admin/ route (serve/admin_access.hpp).
+std::optional<http_reply> api_handler::refuse_admin(std::string_view authorization) const {
+  switch (admin_access_) {
+    case admin_access::open_loopback:
+    case admin_access::open_by_opt_in:
+      return std::nullopt;
+    case admin_access::refused_no_keys:
+      return forbidden(
+          "the admin routes are refused: this server listens beyond loopback and has no key. "
+          "Set admin keys (serve.admin_keys or --admin-key), or open them to anyone who can "
+          "reach the server with serve.admin_without_key: true",
+          "admin_key_required");
+    case admin_access::api_keys:
+      if (auth_.match(authorization)) return std::nullopt;
+      return unauthorized(authorization.empty() ? "the admin routes need a key: send the header "
+                                                  "Authorization: Bearer <key>"
+                                                : "the API key is not valid");
+    case admin_access::admin_keys:
+      break;
+  }
+  if (admin_auth_.match(authorization)) return std::nullopt;
+  if (auth_.match(authorization)) {
+    return forbidden(
+        "the admin routes need an admin key (serve.admin_keys or --admin-key); an API key "
+        "does not open them",
+        "admin_key_required");
+  }
+  return unauthorized(authorization.empty() ? "the admin routes need an admin key: send the header "
+                                              "Authorization: Bearer <admin key>"
+                                            : "the admin key is not valid");
 }
 
 http_reply api_handler::admin_kill(std::string_view body) {
@@ -352,12 +407,15 @@ http_reply api_handler::get_route(std::string_view path) {
 }
 
 api_handler::outcome api_handler::start_generation(api_kind kind, std::string_view body,
+                                                   std::string_view bound_salt,
                                                    clock::time_point received) {
   const int64_t id = next_id_++;
   const request_context ctx = context_for(id);
   parse_outcome parsed = parse_request(kind, body, ctx);
   if (auto* e = std::get_if<api_error>(&parsed)) return error_reply(*e);
   parsed_request& p = std::get<parsed_request>(parsed);
+  // Every choice below copies p.generation, so the n choices share one namespace.
+  p.generation.cache_salt = effective_cache_salt(bound_salt, p.cache_salt);
   response_meta meta;
   meta.kind = kind;
   meta.id = (kind == api_kind::chat ? "chatcmpl-" : "cmpl-") + std::to_string(id);

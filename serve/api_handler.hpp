@@ -9,19 +9,23 @@
 //   GET  /v1/status               every role's queue and steps (API key)
 //   GET  /v1/experts              expert layout and balance    (API key)
 //   GET  /v1/events               expert-balancing events, SSE (API key)
-//   POST /v1/admin/kill           fault injection: {"actor": "decode-0"}  (API key)
+//   POST /v1/admin/kill           fault injection: {"actor": "decode-0"}  (admin)
 //   POST /v1/admin/replan         a random migration: {"seed": 5}, and with "kill":
-//                                 "expert_shard-2" that actor dies as it starts  (API key)
+//                                 "expert_shard-2" that actor dies as it starts  (admin)
 //   POST /v1/admin/faults         a fault on a node: {"node": "n2", "kind": "drop", "rate": 0.1,
-//                                 "for_ms": 5000} (only with an API key configured)
+//                                 "for_ms": 5000}  (admin)
 //   POST /v1/completions          OpenAI completions           (API key)
 //   POST /v1/chat/completions     OpenAI chat completions      (API key)
+//
+// (API key): with API keys configured, one of them or an admin key; without, open.
+// (admin): as serve/admin_access.hpp decides from the keys and the listening address.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -29,6 +33,7 @@
 
 #include "common/metrics.hpp"
 #include "model/tokenizer.hpp"
+#include "serve/admin_access.hpp"
 #include "serve/api_error.hpp"
 #include "serve/auth.hpp"
 #include "serve/generation_stream.hpp"
@@ -71,8 +76,12 @@ struct event_stream_start {
 };
 
 struct api_handler_options {
-  std::vector<std::string> api_keys;  ///< Empty: no authentication.
-  std::vector<int32_t> eos_ids;       ///< Stop ids of every request unless it sets ignore_eos.
+  std::vector<api_key> api_keys;  ///< Empty: the ordinary routes are open.
+  std::vector<int32_t> eos_ids;   ///< Stop ids of every request unless it sets ignore_eos.
+  /// Keys for the admin routes; they open the ordinary routes too, bound to no cache salt.
+  std::vector<std::string> admin_keys;
+  std::string listen_host = "127.0.0.1";  ///< Where the server listens (admin_access_for).
+  bool admin_without_key = false;         ///< Opens keyless admin routes off loopback.
 };
 
 class api_handler {
@@ -96,13 +105,19 @@ class api_handler {
   static http_reply error_reply(const api_error& e);
 
   inference_service& service() { return service_; }
+  /// Who may call /v1/admin/*, decided once from the options.
+  admin_access admin() const { return admin_access_; }
   request_metrics& metrics() { return request_metrics_; }
   /// Everything /metrics shows: the service's metrics and the request metrics.
   std::string metrics_text();
 
  private:
   outcome route(const http_request_view& req, clock::time_point received);
-  outcome start_generation(api_kind kind, std::string_view body, clock::time_point received);
+  std::optional<http_reply> refuse_caller(const http_request_view& req, std::string_view path,
+                                          std::string& bound_salt) const;
+  std::optional<http_reply> refuse_admin(std::string_view authorization) const;
+  outcome start_generation(api_kind kind, std::string_view body, std::string_view bound_salt,
+                           clock::time_point received);
   request_context context_for(int64_t id) const;
   http_reply tokenize(std::string_view body) const;
   http_reply detokenize(std::string_view body) const;
@@ -114,6 +129,8 @@ class api_handler {
   inference_service& service_;
   const model::tokenizer& tok_;
   api_key_auth auth_;
+  api_key_auth admin_auth_;
+  admin_access admin_access_;
   std::vector<int32_t> eos_ids_;
   uint64_t seed_base_;
   std::atomic<int64_t> next_id_{1};

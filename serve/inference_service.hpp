@@ -55,6 +55,10 @@ struct generation_request {
   /// The id of a request of this service with the same prompt (an answer's first choice), or 0:
   /// a service with a prefix cache computes this one where that one's prompt is cached.
   int64_t same_prompt_as = 0;
+  /// The prefix-cache namespace (issue 29): mixed into the first block's hash, so that this
+  /// request shares cached KV only with requests of the same salt. The API key's bound salt and
+  /// the client's `cache_salt` field, combined by the HTTP layer; empty: the shared namespace.
+  std::string cache_salt;
 };
 
 /// Why a generation ended.

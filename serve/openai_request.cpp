@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "serve/auth.hpp"
+
 namespace brigade::serve {
 namespace {
 
@@ -550,6 +552,18 @@ bool read_scenario(field_reader& r, const request_context& ctx, std::string& sce
   return true;
 }
 
+// cache_salt (vLLM's): a prefix-cache namespace of 1 to max_cache_salt_chars characters.
+bool read_cache_salt(field_reader& r, std::string& salt) {
+  const json* v = r.find("cache_salt");
+  if (!v) return true;
+  if (!v->is_string() || !valid_cache_salt(v->get_ref<const std::string&>())) {
+    return r.fail("cache_salt", "cache_salt must be a string of 1 to " +
+                                    std::to_string(max_cache_salt_chars) + " characters");
+  }
+  salt = v->get<std::string>();
+  return true;
+}
+
 // The prompt must leave room in the context for max_tokens (default: 16 for completions, the
 // rest of the context for chat, as the OpenAI API does).
 bool read_max_tokens(field_reader& r, api_kind kind, const request_context& ctx, int prompt,
@@ -667,7 +681,8 @@ parse_outcome parse_request(api_kind kind, std::string_view body, const request_
                                           : read_prompt(r, j, ctx, g.prompt)) &&
                   read_stream(r, out) && read_sampling(r, ctx, g.sampling) &&
                   read_stop(r, out.stop_strings) && read_stop_ids(r, ctx, g.stop_ids) &&
-                  read_scenario(r, ctx, g.scenario) && read_choices(r, kind, out) &&
+                  read_scenario(r, ctx, g.scenario) && read_cache_salt(r, out.cache_salt) &&
+                  read_choices(r, kind, out) &&
                   read_max_tokens(r, kind, ctx, static_cast<int>(g.prompt.size()), out.echo,
                                   g.max_tokens, out.no_output) &&
                   read_logprobs(r, kind, g.top_logprobs) && read_penalties(r, ctx, g.sampling) &&

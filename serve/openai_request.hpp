@@ -41,6 +41,9 @@ struct parsed_request {
   /// What tool_choice "required" or a named function put at the start of the assistant's turn:
   /// the opening of a call, which the model completes. The parser reads it first.
   std::string forced_prefix;
+  /// The client's `cache_salt` (vLLM's field), "" when absent. The server combines it with the
+  /// salt bound to the request's API key into generation.cache_salt (effective_cache_salt).
+  std::string cache_salt;
 };
 
 /// The seed of choice `index` of a request seeded with `seed`: choice 0 keeps it, so n = 1

@@ -96,7 +96,8 @@ struct answer {
 };
 
 answer run(deploy::topology& topo, const std::vector<int32_t>& p, int max_tokens,
-           const std::string& scenario = "chat", int top_logprobs = -1) {
+           const std::string& scenario = "chat", int top_logprobs = -1,
+           const std::string& cache_salt = "") {
   static int64_t next_id = 1;
   serve::generation_request r;
   r.id = next_id++;
@@ -104,6 +105,7 @@ answer run(deploy::topology& topo, const std::vector<int32_t>& p, int max_tokens
   r.max_tokens = max_tokens;
   r.scenario = scenario;
   r.top_logprobs = top_logprobs;
+  r.cache_salt = cache_salt;
   auto sink = std::make_shared<testing::collecting_sink>();
   REQUIRE(topo.service().submit(r, sink).ok());
   REQUIRE(sink->wait());
@@ -416,6 +418,47 @@ TEST_CASE("a corrupt SSD block is dropped and recomputed, never served", "[topol
   CHECK(d["ssd"]["corrupt_blocks"].get<int>() >= 1);
   CHECK(d["lookup_ssd_hits"].get<int>() >= 1);
   CHECK(json::parse(topo.value()->statuses_json()).is_array());
+}
+
+TEST_CASE("tenants with different salts share no block in any tier; the same salt shares",
+          "[topology][kv_cache]") {
+  check_cache_invariants();
+  model_fixture f;
+  testing::temp_dir ssd{"cache-ssd"};
+  const auto p = prompt(8, 200, 120, 0);  // 7 full blocks
+  const auto expected = engine_answers(f.dir.path(), {p}, 6);
+  auto topo = deploy::topology::start(ssd_manifest(f.dir.path(), ssd.path(), 1 << 20));
+  REQUIRE(topo.ok());
+  auto& t = *topo.value();
+  auto same_as_engine = [&](const answer& a) {
+    CHECK(a.tokens == expected[0].tokens);
+    REQUIRE_FALSE(a.logprobs.empty());
+    CHECK(same_bits(a.logprobs.front(), expected[0].first));
+  };
+  const answer first = run(t, p, 6, "chat", compared_logprobs, "tenant-a");
+  same_as_engine(first);
+  CHECK(first.usage.cached_tokens == 0);
+  wait_store_idle(t);
+  // Tenant a's blocks are now in every tier: one in the pool, two in host memory, the rest on
+  // SSD. Another salt, and no salt, find none of them, in any tier.
+  REQUIRE(block_files(ssd.path()).size() >= 4);
+  const json before = store_detail(t);
+  for (const std::string salt : {"tenant-b", ""}) {
+    INFO("salt '" << salt << "'");
+    const answer other = run(t, p, 6, "chat", compared_logprobs, salt);
+    same_as_engine(other);
+    CHECK(other.usage.cached_tokens == 0);
+    wait_store_idle(t);
+  }
+  const json after = store_detail(t);
+  CHECK(after["lookup_host_hits"] == before["lookup_host_hits"]);
+  CHECK(after["lookup_ssd_hits"] == before["lookup_ssd_hits"]);
+  // Tenant a again: its own blocks still serve it (the others' pushed some further down).
+  const answer again = run(t, p, 6, "chat", compared_logprobs, "tenant-a");
+  same_as_engine(again);
+  CHECK(again.usage.cached_tokens >= 16);
+  INFO("store: " << store_detail(t).dump());
+  CHECK(store_detail(t)["lookup_ssd_hits"].get<int>() > after["lookup_ssd_hits"].get<int>());
 }
 
 TEST_CASE("a KV store restart keeps the SSD tier", "[topology][kv_cache]") {

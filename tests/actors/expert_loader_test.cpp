@@ -12,6 +12,7 @@
 #include "actors/message_types.hpp"
 #include "actors/model_context.hpp"
 #include "actors/small_model.hpp"
+#include "kvcache/hash_key.hpp"
 
 using namespace brigade;
 
@@ -45,7 +46,7 @@ struct shard_fixture {
   std::unique_ptr<caf::actor_system> sys;
 
   explicit shard_fixture(const std::string& name) : model(name, 9) {
-    auto loaded = actors::model_context::load(model.dir.path(), {});
+    auto loaded = actors::model_context::load(model.dir.path(), kvcache::random_hash_key(), {});
     REQUIRE(loaded.ok());
     ctx = loaded.value();
     cfg.set("logger.verbosity", caf::atom("quiet"));

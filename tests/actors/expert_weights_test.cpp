@@ -1,6 +1,7 @@
 // Expert weights as they move between shards: a copy out and back in computes what the
 // original computes, bit for bit, and bytes that do not fit the model are refused with a reason.
 #include "actors/expert_weights.hpp"
+#include "kvcache/hash_key.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -29,7 +30,7 @@ std::vector<float> ffn_output(gpu::backend& dev, const model::ffn_weights& w, in
 
 TEST_CASE("expert weights copied out and back in compute the same outputs", "[experts]") {
   testing::small_model f{"expert-weights", 5};
-  auto ctx = actors::model_context::load(f.dir.path(), {});
+  auto ctx = actors::model_context::load(f.dir.path(), kvcache::random_hash_key(), {});
   REQUIRE(ctx.ok());
   const auto& c = ctx.value()->config;
   gpu::backend& dev = *ctx.value()->dev;

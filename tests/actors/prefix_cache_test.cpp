@@ -10,6 +10,7 @@
 
 #include "actors/retention_table.hpp"
 #include "config/manifest.hpp"
+#include "kvcache/hash_key.hpp"
 
 using namespace brigade;
 using actors::job_blocks;
@@ -25,12 +26,13 @@ struct fixture {
   kvcache::block_pool pool;
   kvcache::manual_clock clk{1'000'000'000};
   kvcache::retention policy = actors::retention_table(brigade::config::kv_cache_policy{}.scenarios);
+  kvcache::block_hasher hasher{kvcache::random_hash_key()};
   actors::prefix_cache cache;
 
   explicit fixture(int blocks, size_t capacity = 0, bool demote = false)
       : kv(make_kv(*dev, blocks)),
         pool(blocks),
-        cache(pool, *dev, *kv, config(blocks, capacity, demote), clk, policy) {}
+        cache(pool, *dev, *kv, hasher, config(blocks, capacity, demote), clk, policy) {}
 
   static std::unique_ptr<gpu::kv_storage> make_kv(gpu::backend& dev, int blocks) {
     gpu::kv_layout l;
@@ -74,7 +76,7 @@ void compute(fixture& f, job& j) {
 }
 
 bool admit(fixture& f, job& j, kvcache::scenario_id scenario = kvcache::retention::chat) {
-  f.cache.begin(j.tokens, scenario, j.prefix);
+  f.cache.begin(j.tokens, "", scenario, j.prefix);
   f.cache.take_pooled(j.prefix, j.blocks);
   const int total = (static_cast<int>(j.tokens.size()) + bt - 1) / bt;
   if (!f.cache.allocate(total - static_cast<int>(j.blocks.size()), j.blocks)) return false;
@@ -167,8 +169,8 @@ TEST_CASE("eviction takes the least recently released blocks, deepest first", "[
   std::vector<uint8_t> stored;
   f.cache.take_events(hashes, stored);
   CHECK(stored == std::vector<uint8_t>{1, 1, 1, 1});
-  const auto a_chain = kvcache::hash_chain(a.tokens.data(), a.tokens.size(), bt);
-  const auto b_chain = kvcache::hash_chain(b.tokens.data(), b.tokens.size(), bt);
+  const auto a_chain = f.hasher.chain(a.tokens.data(), a.tokens.size(), bt);
+  const auto b_chain = f.hasher.chain(b.tokens.data(), b.tokens.size(), bt);
   // Using a again makes b the least recently used.
   job again{tokens(10, 9)};
   REQUIRE(admit(f, again));
@@ -185,7 +187,7 @@ TEST_CASE("eviction takes the least recently released blocks, deepest first", "[
   CHECK(stored[0] == 0);
   // Everything pinned: a job needing more than the free and unpinned blocks waits.
   job d{tokens(40, 30)};
-  f.cache.begin(d.tokens, 0, d.prefix);
+  f.cache.begin(d.tokens, "", 0, d.prefix);
   std::vector<int32_t> none;
   CHECK_FALSE(f.cache.allocate(8, none));
   CHECK(none.empty());
@@ -206,7 +208,7 @@ TEST_CASE("retention: chat blocks expire after 7 days, agent blocks after 3", "[
   }
   auto hits = [&](int first) {
     job probe{tokens(first, 9)};
-    f.cache.begin(probe.tokens, 0, probe.prefix);
+    f.cache.begin(probe.tokens, "", 0, probe.prefix);
     return std::min(f.cache.index().match(probe.prefix.chain), probe.prefix.reusable);
   };
   f.clk.advance(3 * 24h - 1s);
@@ -237,7 +239,7 @@ TEST_CASE("evicted blocks and blocks the pool cannot keep go to the KV store byt
   f.cache.finish(a.prefix, a.blocks, a.computed);
   auto demoted = f.cache.take_demotions();
   REQUIRE(demoted.size() == 2);
-  const auto chain = kvcache::hash_chain(a.tokens.data(), a.tokens.size(), bt);
+  const auto chain = f.hasher.chain(a.tokens.data(), a.tokens.size(), bt);
   CHECK(demoted[0].hash == chain[2]);
   CHECK(demoted[1].hash == chain[3]);
   CHECK(demoted[0].scenario == kvcache::retention::agent);
@@ -258,7 +260,7 @@ TEST_CASE("evicted blocks and blocks the pool cannot keep go to the KV store byt
 
   // Fetched blocks written into a new job read back exactly.
   job c{tokens(10, 17)};
-  f.cache.begin(c.tokens, 0, c.prefix);
+  f.cache.begin(c.tokens, "", 0, c.prefix);
   f.cache.take_pooled(c.prefix, c.blocks);
   REQUIRE(c.prefix.held == 0);
   REQUIRE(f.cache.allocate(5, c.blocks));

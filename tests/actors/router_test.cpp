@@ -3,6 +3,7 @@
 // an update once made the router give back a sequence to decode worker -1). Stand-in workers record
 // the jobs they get and send what the test tells them to, as themselves.
 #include "actors/router.hpp"
+#include "kvcache/hash_key.hpp"
 
 #include <caf/all.hpp>
 #include <catch2/catch.hpp>
@@ -78,7 +79,8 @@ TEST_CASE("a request's tokens count only from its current workers", "[actors][ro
   caf::actor_system sys{cfg};
   router_config rc;
   rc.retry_backoff = std::chrono::seconds(2);  // a long wait between attempts
-  auto router = spawn_router(sys, rc);
+  auto router = spawn_router(
+      sys, rc, std::make_shared<const kvcache::block_hasher>(kvcache::random_hash_key()));
   auto log = std::make_shared<job_log>();
   auto prefill = sys.spawn(stand_in, log, router);
   auto decode = sys.spawn(stand_in, log, router);
@@ -144,7 +146,10 @@ TEST_CASE("refusals reach the request's sink, never a token after them", "[actor
   router_config rc;
   rc.admission_queue = 2;
   rc.scenarios = {"chat"};
-  auto router = spawn_router(sys, rc);  // no workers: whatever is admitted waits
+  auto router =
+      spawn_router(sys, rc,
+                   std::make_shared<const kvcache::block_hasher>(
+                       kvcache::random_hash_key()));  // no workers: whatever is admitted waits
   auto submit = [&](int64_t id, const std::string& scenario) {
     serve::generation_request req;
     req.id = id;

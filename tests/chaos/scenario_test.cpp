@@ -124,7 +124,7 @@ TEST_CASE("the runner's manifest names every node at its address, with the key a
   CHECK(m->nodes[1].address == "127.0.0.1:1002");
   CHECK(m->nodes[1].decode == 1);
   CHECK(m->model == "/models/m");
-  CHECK(m->api_keys == std::vector<std::string>{"k"});
+  CHECK(m->api_keys == std::vector<serve::api_key>{{"k", ""}});
   CHECK(m->experts.count == 5);
   // Without nodes listed, the roles are spread over n1..nN, each node holding some.
   auto spread = parse_scenario(R"(

@@ -31,7 +31,7 @@ restart: {max_restarts: 2, window_s: 5.5, backoff_ms: 10, max_backoff_ms: 100}
   CHECK(m->model == "/models/x");
   CHECK(m->block_tokens == 32);
   CHECK(m->listen == "0.0.0.0:9000");
-  CHECK(m->api_keys == std::vector<std::string>{"a", "b"});
+  CHECK(m->api_keys == std::vector<serve::api_key>{{"a", ""}, {"b", ""}});
   CHECK(m->served_model_name == "my-moe");
   CHECK(m->admission_queue == 10);
   CHECK(m->prefill.count == 2);

@@ -72,7 +72,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 6: {
       static const auto model =
           kvcache::model_fingerprint::make("m", kvcache::kv_block_shape{2, 4, 2, 4}).value();
-      (void)kvcache::ssd_block_file::read(scratch_file(text), model, 42, false);
+      (void)kvcache::ssd_block_file::read(scratch_file(text), model, 42, 7, false);
       break;
     }
     case 7:

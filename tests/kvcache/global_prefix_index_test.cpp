@@ -69,7 +69,7 @@ TEST_CASE("the global index agrees with every worker's own index under random tr
     std::vector<std::int32_t> tokens(static_cast<std::size_t>(uniform(1, 9)));
     for (auto& t : tokens)
       t = uniform(0, 2);
-    return hash_chain(tokens.data(), tokens.size(), 1);
+    return testing::test_hasher().chain(tokens.data(), tokens.size(), 1);
   };
   auto publish = [&](worker_id w, const std::vector<removed_block>& removed,
                      const std::vector<block_hash>& stored) {

@@ -158,7 +158,7 @@ TEST_CASE("host tier readers race an inserting thread and see only whole blocks"
   std::size_t hits = 0;
   std::size_t bad = 0;
   while (!done) {
-    for (block_hash h = 0; h < 97; ++h) {
+    for (std::uint64_t h = 0; h < 97; ++h) {
       payload_ptr p = tier.get({model.digest(), h}, retention::chat);
       if (p == nullptr) continue;
       ++hits;

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "kvcache/prefix_index.hpp"
+#include "tests/kvcache/index_helpers.hpp"
 
 using namespace brigade::kvcache;
 using brigade::errc;
@@ -98,7 +99,7 @@ class stress_run {
     for (auto& t : tokens)
       t = uniform(0, 2);
     request r;
-    r.chain = hash_chain(tokens.data(), tokens.size(), 1);
+    r.chain = testing::test_hasher().chain(tokens.data(), tokens.size(), 1);
     r.scenario = uniform(0, 1) ? retention::chat : retention::agent;
     const std::size_t hits = index_.match(r.chain);
     std::vector<std::int64_t> ids;

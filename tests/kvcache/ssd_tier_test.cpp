@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
+#include <fstream>
 
 #include <cerrno>
 #include <chrono>
@@ -27,10 +28,12 @@ namespace {
 constexpr std::uint64_t file_alloc_bytes = 4096;  // A small model's block file, rounded up.
 
 std::unique_ptr<ssd_tier> open_tier(const std::string& dir, std::uint64_t budget_bytes,
-                                    const brigade::kvcache::clock& clk, const retention& policy) {
+                                    const brigade::kvcache::clock& clk, const retention& policy,
+                                    std::uint64_t key_id = 0x5eed) {
   ssd_tier_config config;
   config.dir = dir;
   config.budget_bytes = budget_bytes;
+  config.key_id = key_id;
   auto tier = ssd_tier::open(config, clk, policy);
   INFO((tier.ok() ? std::string() : tier.err().describe()));
   REQUIRE(tier.ok());
@@ -65,7 +68,7 @@ TEST_CASE("SSD tier stores a block as a checksummed file and reads it back", "[s
   REQUIRE(tier->put(block_at(model, 0x1234abcd, clk.now(), retention::agent)).ok());
   const std::string path = tier->path_of({model.digest(), 0x1234abcd});
   CHECK(path.find("/cd/") != std::string::npos);
-  CHECK(path.find("-000000001234abcd.agent.kvb") != std::string::npos);
+  CHECK(path.find("-0000000000000000000000001234abcd.agent.kvb") != std::string::npos);
   CHECK(fs::file_size(path) ==
         ssd_block_file::header_bytes + model.text().size() + model.block_bytes());
   CHECK(tier->contains({model.digest(), 0x1234abcd}));
@@ -165,6 +168,64 @@ TEST_CASE("SSD tier never serves a file holding another model's block", "[ssd_ti
   REQUIRE(tier->check_invariants().ok());
 }
 
+TEST_CASE("SSD tier drops, at open, a cache written under another block-hash key or scheme",
+          "[ssd_tier]") {
+  temp_dir dir("ssd-identity");
+  manual_clock clk(test_epoch_ns);
+  retention policy;
+  const auto model = small_model();
+  std::string moved_in;
+  {
+    auto tier = open_tier(dir.path(), 64 * file_alloc_bytes, clk, policy, 0xaaaa);
+    for (std::uint64_t h = 1; h <= 4; ++h)
+      REQUIRE(tier->put(block_at(model, h, clk.now())).ok());
+    moved_in = dir.file("moved-in.kvb");
+    fs::copy_file(tier->path_of({model.digest(), 4}), moved_in);
+  }
+  {
+    // The same key: everything is kept and served.
+    auto tier = open_tier(dir.path(), 64 * file_alloc_bytes, clk, policy, 0xaaaa);
+    CHECK(tier->open_report().blocks == 4);
+    CHECK(tier->open_report().foreign == 0);
+    CHECK(intact(tier->get(model, 1, retention::chat).payload, model, 1));
+  }
+  {
+    // Another deployment's key: every block file goes, with a log line saying why.
+    stderr_capture captured(dir.file("stderr.txt"));
+    auto tier = open_tier(dir.path(), 64 * file_alloc_bytes, clk, policy, 0xbbbb);
+    const std::string log = captured.text();
+    INFO("log:\n" << log);
+    CHECK(tier->open_report().foreign == 4);
+    CHECK(tier->open_report().blocks == 0);
+    CHECK(files_ending(dir.path(), ".kvb").size() == 1);  // only the copy outside the tier
+    CHECK(log.find("dropped 4 blocks written under 'brigade-kv-cache format=2 "
+                   "scheme=siphash-2-4-128 key_id=000000000000aaaa'") != std::string::npos);
+    CHECK(tier->get(model, 1, retention::chat).payload == nullptr);
+    // A file of the old key put back under a name of the new: its header says whose it is.
+    REQUIRE(tier->put(block_at(model, 4, clk.now())).ok());
+    fs::copy_file(moved_in, tier->path_of({model.digest(), 4}),
+                  fs::copy_options::overwrite_existing);
+    CHECK(tier->get(model, 4, retention::chat).payload == nullptr);
+    CHECK(tier->stats().corrupt_blocks == 1);
+    REQUIRE(tier->check_invariants().ok());
+  }
+  {
+    // A directory from before keyed hashes: block files and no IDENTITY.
+    auto tier = open_tier(dir.path(), 64 * file_alloc_bytes, clk, policy, 0xbbbb);
+    REQUIRE(tier->put(block_at(model, 9, clk.now())).ok());
+  }
+  fs::remove(dir.file(ssd_tier::identity_file));
+  fs::create_directories(dir.file("07"));
+  { std::ofstream(dir.file("07/12ccb82df2223bc1-0000000000000007.chat.kvb")) << "old format"; }
+  stderr_capture captured(dir.file("stderr2.txt"));
+  auto tier = open_tier(dir.path(), 64 * file_alloc_bytes, clk, policy, 0xbbbb);
+  const std::string log = captured.text();
+  INFO("log:\n" << log);
+  CHECK(tier->open_report().foreign == 2);
+  CHECK(log.find("written before block hashes were keyed") != std::string::npos);
+  CHECK(files_ending(dir.path(), ".kvb").size() == 1);
+}
+
 TEST_CASE("SSD restart: a new tier on the same directory finds the blocks in LRU order",
           "[ssd_tier]") {
   temp_dir dir("ssd-restart");
@@ -173,7 +234,7 @@ TEST_CASE("SSD restart: a new tier on the same directory finds the blocks in LRU
   const auto model = small_model();
   {
     auto tier = open_tier(dir.path(), 64 * file_alloc_bytes, clk, policy);
-    for (block_hash h = 1; h <= 5; ++h) {
+    for (std::uint64_t h = 1; h <= 5; ++h) {
       REQUIRE(tier->put(block_at(model, h, clk.now(), h == 5 ? retention::agent : retention::chat))
                   .ok());
       clk.advance(std::chrono::seconds(1));
@@ -200,7 +261,7 @@ TEST_CASE("SSD restart ignores a torn last write: a temporary file and a truncat
   std::string truncated;
   {
     auto tier = open_tier(dir.path(), 64 * file_alloc_bytes, clk, policy);
-    for (block_hash h = 1; h <= 3; ++h)
+    for (std::uint64_t h = 1; h <= 3; ++h)
       REQUIRE(tier->put(block_at(model, h, clk.now())).ok());
     // A crash mid-write leaves the temporary file; one without fsync can leave a short block.
     const std::string path_3 = tier->path_of({model.digest(), 3});

@@ -41,7 +41,7 @@ inline std::uint64_t mix(std::uint64_t x) {
 /// The bytes block `hash` of `model` always holds in these tests.
 inline std::vector<std::uint8_t> bytes_of(const model_fingerprint& model, block_hash hash) {
   std::vector<std::uint8_t> bytes(model.block_bytes());
-  std::uint64_t state = mix(hash ^ model.digest());
+  std::uint64_t state = mix(hash.hi ^ hash.lo ^ model.digest());
   for (std::size_t i = 0; i < bytes.size(); i += 8) {
     state = mix(state);
     for (std::size_t j = 0; j < 8 && i + j < bytes.size(); ++j)
@@ -64,7 +64,7 @@ inline bool intact(const payload_ptr& payload, const model_fingerprint& model, b
 inline std::vector<block_hash> hashes(std::size_t n, block_hash first = 1000) {
   std::vector<block_hash> out;
   for (std::size_t i = 0; i < n; ++i)
-    out.push_back(first + i);
+    out.push_back(block_hash{first.hi, first.lo + i});
   return out;
 }
 

@@ -35,7 +35,7 @@ std::uint64_t test_seed() {
 std::vector<block_hash> conversation(int id, int blocks) {
   std::vector<block_hash> chain;
   for (int i = 0; i < blocks; ++i)
-    chain.push_back(static_cast<block_hash>(id) * 1000 + static_cast<block_hash>(i));
+    chain.push_back(static_cast<std::uint64_t>(id) * 1000 + static_cast<std::uint64_t>(i));
   return chain;
 }
 

@@ -400,7 +400,7 @@ TEST_CASE("disk full without root: a device that reports ENOSPC pauses demotion 
   // Block 0x101's temporary file is a link to /dev/full, which fails every write with ENOSPC;
   // the tier's cleanup unlinks the link, never the device.
   char name[64];
-  std::snprintf(name, sizeof name, "%016llx-0000000000000101.chat.kvb.tmp",
+  std::snprintf(name, sizeof name, "%016llx-00000000000000000000000000000101.chat.kvb.tmp",
                 static_cast<unsigned long long>(model.digest()));
   fs::create_directories(dir.file("01"));
   REQUIRE(::symlink("/dev/full", dir.file(std::string("01/") + name).c_str()) == 0);

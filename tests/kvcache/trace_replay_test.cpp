@@ -147,6 +147,35 @@ TEST_CASE("cache_aware keeps hits high and load even when every request shares i
   }
 }
 
+TEST_CASE("the keyed block hash replays exactly as the old unkeyed one did", "[kvcache][replay]") {
+  // Hashes change names, never structure: with no collision under either scheme, every policy
+  // finds the same hits, evicts the same blocks and places the same load (a small cache forces
+  // evictions).
+  const auto trace = conversations(400, 6, 2, 91);
+  for (auto policy :
+       {choice_policy::cache_aware, choice_policy::round_robin, choice_policy::pooled}) {
+    replay_options o;
+    o.replicas = 3;
+    o.cache_tokens_per_replica = 40 * 512;
+    o.policy = policy;
+    auto keyed = replay(prepare_replay(trace, o.block_size, replay_hashing::keyed), o);
+    auto legacy = replay(prepare_replay(trace, o.block_size, replay_hashing::legacy_xxh3_64), o);
+    REQUIRE(keyed);
+    REQUIRE(legacy);
+    INFO("policy " << static_cast<int>(policy));
+    CHECK(keyed->hit_tokens == legacy->hit_tokens);
+    CHECK(keyed->hit_rate == legacy->hit_rate);
+    CHECK(keyed->ideal_hit_rate == legacy->ideal_hit_rate);
+    REQUIRE(keyed->replicas.size() == legacy->replicas.size());
+    for (std::size_t r = 0; r < keyed->replicas.size(); ++r) {
+      CHECK(keyed->replicas[r].hit_tokens == legacy->replicas[r].hit_tokens);
+      CHECK(keyed->replicas[r].evicted_blocks == legacy->replicas[r].evicted_blocks);
+      CHECK(keyed->replicas[r].computed_tokens == legacy->replicas[r].computed_tokens);
+    }
+    CHECK(keyed->hit_rate > 0.1);
+  }
+}
+
 TEST_CASE("malformed trace lines give errors naming the line", "[kvcache][trace]") {
   const std::string good = R"({"timestamp": 0, "input_length": 600, "output_length": 5, )"
                            R"("hash_ids": [0, 1]})";

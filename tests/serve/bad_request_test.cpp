@@ -112,6 +112,14 @@ std::vector<bad_case> bad_cases() {
        400, "scenario"},
       {"unknown scenario", "POST", "/v1/completions", completion(R"(, "scenario": "batch")"), 400,
        "scenario"},
+      {"cache_salt of the wrong type", "POST", "/v1/completions",
+       completion(R"(, "cache_salt": 7)"), 400, "cache_salt"},
+      {"cache_salt as a list", "POST", "/v1/chat/completions", chat(R"(, "cache_salt": ["a"])"),
+       400, "cache_salt"},
+      {"empty cache_salt", "POST", "/v1/chat/completions", chat(R"(, "cache_salt": "")"), 400,
+       "cache_salt"},
+      {"cache_salt over 256 characters", "POST", "/v1/completions",
+       completion(R"(, "cache_salt": ")" + std::string(257, 's') + "\""), 400, "cache_salt"},
       {"missing messages", "POST", "/v1/chat/completions", R"({"model": "tiny"})", 400, "messages"},
       {"empty messages", "POST", "/v1/chat/completions", R"({"model": "tiny", "messages": []})",
        400, "messages"},
@@ -229,7 +237,7 @@ TEST_CASE("malformed HTTP gets 400 and the server answers the next request", "[s
 
 TEST_CASE("API keys: 401 without a key or with a wrong one, 200 with a right one", "[serve]") {
   server_options o;
-  o.api_keys = {"key-one", "key-two"};
+  o.api_keys = {{"key-one", ""}, {"key-two", ""}};
   test_server server(o);
   auto client = server.client();
   const std::string body = R"({"model": "tiny", "prompt": "Hi", "max_tokens": 2})";

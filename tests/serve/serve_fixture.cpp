@@ -85,6 +85,7 @@ status recording_service::submit(generation_request request,
     std::lock_guard<std::mutex> lock(mutex_);
     ++live_;
     outcomes_[id] = {};
+    salts_.push_back(request.cache_salt);
   }
   status s = inner_.submit(std::move(request), std::make_shared<sink_wrapper>(*this, id, sink));
   if (!s) {
@@ -145,6 +146,11 @@ std::set<int64_t> recording_service::cancelled() const {
   return cancelled_;
 }
 
+std::vector<std::string> recording_service::submitted_salts() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return salts_;
+}
+
 recording_service::outcome recording_service::outcome_of(int64_t id) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = outcomes_.find(id);
@@ -163,9 +169,13 @@ test_server::test_server(const server_options& options) {
   recorder = std::make_unique<recording_service>(*engine);
   api_handler_options ho;
   ho.api_keys = options.api_keys;
+  ho.admin_keys = options.admin_keys;
+  ho.listen_host = options.host;
+  ho.admin_without_key = options.admin_without_key;
   if (m.tok->eos_id()) ho.eos_ids = {*m.tok->eos_id()};
   handler = std::make_unique<api_handler>(*recorder, *m.tok, ho);
   http_server_options hs;
+  hs.host = options.host;
   hs.port = 0;
   hs.max_connections = options.max_connections;
   hs.max_body_bytes = options.max_body_bytes;

@@ -55,6 +55,8 @@ class recording_service final : public inference_service {
   /// Waits (at most 60 s) until every submitted request ended; returns how many ended.
   bool wait_until_all_ended();
   std::set<int64_t> cancelled() const;
+  /// The cache_salt of every request submitted so far, in order.
+  std::vector<std::string> submitted_salts() const;
 
   struct outcome {
     int tokens = 0;
@@ -76,12 +78,16 @@ class recording_service final : public inference_service {
   std::condition_variable changed_;
   bool gate_open_ = false;
   std::set<int64_t> cancelled_;
+  std::vector<std::string> salts_;
   std::map<int64_t, outcome> outcomes_;
   int live_ = 0;
 };
 
 struct server_options {
-  std::vector<std::string> api_keys;
+  std::vector<api_key> api_keys;
+  std::vector<std::string> admin_keys;
+  std::string host = "127.0.0.1";  ///< Where the server listens; clients dial 127.0.0.1.
+  bool admin_without_key = false;
   int max_queued = 64;
   bool start_service = true;
   int max_connections = 64;

@@ -75,17 +75,22 @@ TEST_CASE("stop_matcher finds a match anywhere in the released pieces", "[serve]
   }
 }
 
-TEST_CASE("api_key_auth takes only Bearer and a configured key", "[serve]") {
+TEST_CASE("api_key_auth takes only Bearer and a configured key, and says which", "[serve]") {
   api_key_auth off;
-  REQUIRE(off.allows(""));
-  api_key_auth on({"sk-1"});
-  REQUIRE(on.allows("Bearer sk-1"));
-  REQUIRE(on.allows("BEARER sk-1"));
-  REQUIRE_FALSE(on.allows(""));
-  REQUIRE_FALSE(on.allows("sk-1"));
-  REQUIRE_FALSE(on.allows("Bearer sk-"));
-  REQUIRE_FALSE(on.allows("Bearer sk-12"));
-  REQUIRE_FALSE(on.allows("Basic sk-1"));
+  REQUIRE_FALSE(off.enabled());
+  REQUIRE(off.match("Bearer anything") == nullptr);
+  api_key_auth on({{"sk-1", ""}, {"sk-2", "tenant-b"}, {"", "dropped"}});
+  REQUIRE(on.enabled());
+  REQUIRE(on.match("Bearer sk-1") != nullptr);
+  REQUIRE(on.match("Bearer sk-1")->key == "sk-1");
+  REQUIRE(on.match("BEARER sk-1")->key == "sk-1");
+  REQUIRE(on.match("Bearer sk-2")->cache_salt == "tenant-b");
+  REQUIRE(on.match("") == nullptr);
+  REQUIRE(on.match("Bearer ") == nullptr);  // The empty key was dropped.
+  REQUIRE(on.match("sk-1") == nullptr);
+  REQUIRE(on.match("Bearer sk-") == nullptr);
+  REQUIRE(on.match("Bearer sk-12") == nullptr);
+  REQUIRE(on.match("Basic sk-1") == nullptr);
 }
 
 TEST_CASE("parse_request fills OpenAI's defaults and brigade's extensions", "[serve]") {
