@@ -13,6 +13,7 @@
 #include "config/manifest.hpp"
 #include "deploy/topology.hpp"
 #include "gpu/backend.hpp"
+#include "model/chat_template.hpp"
 #include "model/loaded_model.hpp"
 #include "model/tokenizer.hpp"
 #include "serve/api_handler.hpp"
@@ -265,6 +266,9 @@ int serve(int argc, char** argv) {
 
   auto tok = model::tokenizer::load(m.model);
   if (!tok) return fail(tok.err().message + " (serving needs the model's tokenizer.json)");
+  // Before the weights load: a chat format brigade cannot render is refused at once.
+  auto chat = model::load_chat_style(m.model, m.chat_format);
+  if (!chat) return fail(chat.err().message);
   auto started_service = start_service(o, m);
   if (!started_service) return fail(started_service.err().message);
   backend_service& service = started_service.value();
@@ -274,6 +278,7 @@ int serve(int argc, char** argv) {
   handler_options.admin_keys = m.admin_keys;
   handler_options.listen_host = o.http.host;
   handler_options.admin_without_key = m.admin_without_key;
+  handler_options.chat = chat.value();
   serve::api_handler handler(service.service(), tok.value(), handler_options);
   serve::http_server server(handler, o.http);
   if (status started = server.start(); !started) return fail(started.err().message);

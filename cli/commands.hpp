@@ -18,5 +18,7 @@ int node(int argc, char** argv);
 int chaos(int argc, char** argv);
 int deploy(int argc, char** argv);
 int top(int argc, char** argv);
+int tokenize(int argc, char** argv);
+int detokenize(int argc, char** argv);
 
 }  // namespace brigade::cli

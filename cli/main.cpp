@@ -32,6 +32,10 @@ const command commands[] = {
      "watch a running server in the terminal: roles, shard load, balancedness, events"},
     {"replay", brigade::cli::replay,
      "replay a request trace through the prefix cache and placement"},
+    {"tokenize", brigade::cli::tokenize,
+     "print the token ids of text with a model's tokenizer (--jsonl for a batch)"},
+    {"detokenize", brigade::cli::detokenize,
+     "print the text of token ids with a model's tokenizer"},
 };
 
 void print_help() {

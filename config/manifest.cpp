@@ -190,6 +190,15 @@ void read_liveness(yaml_section& s, liveness_policy& l) {
   }
 }
 
+// chat_format: one of the formats brigade renders, named as model::parse_chat_format reads them.
+void read_chat_format(yaml_section& s, std::optional<model::chat_format>& out) {
+  std::string name;
+  s.text("chat_format", name);
+  if (name.empty()) return;
+  out = model::parse_chat_format(name);
+  if (!out) s.invalid("chat_format", "'" + name + "' must be one of " + model::chat_format_names());
+}
+
 }  // namespace
 
 result<manifest> parse_manifest(const std::string& yaml, const std::string& source) {
@@ -205,6 +214,7 @@ result<manifest> parse_manifest(const std::string& yaml, const std::string& sour
   yaml_section top(root, "", source, &err);
   top.begin();
   top.text("model", m.model);
+  read_chat_format(top, m.chat_format);
   top.integer("block_tokens", m.block_tokens, 1, 4096);
   top.child("serve", [&](yaml_section& s) {
     s.text("listen", m.listen);

@@ -5,11 +5,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/result.hpp"
 #include "kvcache/retention.hpp"
+#include "model/chat_template.hpp"
 #include "model/speculation.hpp"
 #include "serve/auth.hpp"
 
@@ -130,6 +132,9 @@ struct kv_cache_policy {
 struct manifest {
   std::string source = "<embedded default>";  ///< Where it came from, for messages.
   std::string model;                          ///< Checkpoint directory.
+  /// chat_format: the format to render the model's conversations in, whatever its chat template
+  /// says; unset, brigade recognises the template or refuses it (model::load_chat_style).
+  std::optional<model::chat_format> chat_format;
   std::string listen = "127.0.0.1:8000";
   /// serve.api_keys: each a string, or {key, cache_salt} binding the key's requests to a
   /// prefix-cache namespace (serve/auth.hpp). Empty: the ordinary routes are open.

@@ -72,6 +72,16 @@ struct router_spec {
   int top_k = 1;
   /// Renormalise the selected probabilities to sum to one (Qwen's norm_topk_prob; Mixtral always).
   bool normalize = true;
+  /// DeepSeek-V3's router: sigmoid scores instead of a softmax; the choice ranks score + bias
+  /// (host memory, one per expert; null for none) within the best groups, while the weights are
+  /// the unbiased scores (normalised when `normalize`), times `scale`.
+  bool sigmoid = false;
+  const float* host_bias = nullptr;
+  /// Experts in `groups` equal groups; the choice keeps the `top_groups` groups whose two best
+  /// biased scores sum highest (ties to the lower group).
+  int groups = 1;
+  int top_groups = 1;
+  float scale = 1.0f;
 };
 
 class backend {
@@ -134,7 +144,8 @@ class backend {
   virtual void router_topk(const tensor& logits, const router_spec& spec, int32_t* host_experts,
                            float* host_weights) = 0;
   /// x[t] += sum_j weights[t*k+j] * y[t*k+j] (j in order), plus sigmoid(shared_gate[t]) *
-  /// shared[t] when `shared` is non-null.
+  /// shared[t] when `shared` is non-null (plus shared[t] alone when `shared_gate` is null: a
+  /// shared expert without a gate, as DeepSeek-V3's).
   virtual void combine(const tensor& x, const tensor& y, const float* host_weights, int k,
                        const tensor* shared, const tensor* shared_gate) = 0;
   /// Waits for queued work (no-op on the CPU).

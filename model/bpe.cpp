@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "model/byte_level.hpp"
+#include "model/utf8.hpp"
 
 namespace brigade::model {
 namespace {
@@ -90,13 +91,65 @@ std::string quote(std::string_view s) {
   return "'" + std::string(s) + "'";
 }
 
+// The ids a word starts from besides its characters: byte tokens and the unknown token.
+status find_special_ids(const bpe::options& opts,
+                        const std::unordered_map<std::string, int32_t>& vocab,
+                        std::array<int32_t, 256>& byte_id, int32_t& unk_id) {
+  for (int b = 0; b < 256; ++b) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "0x%02X", b);
+    if (!opts.byte_level) {
+      const auto it = vocab.find(std::string("<") + hex + ">");
+      byte_id[b] = it == vocab.end() ? -1 : it->second;
+      continue;
+    }
+    const auto it = vocab.find(std::string(byte_level::char_of(static_cast<uint8_t>(b))));
+    if (it == vocab.end()) {
+      return error{errc::bad_format,
+                   std::string("model.vocab has no token for byte ") + hex + " (" +
+                       quote(byte_level::char_of(static_cast<uint8_t>(b))) +
+                       "); a byte-level BPE vocabulary needs all 256 byte tokens"};
+    }
+    byte_id[b] = it->second;
+  }
+  // A byte-level word never meets an unknown character, so its unk_token is never looked up.
+  if (opts.byte_level || opts.unk_token.empty()) return ok_status();
+  const auto unk = vocab.find(opts.unk_token);
+  if (unk == vocab.end()) {
+    return error{errc::bad_format,
+                 "model.unk_token " + quote(opts.unk_token) + " is not in model.vocab"};
+  }
+  unk_id = unk->second;
+  return ok_status();
+}
+
+// The single-character tokens of `vocab` by code point.
+void index_characters(const std::unordered_map<std::string, int32_t>& vocab,
+                      std::unordered_map<char32_t, int32_t>& out) {
+  for (const auto& [token, id] : vocab) {
+    if (token.empty() || token.size() > 4 || !utf8::is_valid(token)) continue;
+    std::size_t pos = 0;
+    const char32_t c = utf8::next(token, pos);
+    if (pos == token.size()) out.emplace(c, id);
+  }
+}
+
 }  // namespace
 
 struct bpe::state {
   std::unordered_map<std::string, int32_t> vocab;
   std::vector<std::string> token_of_id;
   std::vector<bool> has_id;
+  bool byte_level = true;
+  /// Byte-level models: the id of each byte's character. Otherwise, when byte_fallback is on,
+  /// the id of each byte's <0xNN> token, or -1 where the vocabulary has none.
   std::array<int32_t, 256> byte_id{};
+  bool byte_fallback = false;
+  int32_t unk_id = -1;
+  bool fuse_unk = false;
+  /// Character-level models: the id of each single-character token, by code point, which
+  /// spares a string lookup per character.
+  std::unordered_map<char32_t, int32_t> char_id;
   merge_table merges;
   bool ignore_merges = false;
   mutable std::mutex cache_mutex;
@@ -109,9 +162,12 @@ bpe& bpe::operator=(bpe&&) noexcept = default;
 bpe::~bpe() = default;
 
 result<bpe> bpe::create(std::vector<std::pair<std::string, int32_t>> vocab,
-                        const std::vector<merge_pair>& merges, bool ignore_merges) {
+                        const std::vector<merge_pair>& merges, const options& opts) {
   auto s = std::make_unique<state>();
-  s->ignore_merges = ignore_merges;
+  s->byte_level = opts.byte_level;
+  s->byte_fallback = opts.byte_fallback;
+  s->fuse_unk = opts.fuse_unk;
+  s->ignore_merges = opts.ignore_merges;
   int32_t limit = 0;
   for (const auto& [token, id] : vocab) {
     if (id < 0 || id >= kMaxVocabId) {
@@ -132,18 +188,8 @@ result<bpe> bpe::create(std::vector<std::pair<std::string, int32_t>> vocab,
     s->token_of_id[id] = token;
     s->vocab.emplace(std::move(token), id);
   }
-  for (int b = 0; b < 256; ++b) {
-    const auto it = s->vocab.find(std::string(byte_level::char_of(static_cast<uint8_t>(b))));
-    if (it == s->vocab.end()) {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "0x%02X", b);
-      return error{errc::bad_format,
-                   std::string("model.vocab has no token for byte ") + hex + " (" +
-                       quote(byte_level::char_of(static_cast<uint8_t>(b))) +
-                       "); a byte-level BPE vocabulary needs all 256 byte tokens"};
-    }
-    s->byte_id[b] = it->second;
-  }
+  if (auto st = find_special_ids(opts, s->vocab, s->byte_id, s->unk_id); !st) return st.err();
+  if (!opts.byte_level) index_characters(s->vocab, s->char_id);
   std::vector<std::pair<uint64_t, merge_rule>> rules;
   rules.reserve(merges.size());
   for (std::size_t i = 0; i < merges.size(); ++i) {
@@ -171,7 +217,7 @@ result<bpe> bpe::create(std::vector<std::pair<std::string, int32_t>> vocab,
 
 void bpe::encode_word(std::string_view word, std::vector<int32_t>& out) const {
   if (word.empty()) return;
-  if (word.size() == 1) {
+  if (word.size() == 1 && s_->byte_level) {
     out.push_back(s_->byte_id[static_cast<uint8_t>(word[0])]);
     return;
   }
@@ -194,25 +240,65 @@ void bpe::encode_word(std::string_view word, std::vector<int32_t>& out) const {
   }
 }
 
+// A byte-level word starts as its bytes. Otherwise each character is its token; one the
+// vocabulary lacks becomes its <0xNN> byte tokens (byte_fallback, when all exist) or the
+// unknown token, which fuse_unk writes once for a run. As in the Hugging Face library, an
+// unknown token waits until the next known character or the end of the word.
+void bpe::initial_symbols(std::string_view word, std::vector<int32_t>& ids) const {
+  if (s_->byte_level) {
+    for (char c : word)
+      ids.push_back(s_->byte_id[static_cast<uint8_t>(c)]);
+    return;
+  }
+  bool unk_pending = false;
+  for (std::size_t pos = 0; pos < word.size();) {
+    const std::size_t start = pos;
+    const char32_t code_point = utf8::next(word, pos);
+    const std::string_view character = word.substr(start, pos - start);
+    if (const auto it = s_->char_id.find(code_point); it != s_->char_id.end()) {
+      if (unk_pending) ids.push_back(s_->unk_id);
+      unk_pending = false;
+      ids.push_back(it->second);
+      continue;
+    }
+    const bool has_bytes =
+        s_->byte_fallback && std::all_of(character.begin(), character.end(), [this](char c) {
+          return s_->byte_id[static_cast<uint8_t>(c)] >= 0;
+        });
+    if (has_bytes) {
+      for (char c : character)
+        ids.push_back(s_->byte_id[static_cast<uint8_t>(c)]);
+      continue;
+    }
+    if (s_->unk_id < 0) continue;
+    if (unk_pending && !s_->fuse_unk) ids.push_back(s_->unk_id);
+    unk_pending = true;
+  }
+  if (unk_pending) ids.push_back(s_->unk_id);
+}
+
 // Applies merges lowest rank first, leftmost first among equal ranks, which is the order the
 // Hugging Face library applies them in. A heap of candidate pairs over a linked list of symbols
 // keeps a long word at O(n log n); stale candidates are recognised by their ids and dropped.
 void bpe::merge_word(std::string_view word, std::vector<int32_t>& out) const {
   if (s_->ignore_merges) {
-    const auto it = s_->vocab.find(byte_level::encode(word));
+    const auto it = s_->vocab.find(s_->byte_level ? byte_level::encode(word) : std::string(word));
     if (it != s_->vocab.end()) {
       out.push_back(it->second);
       return;
     }
   }
+  thread_local std::vector<int32_t> ids;
   thread_local std::vector<symbol> symbols;
   thread_local std::vector<candidate> heap;
+  ids.clear();
   symbols.clear();
   heap.clear();
-  const auto n = static_cast<int32_t>(word.size());
-  for (int32_t i = 0; i < n; ++i) {
-    symbols.push_back({s_->byte_id[static_cast<uint8_t>(word[i])], i - 1, i + 1 < n ? i + 1 : -1});
-  }
+  initial_symbols(word, ids);
+  const auto n = static_cast<int32_t>(ids.size());
+  if (n == 0) return;
+  for (int32_t i = 0; i < n; ++i)
+    symbols.push_back({ids[i], i - 1, i + 1 < n ? i + 1 : -1});
   const auto push_candidate = [&](int32_t pos) {
     const int32_t next = symbols[pos].next;
     if (next < 0) return;

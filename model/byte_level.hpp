@@ -15,7 +15,8 @@ std::string_view char_of(uint8_t byte);
 std::string encode(std::string_view bytes);
 
 /// Appends the bytes that the byte-level characters of `token` stand for. Characters outside the
-/// mapping are kept as their own UTF-8, as the Hugging Face ByteLevel decoder does.
+/// mapping are kept as their own UTF-8 (the ByteLevel decoder keeps a token holding any such
+/// character whole, as the Hugging Face library does; see decoder.hpp).
 void decode_append(std::string_view token, std::string& out);
 
 /// True when every character of `token` is a byte-level character.

@@ -92,10 +92,48 @@ struct family_entry {
 };
 
 constexpr family_entry families[] = {
-    {"qwen3_moe", family::qwen3_moe}, {"mixtral", family::mixtral}, {"olmoe", family::olmoe},
-    {"qwen2_moe", family::qwen2_moe}, {"qwen3", family::qwen3},     {"qwen2", family::qwen2},
-    {"llama", family::llama},         {"mistral", family::llama},
+    {"qwen3_moe", family::qwen3_moe},
+    {"mixtral", family::mixtral},
+    {"olmoe", family::olmoe},
+    {"qwen2_moe", family::qwen2_moe},
+    {"qwen3", family::qwen3},
+    {"qwen2", family::qwen2},
+    {"llama", family::llama},
+    {"mistral", family::llama},
+    {"deepseek_v3", family::deepseek_v3},
 };
+
+// DeepSeek-V3: latent attention, sigmoid group-limited routing, shared experts, dense first
+// layers.
+void read_deepseek_fields(field_reader& f, model_config& c) {
+  c.mla.q_lora_rank = f.integer_or("q_lora_rank", 0);
+  c.mla.kv_lora_rank = f.integer("kv_lora_rank");
+  c.mla.qk_nope_head_dim = f.integer("qk_nope_head_dim");
+  c.mla.qk_rope_head_dim = f.integer("qk_rope_head_dim");
+  c.mla.v_head_dim = f.integer("v_head_dim");
+  // The cache holds one row per token, shared by every head.
+  c.num_kv_heads = 1;
+  c.head_dim = c.mla.cache_dim();
+  c.num_experts = f.integer("n_routed_experts");
+  c.top_k = f.integer("num_experts_per_tok");
+  c.expert_intermediate = f.integer("moe_intermediate_size");
+  c.dense_intermediate = f.integer_or("intermediate_size", 0);
+  c.norm_topk_prob = f.boolean_or("norm_topk_prob", false);
+  c.routed_scaling = static_cast<float>(f.number_or("routed_scaling_factor", 1.0));
+  c.expert_groups = f.integer_or("n_group", 1);
+  c.topk_groups = f.integer_or("topk_group", 1);
+  c.shared_expert_intermediate = f.integer_or("n_shared_experts", 0) * c.expert_intermediate;
+  c.shared_expert_gated = false;
+  c.sigmoid_router = true;
+  const int dense_first = f.integer_or("first_k_dense_replace", 0);
+  for (int l = 0; l < dense_first; ++l)
+    c.mlp_only_layers.push_back(l);
+  if (f.integer_or("moe_layer_freq", 1) != 1) {
+    f.fail("moe_layer_freq",
+           "must be 1: brigade places experts in every layer after "
+           "first_k_dense_replace");
+  }
+}
 
 // Family-specific fields: where the expert sizes live and which attention options apply.
 void read_family_fields(field_reader& f, model_config& c) {
@@ -144,7 +182,72 @@ void read_family_fields(field_reader& f, model_config& c) {
       c.dense_intermediate = f.integer("intermediate_size");
       c.qkv_bias = f.boolean_or("attention_bias", false);
       break;
+    case family::deepseek_v3:
+      read_deepseek_fields(f, c);
+      break;
   }
+}
+
+// DeepSeek-V3's string-valued choices and its YaRN rope scaling: what brigade cannot honour is
+// refused, naming the field.
+status read_deepseek_choices(const json& j, model_config& c, const std::string& source) {
+  auto bad = [&](const std::string& field, const std::string& what) {
+    return error(errc::unsupported, source + ": field '" + field + "' " + what);
+  };
+  auto text = [&](const char* name, const char* fallback) {
+    auto it = j.find(name);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string(fallback);
+  };
+  if (text("scoring_func", "sigmoid") != "sigmoid") {
+    return bad("scoring_func", "is '" + text("scoring_func", "") +
+                                   "'; brigade runs DeepSeek-V3's "
+                                   "sigmoid router only");
+  }
+  if (text("topk_method", "noaux_tc") != "noaux_tc") {
+    return bad("topk_method", "is '" + text("topk_method", "") +
+                                  "'; brigade runs 'noaux_tc' "
+                                  "(bias-corrected, group-limited) only");
+  }
+  auto rs = j.find("rope_scaling");
+  if (rs == j.end() || rs->is_null()) return ok_status();
+  if (!rs->is_object()) return bad("rope_scaling", "must be an object or null");
+  const std::string type = rs->value("type", rs->value("rope_type", std::string()));
+  if (type != "yarn") {
+    return bad("rope_scaling.type", "is '" + type + "'; brigade implements 'yarn' only");
+  }
+  auto number = [&](const char* name, double fallback, double& out) -> status {
+    auto it = rs->find(name);
+    if (it == rs->end() || it->is_null()) {
+      out = fallback;
+      return ok_status();
+    }
+    if (!it->is_number()) return bad(std::string("rope_scaling.") + name, "must be a number");
+    out = it->get<double>();
+    return ok_status();
+  };
+  yarn_scaling& y = c.yarn;
+  y.enabled = true;
+  double original = 4096;
+  for (status s :
+       {number("factor", 1.0, y.factor), number("original_max_position_embeddings", 4096, original),
+        number("beta_fast", 32, y.beta_fast), number("beta_slow", 1, y.beta_slow),
+        number("mscale", 1, y.mscale), number("mscale_all_dim", 0, y.mscale_all_dim)}) {
+    if (!s) return s;
+  }
+  y.original_max_positions = static_cast<int>(original);
+  if (y.factor < 1.0 || y.original_max_positions < 1) {
+    return bad("rope_scaling", "needs factor >= 1 and original_max_position_embeddings >= 1");
+  }
+  for (auto it = rs->begin(); it != rs->end(); ++it) {
+    static const char* known[] = {
+        "type",      "rope_type", "factor", "original_max_position_embeddings",
+        "beta_fast", "beta_slow", "mscale", "mscale_all_dim"};
+    if (std::find_if(std::begin(known), std::end(known),
+                     [&](const char* k) { return it.key() == k; }) == std::end(known)) {
+      return bad("rope_scaling." + it.key(), "is not a YaRN field brigade knows");
+    }
+  }
+  return ok_status();
 }
 
 // Cross-field checks that a typed parse cannot catch.
@@ -161,8 +264,32 @@ status validate(const model_config& c, const std::string& source) {
                ") is not a multiple of num_key_value_heads (" + std::to_string(c.num_kv_heads) +
                ")");
   }
-  if (c.head_dim < 2 || c.head_dim % 2 != 0) {
+  if (c.fam == family::deepseek_v3) {
+    const mla_dims& m = c.mla;
+    if (m.kv_lora_rank < 1 || m.qk_nope_head_dim < 1 || m.v_head_dim < 1 || m.q_lora_rank < 0) {
+      return bad(
+          "kv_lora_rank, qk_nope_head_dim and v_head_dim must be at least 1, and "
+          "q_lora_rank at least 0 (null for a plain q_proj)");
+    }
+    if (m.qk_rope_head_dim < 2 || m.qk_rope_head_dim % 2 != 0) {
+      return bad("qk_rope_head_dim must be even and at least 2 (got " +
+                 std::to_string(m.qk_rope_head_dim) + ")");
+    }
+  } else if (c.head_dim < 2 || c.head_dim % 2 != 0) {
     return bad("head_dim must be even and at least 2 (got " + std::to_string(c.head_dim) + ")");
+  }
+  if (c.expert_groups < 1 || (c.is_moe() && c.num_experts % c.expert_groups != 0)) {
+    return bad("n_group (" + std::to_string(c.expert_groups) +
+               ") must be at least 1 and divide the number of experts (" +
+               std::to_string(c.num_experts) + ")");
+  }
+  if (c.topk_groups < 1 || c.topk_groups > c.expert_groups) {
+    return bad("topk_group (" + std::to_string(c.topk_groups) +
+               ") must be between 1 and n_group (" + std::to_string(c.expert_groups) + ")");
+  }
+  if (c.is_moe() && c.top_k > c.topk_groups * (c.num_experts / c.expert_groups)) {
+    return bad("num_experts_per_tok (" + std::to_string(c.top_k) +
+               ") is more than the experts of topk_group groups hold");
   }
   if (c.is_moe()) {
     if (c.top_k < 1 || c.top_k > c.num_experts) {
@@ -285,7 +412,10 @@ result<model_config> parse_config(const std::string& text, const std::string& so
     c.sliding_window = f.integer_or("sliding_window", 0);
   }
   if (c.fam == family::olmoe) c.clip_qkv = static_cast<float>(f.number_or("clip_qkv", 0.0));
-  if (f.present("rope_scaling")) {
+  if (c.fam == family::deepseek_v3) {
+    status s = read_deepseek_choices(j, c, source);
+    if (!s) return s.err();
+  } else if (f.present("rope_scaling")) {
     f.fail("rope_scaling", "is set; brigade supports only unscaled RoPE (rope_scaling: null)");
   }
   if (f.failed()) return f.err();

@@ -10,13 +10,41 @@
 namespace brigade::model {
 
 /// The architectures brigade runs. Families differ only in the options below.
-enum class family { qwen3_moe, mixtral, olmoe, qwen2_moe, qwen3, qwen2, llama };
+enum class family { qwen3_moe, mixtral, olmoe, qwen2_moe, qwen3, qwen2, llama, deepseek_v3 };
 
 /// How queries and keys are normalised before RoPE.
 enum class qk_norm_kind {
   none,
   per_head,  ///< Qwen3: RMSNorm over each head's head_dim values.
   whole,     ///< OLMoE: RMSNorm over the whole projection (all heads at once).
+};
+
+/// DeepSeek-V3's multi-head latent attention. Queries go through an optional low-rank
+/// projection; keys and values are up-projected from a per-token latent of kv_lora_rank values,
+/// and only qk_rope_head_dim of each head's query and key dimensions get rotary positions (the key
+/// part shared by all heads).
+struct mla_dims {
+  int q_lora_rank = 0;  ///< 0: a plain q_proj.
+  int kv_lora_rank = 0;
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
+
+  bool enabled() const { return kv_lora_rank > 0; }
+  int qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  /// The cached row of a token: its normalised latent, then its rotated rope key.
+  int cache_dim() const { return kv_lora_rank + qk_rope_head_dim; }
+};
+
+/// YaRN rope scaling (rope_scaling type "yarn"), as DeepSeek-V3 configures it.
+struct yarn_scaling {
+  bool enabled = false;
+  double factor = 1.0;
+  int original_max_positions = 4096;
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  double mscale = 1.0;
+  double mscale_all_dim = 0.0;
 };
 
 struct model_config {
@@ -49,6 +77,16 @@ struct model_config {
   int dense_intermediate = 0;          ///< intermediate_size of dense MLP layers.
   int decoder_sparse_step = 1;
   std::vector<int> mlp_only_layers;
+
+  // DeepSeek-V3 (deepseek_v3). With MLA the KV cache holds one row of mla.cache_dim() values per
+  // token and layer: num_kv_heads is 1 and head_dim is that width.
+  mla_dims mla;
+  yarn_scaling yarn;
+  bool sigmoid_router = false;      ///< Sigmoid scores with e_score_correction_bias (noaux_tc).
+  int expert_groups = 1;            ///< n_group: group-limited routing.
+  int topk_groups = 1;              ///< topk_group.
+  float routed_scaling = 1.0f;      ///< routed_scaling_factor.
+  bool shared_expert_gated = true;  ///< Qwen2-MoE gates its shared expert; DeepSeek-V3 does not.
 
   std::vector<int> eos_token_ids;
   std::optional<int> bos_token_id;

@@ -95,7 +95,61 @@ void add_ffn(tensor_maker& t, const std::function<std::string(const std::string&
 }
 
 bool is_moe_family(const std::string& f) {
-  return f == "qwen3_moe" || f == "mixtral" || f == "olmoe" || f == "qwen2_moe";
+  return f == "qwen3_moe" || f == "mixtral" || f == "olmoe" || f == "qwen2_moe" ||
+         f == "deepseek_v3";
+}
+
+void add_deepseek_config(const model_spec& s, json& c) {
+  c["architectures"] = {"DeepseekV3ForCausalLM"};
+  c["num_key_value_heads"] = s.heads;
+  c.erase("head_dim");
+  c["q_lora_rank"] = s.q_lora_rank > 0 ? json(s.q_lora_rank) : json(nullptr);
+  c["kv_lora_rank"] = s.kv_lora_rank;
+  c["qk_nope_head_dim"] = s.qk_nope_head_dim;
+  c["qk_rope_head_dim"] = s.qk_rope_head_dim;
+  c["v_head_dim"] = s.v_head_dim;
+  c["n_routed_experts"] = s.experts;
+  c["n_shared_experts"] = s.shared_experts;
+  c["num_experts_per_tok"] = s.top_k;
+  c["moe_intermediate_size"] = s.moe_inter;
+  c["intermediate_size"] = s.dense_inter;
+  c["n_group"] = s.groups;
+  c["topk_group"] = s.top_groups;
+  c["norm_topk_prob"] = s.norm_topk_prob;
+  c["routed_scaling_factor"] = s.routed_scaling;
+  c["scoring_func"] = "sigmoid";
+  c["topk_method"] = "noaux_tc";
+  c["first_k_dense_replace"] = s.first_dense;
+  c["moe_layer_freq"] = 1;
+  c["attention_bias"] = false;
+  if (s.yarn_factor > 0) {
+    c["rope_scaling"] = {{"type", "yarn"},
+                         {"factor", s.yarn_factor},
+                         {"original_max_position_embeddings", s.yarn_original_max_positions},
+                         {"beta_fast", s.yarn_beta_fast},
+                         {"beta_slow", s.yarn_beta_slow},
+                         {"mscale", s.yarn_mscale},
+                         {"mscale_all_dim", s.yarn_mscale_all_dim}};
+  }
+}
+
+// DeepSeek-V3's latent attention tensors, with Hugging Face's names and shapes.
+void add_latent_attention(tensor_maker& t, const model_config& c, int l) {
+  const mla_dims& m = c.mla;
+  const int h = c.hidden_size;
+  const int q_rows = c.num_heads * m.qk_head_dim();
+  if (m.q_lora_rank > 0) {
+    t.matrix(names::layer(l, "self_attn.q_a_proj.weight"), m.q_lora_rank, h, 1.0);
+    t.norm(names::layer(l, "self_attn.q_a_layernorm.weight"), m.q_lora_rank);
+    t.matrix(names::layer(l, "self_attn.q_b_proj.weight"), q_rows, m.q_lora_rank, 1.0);
+  } else {
+    t.matrix(names::layer(l, "self_attn.q_proj.weight"), q_rows, h, 1.0);
+  }
+  t.matrix(names::layer(l, "self_attn.kv_a_proj_with_mqa.weight"), m.cache_dim(), h, 1.0);
+  t.norm(names::layer(l, "self_attn.kv_a_layernorm.weight"), m.kv_lora_rank);
+  t.matrix(names::layer(l, "self_attn.kv_b_proj.weight"),
+           c.num_heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank, 1.0);
+  t.matrix(names::layer(l, "self_attn.o_proj.weight"), h, c.num_heads * m.v_head_dim);
 }
 
 json make_config(const model_spec& s, int shared_inter) {
@@ -138,6 +192,8 @@ json make_config(const model_spec& s, int shared_inter) {
     c["intermediate_size"] = s.moe_inter;
     c["norm_topk_prob"] = s.norm_topk_prob;
     c["clip_qkv"] = nullptr;
+  } else if (s.family == "deepseek_v3") {
+    add_deepseek_config(s, c);
   } else {
     c["intermediate_size"] = s.dense_inter;
   }
@@ -151,8 +207,25 @@ status validate(const model_spec& s) {
   const std::string f = s.family;
   if (!is_moe_family(f) && f != "qwen3" && f != "qwen2" && f != "llama") {
     return bad("--family '" + f +
-               "' is not one of qwen3_moe, mixtral, olmoe, qwen2_moe, qwen3, "
+               "' is not one of qwen3_moe, mixtral, olmoe, qwen2_moe, deepseek_v3, qwen3, "
                "qwen2, llama");
+  }
+  if (f == "deepseek_v3") {
+    if (s.kv_lora_rank < 1 || s.qk_nope_head_dim < 1 || s.v_head_dim < 1 || s.q_lora_rank < 0) {
+      return bad(
+          "--kv-lora-rank, --qk-nope-head-dim and --v-head-dim must be at least 1, "
+          "--q-lora-rank at least 0");
+    }
+    if (s.qk_rope_head_dim < 2 || s.qk_rope_head_dim % 2) {
+      return bad("--qk-rope-head-dim must be even and at least 2");
+    }
+    if (s.groups < 1 || s.experts % s.groups != 0 || s.top_groups < 1 || s.top_groups > s.groups) {
+      return bad("--groups must divide --experts and --top-groups be between 1 and --groups");
+    }
+    if (s.first_dense < 0 || s.first_dense > s.layers) {
+      return bad("--first-dense must be between 0 and --layers");
+    }
+    if (s.yarn_factor != 0 && s.yarn_factor < 1) return bad("--yarn-factor must be 0 or >= 1");
   }
   if (s.layers < 1 || s.hidden < 1 || s.heads < 1 || s.kv_heads < 1 || s.vocab < 1) {
     return bad("--layers, --hidden, --heads, --kv-heads and --vocab must be at least 1");
@@ -186,8 +259,10 @@ status write_random_model(const model_spec& s, const std::string& dir) {
   const st_dtype type = s.dtype == "float32"   ? st_dtype::f32
                         : s.dtype == "float16" ? st_dtype::f16
                                                : st_dtype::bf16;
-  const int shared_inter =
-      s.family == "qwen2_moe" ? (s.shared_inter > 0 ? s.shared_inter : 2 * s.moe_inter) : 0;
+  const int shared_inter = s.family == "qwen2_moe"
+                               ? (s.shared_inter > 0 ? s.shared_inter : 2 * s.moe_inter)
+                           : s.family == "deepseek_v3" ? s.shared_experts * s.moe_inter
+                                                       : 0;
   const json config = make_config(s, shared_inter);
   auto parsed = parse_config(config.dump(), dir + "/config.json");
   if (!parsed) return parsed.err();
@@ -200,6 +275,29 @@ status write_random_model(const model_spec& s, const std::string& dir) {
   for (int l = 0; l < c.num_layers; ++l) {
     t.norm(names::layer(l, "input_layernorm.weight"), c.hidden_size);
     t.norm(names::layer(l, "post_attention_layernorm.weight"), c.hidden_size);
+    if (c.mla.enabled()) {
+      add_latent_attention(t, c, l);
+      if (!c.is_moe_layer(l)) {
+        add_ffn(
+            t, [&](const std::string& p) { return names::dense_mlp(l, p); }, c.hidden_size,
+            c.dense_intermediate);
+        continue;
+      }
+      t.matrix(names::router(c, l), c.num_experts, c.hidden_size, 2.0);
+      // A visible bias, so that the biased choice sometimes differs from the unbiased scores.
+      t.add(names::router_bias(l), {c.num_experts}, 0.0, 0.3);
+      for (int e = 0; e < c.num_experts; ++e) {
+        add_ffn(
+            t, [&](const std::string& p) { return names::expert(c, l, e, p); }, c.hidden_size,
+            c.expert_intermediate);
+      }
+      if (shared_inter > 0) {
+        add_ffn(
+            t, [&](const std::string& p) { return names::shared_expert(c, l, p); }, c.hidden_size,
+            shared_inter);
+      }
+      continue;
+    }
     t.matrix(names::layer(l, "self_attn.q_proj.weight"), q_rows, c.hidden_size, 1.0);
     t.matrix(names::layer(l, "self_attn.k_proj.weight"), kv_rows, c.hidden_size, 1.0);
     t.matrix(names::layer(l, "self_attn.v_proj.weight"), kv_rows, c.hidden_size, 1.0);
@@ -228,7 +326,7 @@ status write_random_model(const model_spec& s, const std::string& dir) {
     }
     if (shared_inter > 0) {
       add_ffn(
-          t, [&](const std::string& p) { return names::shared_expert(l, p); }, c.hidden_size,
+          t, [&](const std::string& p) { return names::shared_expert(c, l, p); }, c.hidden_size,
           shared_inter);
       t.matrix(names::shared_expert_gate(l), 1, c.hidden_size, 1.0);
     }

@@ -29,6 +29,24 @@ struct model_spec {
   bool norm_topk_prob = true;
   bool tie_embeddings = false;
   std::string dtype = "bfloat16";  ///< float32, bfloat16 or float16.
+  // deepseek_v3 only (its head sizes come from these, not head_dim and kv_heads).
+  int q_lora_rank = 0;  ///< 0 writes a plain q_proj (config null).
+  int kv_lora_rank = 32;
+  int qk_nope_head_dim = 32;
+  int qk_rope_head_dim = 16;
+  int v_head_dim = 32;
+  int shared_experts = 1;  ///< n_shared_experts
+  int groups = 1;          ///< n_group
+  int top_groups = 1;      ///< topk_group
+  double routed_scaling = 2.5;
+  int first_dense = 1;  ///< first_k_dense_replace
+  /// YaRN rope scaling: factor 0 writes rope_scaling null.
+  double yarn_factor = 0.0;
+  int yarn_original_max_positions = 256;
+  double yarn_beta_fast = 32.0;
+  double yarn_beta_slow = 1.0;
+  double yarn_mscale = 1.0;
+  double yarn_mscale_all_dim = 1.0;
   uint64_t seed = 0;
 };
 

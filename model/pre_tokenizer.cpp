@@ -1,7 +1,9 @@
-#define PCRE2_CODE_UNIT_WIDTH 8
 #include "model/pre_tokenizer.hpp"
 
-#include <pcre2.h>
+#include <algorithm>
+#include <optional>
+
+#include "model/regex.hpp"
 
 namespace brigade::model {
 
@@ -13,100 +15,119 @@ const char* const kQwenSplitPattern =
 
 namespace {
 
-// The JIT's backtracking stack grows up to this size; the patterns above need little, but a
-// pattern from a file may backtrack deeply over a long input.
-constexpr PCRE2_SIZE kJitStackBytes = 8 << 20;
-
-struct code_deleter {
-  void operator()(pcre2_code* c) const { pcre2_code_free(c); }
+// A piece of text between steps, and whether it begins the whole input.
+struct piece {
+  std::string text;
+  bool at_start = false;
 };
 
-// One match data block and JIT stack per thread, reused across calls: matching is hot and the
-// compiled code itself is safe to share between threads.
-struct match_scratch {
-  pcre2_match_data* data = pcre2_match_data_create(1, nullptr);
-  pcre2_jit_stack* jit_stack = pcre2_jit_stack_create(32 << 10, kJitStackBytes, nullptr);
-  pcre2_match_context* context = pcre2_match_context_create(nullptr);
-  match_scratch() { pcre2_jit_stack_assign(context, nullptr, jit_stack); }
-  ~match_scratch() {
-    pcre2_match_context_free(context);
-    pcre2_jit_stack_free(jit_stack);
-    pcre2_match_data_free(data);
+// A stretch of a piece: a match of the pattern (after `invert`) or the text between two.
+struct part {
+  std::size_t start;
+  std::size_t end;
+  bool is_match;
+};
+
+// The Hugging Face library's split of a normalized string: the text is cut into matches and
+// the gaps between them, and `behavior` decides what becomes of the matches.
+void split_on(const regex& pattern, pre_tokenizer::split_behavior behavior, bool invert,
+              const piece& in, std::vector<piece>& out) {
+  using behavior_t = pre_tokenizer::split_behavior;
+  // Reused per thread: splitting is hot, and it never calls itself.
+  thread_local std::vector<regex::span> matches;
+  thread_local std::vector<part> parts;
+  thread_local std::vector<part> kept;
+  matches.clear();
+  parts.clear();
+  kept.clear();
+  pattern.find_all(in.text, matches);
+  std::size_t prev = 0;
+  for (const auto& [start, end] : matches) {
+    if (prev < start) parts.push_back({prev, start, invert});
+    parts.push_back({start, end, !invert});
+    prev = end;
   }
-  match_scratch(const match_scratch&) = delete;
-  match_scratch& operator=(const match_scratch&) = delete;
-};
-
-match_scratch& scratch() {
-  thread_local match_scratch s;
-  return s;
+  if (prev < in.text.size()) parts.push_back({prev, in.text.size(), invert});
+  if (behavior == behavior_t::merged_with_next) std::reverse(parts.begin(), parts.end());
+  bool previous_match = false;
+  for (const part& p : parts) {
+    // A match that follows a gap joins that gap; adjacent parts of one kind form a run.
+    const bool match_after_gap = !kept.empty() && p.is_match && !previous_match;
+    const bool same_as_previous = !kept.empty() && p.is_match == previous_match;
+    if (behavior == behavior_t::isolated) {
+      kept.push_back(p);
+    } else if (behavior == behavior_t::removed) {
+      if (!p.is_match) kept.push_back(p);
+    } else if (behavior == behavior_t::contiguous && same_as_previous) {
+      kept.back().end = p.end;
+    } else if (behavior == behavior_t::merged_with_previous && match_after_gap) {
+      kept.back().end = p.end;
+    } else if (behavior == behavior_t::merged_with_next && match_after_gap) {
+      kept.back().start = p.start;  // Walking backwards: "previous" is the part after it.
+    } else {
+      kept.push_back(p);
+    }
+    previous_match = p.is_match;
+  }
+  if (behavior == behavior_t::merged_with_next) std::reverse(kept.begin(), kept.end());
+  for (const part& p : kept)
+    out.push_back({in.text.substr(p.start, p.end - p.start), in.at_start && p.start == 0});
 }
 
-std::size_t utf8_char_size(unsigned char lead) {
-  return lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+bool starts_with(std::string_view text, std::string_view prefix) {
+  return text.substr(0, prefix.size()) == prefix;
 }
 
 }  // namespace
 
 struct pre_tokenizer::step {
-  enum class kind { split, byte_level } what = kind::split;
-  std::unique_ptr<pcre2_code, code_deleter> regex;
+  enum class kind { split, byte_level, metaspace } what = kind::split;
+  /// The Split pattern; ByteLevel's GPT-2 pattern (if use_regex); Metaspace's replacement.
+  std::optional<regex> pattern;
   split_behavior behavior = split_behavior::isolated;
   bool invert = false;
   bool add_prefix_space = false;
+  std::string replacement;
+  prepend_scheme scheme = prepend_scheme::always;
+  bool split = true;
 
-  void apply(const std::string& piece, std::vector<std::string>& out) const;
-  void split(std::string_view text, std::vector<std::string>& out) const;
+  void apply(piece in, std::vector<piece>& out) const;
 };
 
-// Splits on every non-empty match. An empty match emits nothing and moves the search on by one
-// character, so that a pattern which can match empty still terminates.
-void pre_tokenizer::step::split(std::string_view text, std::vector<std::string>& out) const {
-  match_scratch& s = scratch();
-  const auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  std::size_t gap_start = 0;
-  std::size_t search = 0;
-  const auto emit = [&](std::size_t from, std::size_t to, bool is_match) {
-    if (to <= from) return;
-    const bool keep = behavior == split_behavior::isolated || (is_match == invert);
-    if (keep) out.emplace_back(text.substr(from, to - from));
-  };
-  while (search < text.size()) {
-    const int rc = pcre2_match(regex.get(), subject, text.size(), search, PCRE2_NO_UTF_CHECK,
-                               s.data, s.context);
-    if (rc < 0) break;  // No match (or a resource limit): the rest is one gap.
-    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(s.data);
-    const std::size_t start = ov[0];
-    const std::size_t end = ov[1];
-    if (end == start) {
-      search = start + utf8_char_size(static_cast<unsigned char>(text[start]));
-      continue;
+void pre_tokenizer::step::apply(piece in, std::vector<piece>& out) const {
+  switch (what) {
+    case kind::split:
+      split_on(*pattern, behavior, invert, in, out);
+      return;
+    case kind::byte_level:
+      if (add_prefix_space && !starts_with(in.text, " ")) in.text.insert(0, " ");
+      break;
+    case kind::metaspace: {
+      std::string replaced;
+      replaced.reserve(in.text.size() + replacement.size());
+      for (char c : in.text) {
+        if (c == ' ') {
+          replaced += replacement;
+        } else {
+          replaced.push_back(c);
+        }
+      }
+      in.text.swap(replaced);
+      const bool prepend =
+          scheme == prepend_scheme::always || (scheme == prepend_scheme::first && in.at_start);
+      if (prepend && !starts_with(in.text, replacement)) in.text.insert(0, replacement);
+      if (split) {
+        split_on(*pattern, split_behavior::merged_with_next, false, in, out);
+      } else {
+        out.push_back(std::move(in));
+      }
+      return;
     }
-    emit(gap_start, start, false);
-    emit(start, end, true);
-    gap_start = search = end;
   }
-  emit(gap_start, text.size(), false);
-}
-
-void pre_tokenizer::step::apply(const std::string& piece, std::vector<std::string>& out) const {
-  if (what == kind::split) {
-    split(piece, out);
-    return;
-  }
-  if (add_prefix_space && (piece.empty() || piece[0] != ' ')) {
-    const std::string spaced = " " + piece;
-    if (regex) {
-      split(spaced, out);
-    } else {
-      out.push_back(spaced);
-    }
-    return;
-  }
-  if (regex) {
-    split(piece, out);
+  if (pattern) {
+    split_on(*pattern, split_behavior::isolated, false, in, out);
   } else {
-    out.push_back(piece);
+    out.push_back(std::move(in));
   }
 }
 
@@ -115,39 +136,12 @@ pre_tokenizer::pre_tokenizer(pre_tokenizer&&) noexcept = default;
 pre_tokenizer& pre_tokenizer::operator=(pre_tokenizer&&) noexcept = default;
 pre_tokenizer::~pre_tokenizer() = default;
 
-namespace {
-
-// Unicode properties (\p{L}, and \s as Unicode whitespace) as the Hugging Face library has
-// them. PCRE2 accepts UTF but not UCP together with LITERAL, where it does not matter anyway.
-constexpr uint32_t kRegexOptions = PCRE2_UTF | PCRE2_UCP;
-constexpr uint32_t kLiteralOptions = PCRE2_UTF | PCRE2_LITERAL;
-
-result<std::unique_ptr<pcre2_code, code_deleter>> compile(const std::string& pattern,
-                                                          uint32_t options) {
-  int code = 0;
-  PCRE2_SIZE offset = 0;
-  pcre2_code* re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                 options, &code, &offset, nullptr);
-  if (re == nullptr) {
-    PCRE2_UCHAR message[256];
-    pcre2_get_error_message(code, message, sizeof message);
-    return error{errc::bad_format, "regular expression '" + pattern + "' does not compile at " +
-                                       "offset " + std::to_string(offset) + ": " +
-                                       reinterpret_cast<const char*>(message)};
-  }
-  // The JIT is several times faster; without it (an unsupported CPU) the interpreter is used.
-  pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);
-  return std::unique_ptr<pcre2_code, code_deleter>(re);
-}
-
-}  // namespace
-
 status pre_tokenizer::add_split_regex(const std::string& pattern, split_behavior behavior,
                                       bool invert) {
-  auto re = compile(pattern, kRegexOptions);
+  auto re = regex::compile(pattern);
   if (!re) return re.err();
   auto s = std::make_unique<step>();
-  s->regex = std::move(*re);
+  s->pattern = std::move(*re);
   s->behavior = behavior;
   s->invert = invert;
   steps_.push_back(std::move(s));
@@ -156,13 +150,10 @@ status pre_tokenizer::add_split_regex(const std::string& pattern, split_behavior
 
 status pre_tokenizer::add_split_literal(const std::string& literal, split_behavior behavior,
                                         bool invert) {
-  if (literal.empty()) {
-    return error{errc::bad_format, "a Split pre-tokenizer's String pattern must not be empty"};
-  }
-  auto re = compile(literal, kLiteralOptions);
+  auto re = regex::literal(literal);
   if (!re) return re.err();
   auto s = std::make_unique<step>();
-  s->regex = std::move(*re);
+  s->pattern = std::move(*re);
   s->behavior = behavior;
   s->invert = invert;
   steps_.push_back(std::move(s));
@@ -174,26 +165,46 @@ status pre_tokenizer::add_byte_level(bool add_prefix_space, bool use_regex) {
   s->what = step::kind::byte_level;
   s->add_prefix_space = add_prefix_space;
   if (use_regex) {
-    auto re = compile(kGpt2SplitPattern, kRegexOptions);
+    auto re = regex::compile(kGpt2SplitPattern);
     if (!re) return re.err();
-    s->regex = std::move(*re);
+    s->pattern = std::move(*re);
   }
   steps_.push_back(std::move(s));
   return ok_status();
 }
 
-void pre_tokenizer::split(std::string_view text, std::vector<std::string>& pieces) const {
+status pre_tokenizer::add_metaspace(const std::string& replacement, prepend_scheme scheme,
+                                    bool split) {
+  auto re = regex::literal(replacement);
+  if (!re) return re.err();
+  auto s = std::make_unique<step>();
+  s->what = step::kind::metaspace;
+  s->pattern = std::move(*re);
+  s->replacement = replacement;
+  s->scheme = scheme;
+  s->split = split;
+  steps_.push_back(std::move(s));
+  return ok_status();
+}
+
+bool pre_tokenizer::has_byte_level() const {
+  return std::any_of(steps_.begin(), steps_.end(),
+                     [](const auto& s) { return s->what == step::kind::byte_level; });
+}
+
+void pre_tokenizer::split(std::string_view text, std::vector<std::string>& pieces,
+                          bool at_start) const {
   if (text.empty()) return;
-  std::vector<std::string> current{std::string(text)};
-  std::vector<std::string> next;
+  std::vector<piece> current{{std::string(text), at_start}};
+  std::vector<piece> next;
   for (const auto& s : steps_) {
     next.clear();
-    for (const std::string& piece : current)
-      s->apply(piece, next);
+    for (piece& p : current)
+      s->apply(std::move(p), next);
     current.swap(next);
   }
-  for (std::string& piece : current)
-    pieces.push_back(std::move(piece));
+  for (piece& p : current)
+    pieces.push_back(std::move(p.text));
 }
 
 }  // namespace brigade::model

@@ -29,8 +29,14 @@ std::string expert(const model_config& c, int l, int e, const std::string& part)
   return layer(l, "mlp.experts." + std::to_string(e) + "." + part + "_proj.weight");
 }
 
-std::string shared_expert(int l, const std::string& part) {
-  return layer(l, "mlp.shared_expert." + part + "_proj.weight");
+std::string shared_expert(const model_config& c, int l, const std::string& part) {
+  // DeepSeek-V3's n_shared_experts sit fused in one MLP named in the plural.
+  const char* block = c.fam == family::deepseek_v3 ? "mlp.shared_experts." : "mlp.shared_expert.";
+  return layer(l, block + part + "_proj.weight");
+}
+
+std::string router_bias(int l) {
+  return layer(l, "mlp.gate.e_score_correction_bias");
 }
 
 std::string shared_expert_gate(int l) {

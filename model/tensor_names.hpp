@@ -15,7 +15,9 @@ std::string layer(int l, const std::string& suffix);
 std::string router(const model_config& c, int l);
 /// part is "gate", "up" or "down".
 std::string expert(const model_config& c, int l, int e, const std::string& part);
-std::string shared_expert(int l, const std::string& part);
+std::string shared_expert(const model_config& c, int l, const std::string& part);
+/// DeepSeek-V3's router bias, e_score_correction_bias.
+std::string router_bias(int l);
 std::string shared_expert_gate(int l);
 std::string dense_mlp(int l, const std::string& part);
 

@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 #include <algorithm>
 
-#include "model/byte_level.hpp"
 #include "model/tokenizer_json.hpp"
 #include "model/utf8.hpp"
 
@@ -33,32 +32,37 @@ struct tokenizer::impl {
     return &parts.added.tokens()[added_index_of_id[id]];
   }
 
-  // The bytes `id` stands for; added tokens are written as their content.
-  void append_bytes(int32_t id, bool skip_special, std::string& out) const {
-    if (const added_token* t = added_of(id)) {
-      if (!(skip_special && t->special)) out += t->content;
-      return;
+  // As the Hugging Face library decodes: the token strings (added tokens as their content,
+  // unknown ids left out) go through the decoder's steps.
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special, bool* incomplete) const {
+    std::vector<std::string> tokens;
+    tokens.reserve(ids.size());
+    for (int32_t id : ids) {
+      if (const added_token* t = added_of(id)) {
+        if (!(skip_special && t->special)) tokens.push_back(t->content);
+      } else if (const std::string* token = parts.model.token_of(id)) {
+        tokens.push_back(*token);
+      }
     }
-    if (const std::string* token = parts.model.token_of(id)) {
-      byte_level::decode_append(*token, out);
-    }
+    return parts.dec.decode(std::move(tokens), incomplete);
   }
 
-  void encode_normalized(std::string_view text, std::vector<int32_t>& ids,
-                         std::vector<std::string>& pieces) const {
+  void encode_pieces(std::string_view text, bool at_start, std::vector<int32_t>& ids,
+                     std::vector<std::string>& pieces) const {
     pieces.clear();
-    parts.pre.split(text, pieces);
+    parts.pre.split(text, pieces, at_start);
     for (const std::string& piece : pieces)
       parts.model.encode_word(piece, ids);
   }
 
-  // Normalizes one run of text between raw-matched added tokens, then splits it on the
-  // added tokens that match normalized text, as the Hugging Face library does.
-  void encode_run(std::string_view text, std::vector<int32_t>& ids,
+  // Normalizes one run of text between raw-matched added tokens, then splits it on the added
+  // tokens that match normalized text, as the Hugging Face library does. `at_start`: the run
+  // begins the input.
+  void encode_run(std::string_view text, bool at_start, std::vector<int32_t>& ids,
                   std::vector<std::string>& pieces) const {
     const std::string normalized = parts.norm.apply(text);
     if (!has_normalized_added) {
-      encode_normalized(normalized, ids, pieces);
+      encode_pieces(normalized, at_start, ids, pieces);
       return;
     }
     std::vector<added_vocabulary::segment> segments;
@@ -67,7 +71,7 @@ struct tokenizer::impl {
       if (seg.id >= 0) {
         ids.push_back(seg.id);
       } else {
-        encode_normalized(seg.text, ids, pieces);
+        encode_pieces(seg.text, at_start && seg.text.data() == normalized.data(), ids, pieces);
       }
     }
   }
@@ -93,7 +97,7 @@ result<tokenizer> tokenizer::load(const std::string& dir) {
 }
 
 // Invalid UTF-8 is repaired to U+FFFD first: every later stage works on Unicode text.
-std::vector<int32_t> tokenizer::encode(std::string_view text) const {
+std::vector<int32_t> tokenizer::encode(std::string_view text, bool add_special_tokens) const {
   std::string repaired;
   if (!utf8::is_valid(text)) {
     repaired = utf8::repair(text);
@@ -108,19 +112,19 @@ std::vector<int32_t> tokenizer::encode(std::string_view text) const {
     if (seg.id >= 0) {
       ids.push_back(seg.id);
     } else {
-      impl_->encode_run(seg.text, ids, pieces);
+      impl_->encode_run(seg.text, seg.text.data() == text.data(), ids, pieces);
     }
   }
+  if (add_special_tokens) return impl_->parts.post.apply(std::move(ids));
   return ids;
 }
 
-// Ids outside the vocabulary are skipped, as the Hugging Face library does.
+std::vector<int32_t> tokenizer::encode(std::string_view text) const {
+  return encode(text, /*add_special_tokens=*/false);
+}
+
 std::string tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special) const {
-  std::string bytes;
-  for (int32_t id : ids)
-    impl_->append_bytes(id, skip_special, bytes);
-  if (utf8::is_valid(bytes)) return bytes;
-  return utf8::repair(bytes);
+  return impl_->decode(ids, skip_special, nullptr);
 }
 
 int32_t tokenizer::size() const {
@@ -130,6 +134,12 @@ int32_t tokenizer::size() const {
 std::optional<int32_t> tokenizer::token_id(std::string_view token) const {
   if (const added_token* t = impl_->parts.added.find_content(token)) return t->id;
   return impl_->parts.model.id_of(token);
+}
+
+std::optional<std::string> tokenizer::token_text(int32_t id) const {
+  if (const added_token* t = impl_->added_of(id)) return t->content;
+  if (const std::string* token = impl_->parts.model.token_of(id)) return *token;
+  return std::nullopt;
 }
 
 bool tokenizer::is_special(int32_t id) const {
@@ -147,18 +157,35 @@ std::optional<int32_t> tokenizer::eos_id() const {
 incremental_decoder::incremental_decoder(const tokenizer& tok, bool skip_special)
     : tok_(&tok), skip_special_(skip_special) {}
 
+// Special tokens to skip are left out of the window, as decode() leaves them out of the list
+// its decoder sees.
 std::string incremental_decoder::push(int32_t id) {
-  tok_->impl_->append_bytes(id, skip_special_, pending_);
-  const std::size_t complete = utf8::complete_prefix_size(pending_);
-  if (complete == 0) return {};
-  std::string out = utf8::repair(std::string_view(pending_).substr(0, complete));
-  pending_.erase(0, complete);
+  if (skip_special_ && tok_->is_special(id)) return {};
+  window_.push_back(id);
+  bool incomplete = false;
+  std::string text = tok_->impl_->decode(window_, false, &incomplete);
+  if (incomplete && window_.size() - context_ <= kMaxPendingTokens) return {};
+  return emit_from(std::move(text));
+}
+
+// The window's text normally extends the context's; a decoder that trims the end of the text
+// can break that, and then the pending ids wait (up to the bound).
+std::string incremental_decoder::emit_from(std::string text) {
+  const bool extends = text.compare(0, context_text_.size(), context_text_) == 0;
+  if (!extends && window_.size() - context_ <= kMaxPendingTokens) return {};
+  std::string out = text.substr(std::min(context_text_.size(), text.size()));
+  window_.erase(window_.begin(), window_.begin() + static_cast<std::ptrdiff_t>(context_));
+  context_ = window_.size();
+  context_text_ = tok_->impl_->decode(window_, false, nullptr);
   return out;
 }
 
 std::string incremental_decoder::finish() {
-  std::string out = utf8::repair(pending_);
-  pending_.clear();
+  const std::string text = tok_->impl_->decode(window_, false, nullptr);
+  std::string out = text.substr(std::min(context_text_.size(), text.size()));
+  window_.clear();
+  context_ = 0;
+  context_text_.clear();
   return out;
 }
 

@@ -38,7 +38,14 @@ family_tokens tokens_for(const std::string& model_type) {
               "<|endoftext|>",
               "<|padding|>",
               "PreTrainedTokenizerFast"};
+    case chat_format::deepseek_v3:
+      return {{"<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>"},
+              "<｜begin▁of▁sentence｜>",
+              "<｜end▁of▁sentence｜>",
+              "<｜end▁of▁sentence｜>",
+              "LlamaTokenizerFast"};
     case chat_format::chatml:
+    case chat_format::qwen3:
       break;
   }
   return {{"<|endoftext|>", "<|im_start|>", "<|im_end|>"},

@@ -1,66 +1,13 @@
 #include "model/tokenizer_json.hpp"
 
 #include <fstream>
-#include <limits>
-#include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "model/tokenizer_json_components.hpp"
+#include "model/tokenizer_json_fields.hpp"
 
 namespace brigade::model::tokenizer_json {
 namespace {
-
-using json = nlohmann::json;
-
-error bad(const std::string& path, const std::string& what) {
-  return error{errc::bad_format, path + ": " + what};
-}
-
-error wrong_type(const std::string& path, const char* expected, const json& got) {
-  return bad(path, std::string("expected ") + expected + ", found " + got.type_name());
-}
-
-error unsupported(const std::string& path, const std::string& type, const std::string& why) {
-  return error{errc::unsupported, path + " '" + type + "' is not supported: " + why};
-}
-
-// A member of `obj`, or nullptr when absent or null.
-const json* member(const json& obj, const char* key) {
-  const auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-result<bool> get_bool(const json& obj, const std::string& path, const char* key, bool fallback) {
-  const json* v = member(obj, key);
-  if (v == nullptr) return fallback;
-  if (!v->is_boolean()) return wrong_type(path + "." + key, "a boolean", *v);
-  return v->get<bool>();
-}
-
-result<std::string> get_string(const json& obj, const std::string& path, const char* key) {
-  const json* v = member(obj, key);
-  if (v == nullptr) return bad(path, std::string("missing field '") + key + "'");
-  if (!v->is_string()) return wrong_type(path + "." + key, "a string", *v);
-  return v->get<std::string>();
-}
-
-result<int32_t> as_id(const json& v, const std::string& path) {
-  if (!v.is_number_integer()) return wrong_type(path, "an integer id", v);
-  const bool fits =
-      v.is_number_unsigned()
-          ? v.get<uint64_t>() <= uint64_t{std::numeric_limits<int32_t>::max()}
-          : v.get<int64_t>() >= 0 && v.get<int64_t>() <= std::numeric_limits<int32_t>::max();
-  if (!fits) return bad(path, "id " + v.dump() + " is outside [0, 2^31)");
-  return static_cast<int32_t>(v.get<int64_t>());
-}
-
-// The object at `path`, whose "type" field names a component; an absent type reads as "".
-result<std::string> component_type(const json& v, const std::string& path) {
-  if (!v.is_object()) return wrong_type(path, "an object", v);
-  const json* t = member(v, "type");
-  if (t == nullptr) return std::string();
-  if (!t->is_string()) return wrong_type(path + ".type", "a string", *t);
-  return t->get<std::string>();
-}
 
 result<bpe::merge_pair> read_merge(const json& m, const std::string& path) {
   if (m.is_string()) {
@@ -78,11 +25,10 @@ result<bpe::merge_pair> read_merge(const json& m, const std::string& path) {
   return wrong_type(path, "a string \"left right\" or a pair [\"left\", \"right\"]", m);
 }
 
-status check_bpe_options(const json& model) {
+result<bpe::options> read_bpe_options(const json& model, bool byte_level) {
   if (const json* d = member(model, "dropout")) {
     if (!d->is_number()) return wrong_type("model.dropout", "a number or null", *d);
-    const double p = d->get<double>();
-    if (p > 0.0 && p < 1.0) {
+    if (d->get<double>() != 0.0) {
       return unsupported("model.dropout", d->dump(), "BPE dropout makes encoding random");
     }
   }
@@ -92,30 +38,38 @@ status check_bpe_options(const json& model) {
     if (!v->is_string()) return wrong_type(std::string("model.") + key, "a string", *v);
     if (!v->get_ref<const std::string&>().empty()) {
       return unsupported(std::string("model.") + key, v->get<std::string>(),
-                         "only byte-level BPE without word affixes is implemented");
+                         "brigade implements BPE without word affixes");
     }
   }
+  bpe::options opts;
+  opts.byte_level = byte_level;
   auto byte_fallback = get_bool(model, "model", "byte_fallback", false);
-  if (!byte_fallback) return byte_fallback.err();
-  if (*byte_fallback) {
-    return unsupported("model.byte_fallback", "true",
-                       "it belongs to SentencePiece-style BPE; only byte-level BPE is implemented");
+  auto fuse_unk = get_bool(model, "model", "fuse_unk", false);
+  auto ignore_merges = get_bool(model, "model", "ignore_merges", false);
+  for (const result<bool>* r : {&byte_fallback, &fuse_unk, &ignore_merges}) {
+    if (!*r) return r->err();
   }
-  if (const json* unk = member(model, "unk_token"); unk != nullptr && !unk->is_string()) {
-    return wrong_type("model.unk_token", "a string or null", *unk);
+  opts.byte_fallback = *byte_fallback;
+  opts.fuse_unk = *fuse_unk;
+  opts.ignore_merges = *ignore_merges;
+  if (const json* unk = member(model, "unk_token")) {
+    if (!unk->is_string()) return wrong_type("model.unk_token", "a string or null", *unk);
+    opts.unk_token = unk->get<std::string>();
   }
-  return ok_status();
+  return opts;
 }
 
-result<bpe> read_model(const json& root) {
+// The model, a byte-level one when the pre-tokenizer has a ByteLevel step.
+result<bpe> read_model(const json& root, bool byte_level) {
   const json* model = member(root, "model");
   if (model == nullptr) return bad("tokenizer.json", "missing field 'model'");
   auto type = component_type(*model, "model");
   if (!type) return type.err();
   if (!type->empty() && *type != "BPE") {
-    return unsupported("model.type", *type, "brigade reads byte-level BPE tokenizers only");
+    return unsupported("model.type", *type, "brigade reads BPE tokenizers only");
   }
-  if (auto s = check_bpe_options(*model); !s) return s.err();
+  auto opts = read_bpe_options(*model, byte_level);
+  if (!opts) return opts.err();
   const json* vocab = member(*model, "vocab");
   if (vocab == nullptr) return bad("model", "missing field 'vocab'");
   if (!vocab->is_object()) return wrong_type("model.vocab", "an object of token ids", *vocab);
@@ -136,107 +90,7 @@ result<bpe> read_model(const json& root) {
     if (!pair) return pair.err();
     pairs.push_back(std::move(*pair));
   }
-  auto ignore_merges = get_bool(*model, "model", "ignore_merges", false);
-  if (!ignore_merges) return ignore_merges.err();
-  return bpe::create(std::move(entries), pairs, *ignore_merges);
-}
-
-status read_normalizer(const json& n, const std::string& path, normalizer& out) {
-  auto type = component_type(n, path);
-  if (!type) return type.err();
-  if (*type == "NFC") {
-    out.add(normalizer::form::nfc);
-  } else if (*type == "NFD") {
-    out.add(normalizer::form::nfd);
-  } else if (*type == "NFKC") {
-    out.add(normalizer::form::nfkc);
-  } else if (*type == "NFKD") {
-    out.add(normalizer::form::nfkd);
-  } else if (*type == "Sequence") {
-    const json* list = member(n, "normalizers");
-    if (list == nullptr || !list->is_array()) {
-      return wrong_type(path + ".normalizers", "an array", list ? *list : json());
-    }
-    for (std::size_t i = 0; i < list->size(); ++i) {
-      const std::string item = path + ".normalizers[" + std::to_string(i) + "]";
-      if (auto s = read_normalizer((*list)[i], item, out); !s) return s;
-    }
-  } else {
-    return unsupported(path + ".type", *type, "only NFC, NFD, NFKC, NFKD and Sequence are");
-  }
-  return ok_status();
-}
-
-result<pre_tokenizer::split_behavior> read_behavior(const json& step, const std::string& path) {
-  auto behavior = get_string(step, path, "behavior");
-  if (!behavior) return behavior.err();
-  if (*behavior == "Isolated") return pre_tokenizer::split_behavior::isolated;
-  if (*behavior == "Removed") return pre_tokenizer::split_behavior::removed;
-  return unsupported(path + ".behavior", *behavior, "only Isolated and Removed are implemented");
-}
-
-status read_split(const json& step, const std::string& path, pre_tokenizer& out) {
-  auto behavior = read_behavior(step, path);
-  if (!behavior) return behavior.err();
-  auto invert = get_bool(step, path, "invert", false);
-  if (!invert) return invert.err();
-  const json* pattern = member(step, "pattern");
-  if (pattern == nullptr || !pattern->is_object()) {
-    return wrong_type(path + ".pattern", "an object {\"Regex\": ...} or {\"String\": ...}",
-                      pattern ? *pattern : json());
-  }
-  if (member(*pattern, "Regex") != nullptr) {
-    auto regex = get_string(*pattern, path + ".pattern", "Regex");
-    if (!regex) return regex.err();
-    status s = out.add_split_regex(*regex, *behavior, *invert);
-    return s ? s : bad(path + ".pattern.Regex", s.err().message);
-  }
-  auto literal = get_string(*pattern, path + ".pattern", "String");
-  if (!literal) return literal.err();
-  status s = out.add_split_literal(*literal, *behavior, *invert);
-  return s ? s : bad(path + ".pattern.String", s.err().message);
-}
-
-status read_pre_tokenizer(const json& p, const std::string& path, pre_tokenizer& out,
-                          bool& has_byte_level) {
-  auto type = component_type(p, path);
-  if (!type) return type.err();
-  if (*type == "ByteLevel") {
-    auto prefix = get_bool(p, path, "add_prefix_space", true);
-    if (!prefix) return prefix.err();
-    auto use_regex = get_bool(p, path, "use_regex", true);
-    if (!use_regex) return use_regex.err();
-    has_byte_level = true;
-    return out.add_byte_level(*prefix, *use_regex);
-  }
-  if (*type == "Split") return read_split(p, path, out);
-  if (*type == "Sequence") {
-    const json* list = member(p, "pretokenizers");
-    if (list == nullptr || !list->is_array()) {
-      return wrong_type(path + ".pretokenizers", "an array", list ? *list : json());
-    }
-    for (std::size_t i = 0; i < list->size(); ++i) {
-      const std::string item = path + ".pretokenizers[" + std::to_string(i) + "]";
-      if (auto s = read_pre_tokenizer((*list)[i], item, out, has_byte_level); !s) return s;
-    }
-    return ok_status();
-  }
-  return unsupported(path + ".type", *type,
-                     "only ByteLevel, Split and Sequence are implemented (SentencePiece-style "
-                     "Metaspace tokenizers are not supported)");
-}
-
-status check_decoder(const json& root) {
-  const json* d = member(root, "decoder");
-  if (d == nullptr) {
-    return error{errc::unsupported, "decoder is null: brigade needs the ByteLevel decoder"};
-  }
-  auto type = component_type(*d, "decoder");
-  if (!type) return type.err();
-  if (*type != "ByteLevel") {
-    return unsupported("decoder.type", *type, "only the ByteLevel decoder is implemented");
-  }
-  return ok_status();
+  return bpe::create(std::move(entries), pairs, *opts);
 }
 
 result<added_token> read_added_token(const json& t, const std::string& path) {
@@ -269,38 +123,68 @@ result<added_token> read_added_token(const json& t, const std::string& path) {
   return out;
 }
 
-status read_added_tokens(const json& root, added_vocabulary& out) {
+// A normalized token is matched as the normalizer writes its content, as the Hugging Face
+// library matches it.
+status read_added_tokens(const json& root, const normalizer& norm, added_vocabulary& out) {
   const json* list = member(root, "added_tokens");
   if (list == nullptr) return ok_status();
   if (!list->is_array()) return wrong_type("added_tokens", "an array", *list);
   for (std::size_t i = 0; i < list->size(); ++i) {
     auto t = read_added_token((*list)[i], "added_tokens[" + std::to_string(i) + "]");
     if (!t) return t.err();
-    out.add(std::move(*t));
+    std::string pattern = t->normalized ? norm.apply(t->content) : t->content;
+    out.add(std::move(*t), std::move(pattern));
+  }
+  return ok_status();
+}
+
+// Truncation and padding change what one text encodes to; brigade does neither.
+status check_no_truncation(const json& root) {
+  for (const char* key : {"truncation", "padding"}) {
+    if (const json* v = member(root, key)) {
+      return unsupported(key, v->dump(), "brigade never truncates or pads a prompt");
+    }
+  }
+  return ok_status();
+}
+
+status read_text_pipeline(const json& root, normalizer& norm, pre_tokenizer& pre) {
+  if (const json* n = member(root, "normalizer")) {
+    if (auto s = read_normalizer(*n, "normalizer", norm); !s) return s;
+  }
+  if (const json* p = member(root, "pre_tokenizer")) {
+    if (auto s = read_pre_tokenizer(*p, "pre_tokenizer", pre); !s) return s;
+  }
+  return ok_status();
+}
+
+status read_id_pipeline(const json& root, decoder& dec, post_processor& post) {
+  const json* d = member(root, "decoder");
+  if (d == nullptr) {
+    return error{errc::unsupported,
+                 "decoder is null: the Hugging Face library then joins tokens with spaces, "
+                 "which no model brigade serves wants"};
+  }
+  if (auto s = read_decoder(*d, "decoder", dec); !s) return s;
+  if (const json* p = member(root, "post_processor")) {
+    if (auto s = read_post_processor(*p, "post_processor", post); !s) return s;
   }
   return ok_status();
 }
 
 result<parts> parse_root(const json& root) {
   if (!root.is_object()) return wrong_type("tokenizer.json", "an object", root);
-  auto model = read_model(root);
+  if (member(root, "model") == nullptr) return bad("tokenizer.json", "missing field 'model'");
+  if (auto s = check_no_truncation(root); !s) return s.err();
+  normalizer norm;
+  pre_tokenizer pre;
+  if (auto s = read_text_pipeline(root, norm, pre); !s) return s.err();
+  // A ByteLevel pre-tokenizer makes the model work on bytes.
+  auto model = read_model(root, pre.has_byte_level());
   if (!model) return model.err();
-  parts out{std::move(*model), normalizer{}, pre_tokenizer{}, added_vocabulary{}, {}, {}};
-  if (const json* n = member(root, "normalizer")) {
-    if (auto s = read_normalizer(*n, "normalizer", out.norm); !s) return s.err();
-  }
-  bool has_byte_level = false;
-  if (const json* p = member(root, "pre_tokenizer")) {
-    if (auto s = read_pre_tokenizer(*p, "pre_tokenizer", out.pre, has_byte_level); !s) {
-      return s.err();
-    }
-  }
-  if (!has_byte_level) {
-    return error{errc::unsupported,
-                 "pre_tokenizer has no ByteLevel step: brigade reads byte-level BPE only"};
-  }
-  if (auto s = check_decoder(root); !s) return s.err();
-  if (auto s = read_added_tokens(root, out.added); !s) return s.err();
+  parts out{std::move(*model), std::move(norm), std::move(pre), {}, {}, {}, {}, {}};
+  if (auto s = read_id_pipeline(root, out.dec, out.post); !s) return s.err();
+  if (auto s = read_added_tokens(root, out.norm, out.added); !s) return s.err();
   return out;
 }
 

@@ -9,7 +9,9 @@
 #include "common/result.hpp"
 #include "model/added_vocabulary.hpp"
 #include "model/bpe.hpp"
+#include "model/decoder.hpp"
 #include "model/normalizer.hpp"
+#include "model/post_processor.hpp"
 #include "model/pre_tokenizer.hpp"
 
 namespace brigade::model::tokenizer_json {
@@ -18,6 +20,8 @@ struct parts {
   bpe model;
   normalizer norm;
   pre_tokenizer pre;
+  decoder dec;
+  post_processor post;
   added_vocabulary added;
   std::optional<int32_t> bos_id;
   std::optional<int32_t> eos_id;

@@ -60,6 +60,63 @@ std::optional<std::vector<tool_call>> parse_mistral(std::string_view body) {
   return calls;
 }
 
+constexpr std::string_view kDeepseekCallsBegin = "<｜tool▁calls▁begin｜>";
+constexpr std::string_view kDeepseekCallsEnd = "<｜tool▁calls▁end｜>";
+constexpr std::string_view kDeepseekCallBegin = "<｜tool▁call▁begin｜>";
+constexpr std::string_view kDeepseekCallEnd = "<｜tool▁call▁end｜>";
+constexpr std::string_view kDeepseekSep = "<｜tool▁sep｜>";
+
+std::string_view trim_space(std::string_view text) {
+  const size_t first = text.find_first_not_of(kSpace);
+  if (first == std::string_view::npos) return {};
+  return text.substr(first, text.find_last_not_of(kSpace) + 1 - first);
+}
+
+// One DeepSeek call's text between <｜tool▁call▁begin｜> and <｜tool▁call▁end｜>:
+// function<｜tool▁sep｜>NAME\n```json\nARGUMENTS\n```.
+std::optional<tool_call> deepseek_call(std::string_view text) {
+  const size_t sep = text.find(kDeepseekSep);
+  if (sep == std::string_view::npos || trim_space(text.substr(0, sep)) != "function") {
+    return std::nullopt;
+  }
+  std::string_view rest = text.substr(sep + kDeepseekSep.size());
+  const size_t newline = rest.find('\n');
+  if (newline == std::string_view::npos) return std::nullopt;
+  const std::string_view name = trim_space(rest.substr(0, newline));
+  std::string_view fenced = trim_space(rest.substr(newline + 1));
+  constexpr std::string_view kOpen = "```json", kClose = "```";
+  if (name.empty() || fenced.size() < kOpen.size() + kClose.size() ||
+      fenced.substr(0, kOpen.size()) != kOpen ||
+      fenced.substr(fenced.size() - kClose.size()) != kClose) {
+    return std::nullopt;
+  }
+  fenced = fenced.substr(kOpen.size(), fenced.size() - kOpen.size() - kClose.size());
+  json arguments = parse_quietly(fenced);
+  if (!arguments.is_object()) return std::nullopt;
+  tool_call call;
+  call.name = std::string(name);
+  call.arguments_json = arguments.dump(-1, ' ', false, json::error_handler_t::replace);
+  return call;
+}
+
+// The calls after <｜tool▁calls▁begin｜>, apart only by whitespace; nothing if any is not a call.
+std::optional<std::vector<tool_call>> parse_deepseek(std::string_view body) {
+  std::vector<tool_call> calls;
+  body = trim_space(body);
+  while (!body.empty()) {
+    if (body.substr(0, kDeepseekCallBegin.size()) != kDeepseekCallBegin) return std::nullopt;
+    body.remove_prefix(kDeepseekCallBegin.size());
+    const size_t end = body.find(kDeepseekCallEnd);
+    if (end == std::string_view::npos) return std::nullopt;
+    std::optional<tool_call> call = deepseek_call(body.substr(0, end));
+    if (!call) return std::nullopt;
+    calls.push_back(std::move(*call));
+    body = trim_space(body.substr(end + kDeepseekCallEnd.size()));
+  }
+  if (calls.empty()) return std::nullopt;
+  return calls;
+}
+
 // The length of the longest end of `text` that begins `tag` without being all of it.
 size_t partial_tag_bytes(std::string_view text, std::string_view tag) {
   for (size_t n = std::min(text.size(), tag.size() - 1); n > 0; --n) {
@@ -70,9 +127,12 @@ size_t partial_tag_bytes(std::string_view text, std::string_view tag) {
 
 }  // namespace
 
-tool_call_parser::tool_call_parser(chat_format format) {
+tool_call_parser::tool_call_parser(chat_format format) : format_(format) {
   if (format == chat_format::mistral_inst) {
     open_tag_ = "[TOOL_CALLS]";
+  } else if (format == chat_format::deepseek_v3) {
+    open_tag_ = kDeepseekCallsBegin;
+    close_tag_ = kDeepseekCallsEnd;
   } else {
     open_tag_ = "<tool_call>";
     close_tag_ = "</tool_call>";
@@ -127,8 +187,10 @@ bool tool_call_parser::drain_inside(bool final, std::vector<tool_parse_event>& o
   size_t close = close_tag_.empty() ? std::string::npos : buffer_.find(close_tag_);
   if (close == std::string::npos) {
     if (!final) return false;
+    // Mistral's list runs to the end; DeepSeek's calls may end without their closing tag.
     std::optional<std::vector<tool_call>> calls;
-    if (close_tag_.empty()) calls = parse_mistral(buffer_);  // Mistral's list runs to the end.
+    if (format_ == chat_format::mistral_inst) calls = parse_mistral(buffer_);
+    if (format_ == chat_format::deepseek_v3) calls = parse_deepseek(buffer_);
     if (calls) {
       emit_calls(std::move(*calls), out);
     } else {
@@ -139,7 +201,9 @@ bool tool_call_parser::drain_inside(bool final, std::vector<tool_parse_event>& o
     return false;
   }
   std::string_view body = std::string_view(buffer_).substr(0, close);
-  if (std::optional<std::vector<tool_call>> calls = parse_hermes(body)) {
+  std::optional<std::vector<tool_call>> calls =
+      format_ == chat_format::deepseek_v3 ? parse_deepseek(body) : parse_hermes(body);
+  if (calls) {
     emit_calls(std::move(*calls), out);
   } else {
     emit_content(std::string(open_tag_) + std::string(body) + std::string(close_tag_), out);

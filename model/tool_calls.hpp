@@ -2,12 +2,17 @@
 // and a streaming parser that splits a model's output into content and tool calls.
 //
 // Each chat format writes calls its own way:
-//   chatml, tulu   <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>, one per call
-//                  (the Hermes style of Qwen2.5 and Qwen3).
-//   mistral_inst   [TOOL_CALLS] [{"name": ..., "arguments": {...}}, ...] up to the end of the
-//                  output (Mistral's v3 tool format).
-// OLMoE's Tulu format has no tool calling of its own; giving it Qwen's Hermes wording and tags is
-// brigade's own choice, made because the model is likeliest to follow the most common convention.
+//   chatml, qwen3, tulu  <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>, one per
+//                        call (the Hermes style of Qwen2.5 and Qwen3).
+//   mistral_inst         [TOOL_CALLS] [{"name": ..., "arguments": {...}}, ...] up to the end of
+//                        the output (Mistral's v3 tool format).
+//   deepseek_v3          <｜tool▁calls▁begin｜> then, per call, <｜tool▁call▁begin｜>function
+//                        <｜tool▁sep｜>NAME\n```json\nARGUMENTS\n```<｜tool▁call▁end｜>, the calls
+//                        apart by a newline, then <｜tool▁calls▁end｜> (which may be missing at
+//                        the end of the output).
+// The templates of Qwen2-MoE, OLMoE and Mixtral-8x7B have no tool calling of their own, nor
+// DeepSeek-V3's a way to list the tools: there brigade writes them its own way (chat_template.hpp),
+// choosing the convention the model is likeliest to follow.
 #pragma once
 
 #include <string>
@@ -24,6 +29,9 @@ struct tool_definition {
   std::string name;                    ///< The function's name.
   std::string description;             ///< What it does; left out of the prompt when empty.
   std::string parameters_json = "{}";  ///< JSON text of its JSON Schema; "{}" if absent.
+  /// The whole "tools" entry as the request gave it, JSON text with its keys in their order:
+  /// templates that list tools write it as it is. Empty: written from the fields above.
+  std::string json_text{};
 };
 
 /// A call of a function, made by the model or replayed from an earlier assistant turn.
@@ -66,8 +74,9 @@ class tool_call_parser {
   void emit_content(std::string_view text, std::vector<tool_parse_event>& out);
   void emit_calls(std::vector<tool_call> calls, std::vector<tool_parse_event>& out);
 
-  std::string_view open_tag_;   ///< "<tool_call>" or "[TOOL_CALLS]".
-  std::string_view close_tag_;  ///< "</tool_call>", or empty: the calls run to the end.
+  chat_format format_;         ///< Whose call syntax the output is in.
+  std::string_view open_tag_;  ///< "<tool_call>", "[TOOL_CALLS]" or "<｜tool▁calls▁begin｜>".
+  std::string_view close_tag_;  ///< Where the calls end; empty: they run to the end.
   std::string buffer_;          ///< Output not yet given out, from the last decided point.
   std::string held_space_;      ///< Whitespace that is content only if more content follows.
   bool inside_ = false;         ///< Whether buffer_ holds a call's body, its open tag consumed.

@@ -1,5 +1,7 @@
 #include "model/transformer.hpp"
 
+#include "model/rope_scaling.hpp"
+
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -35,6 +37,7 @@ void transformer::embed(const step_batch& b, workspace& ws) const {
 
 void transformer::attention(int layer, const step_batch& b, gpu::kv_storage& kv,
                             workspace& ws) const {
+  if (config_.mla.enabled()) return latent_attention(layer, b, kv, ws);
   const layer_weights& lw = w_.layers[static_cast<size_t>(layer)];
   const model_config& c = config_;
   const int t = b.tokens();
@@ -60,8 +63,7 @@ void transformer::attention(int layer, const step_batch& b, gpu::kv_storage& kv,
   const gpu::attention_batch ab = b.attention();
   dev_.kv_write(kv, layer, k, v, ab);
   const gpu::tensor attn = ws.attn.first(t);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  dev_.attention(q, kv, layer, ab, c.num_heads, scale, c.sliding_window, attn);
+  dev_.attention(q, kv, layer, ab, c.num_heads, attention_scale(c), c.sliding_window, attn);
   const gpu::tensor proj = ws.proj.first(t);
   dev_.matmul(attn, *lw.attn.o, nullptr, proj);
   dev_.add(x, proj);
@@ -99,6 +101,11 @@ void transformer::route(int layer, const step_batch& b, workspace& ws, routing& 
   gpu::router_spec spec;
   spec.top_k = config_.top_k;
   spec.normalize = config_.norm_topk_prob;
+  spec.sigmoid = config_.sigmoid_router;
+  spec.host_bias = lw.router_bias.empty() ? nullptr : lw.router_bias.data();
+  spec.groups = config_.expert_groups;
+  spec.top_groups = config_.topk_groups;
+  spec.scale = config_.routed_scaling;
   dev_.router_topk(logits, spec, r.experts.data(), r.weights.data());
 }
 
@@ -111,6 +118,10 @@ void transformer::combine(int layer, const step_batch& b, workspace& ws, const r
     const gpu::tensor shared = ws.shared_out.first(t);
     const gpu::tensor gate = ws.shared_gate.first(t);
     ffn(lw.shared, h, shared, ws);
+    if (!lw.shared_gate) {
+      dev_.combine(ws.x.first(t), y, r.weights.data(), r.top_k, &shared, nullptr);
+      return;
+    }
     dev_.matmul(h, *lw.shared_gate, nullptr, gate);
     dev_.combine(ws.x.first(t), y, r.weights.data(), r.top_k, &shared, &gate);
   } else {

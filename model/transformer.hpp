@@ -54,6 +54,8 @@ class transformer {
  private:
   void ffn(const ffn_weights& w, const gpu::tensor& in, const gpu::tensor& out,
            workspace& ws) const;
+  /// DeepSeek-V3's attention (model/latent_attention.cpp).
+  void latent_attention(int layer, const step_batch& b, gpu::kv_storage& kv, workspace& ws) const;
 
   const model_config& config_;
   gpu::backend& dev_;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "model/rope_scaling.hpp"
 #include "model/tensor_names.hpp"
 
 namespace brigade::model {
@@ -22,17 +23,21 @@ result<std::unique_ptr<gpu::matrix>> load_matrix(const checkpoint& ck, gpu::back
 }
 
 // RoPE tables in double precision, rounded once: the angles of late positions stay accurate.
+// With YaRN (DeepSeek-V3) the frequencies blend interpolated and original ones across a ramp of
+// dimensions, and cos and sin carry the attention temperature (model/config.hpp).
 void make_rope_tables(const model_config& c, gpu::backend& dev, dense_weights& w) {
-  const int half = c.head_dim / 2;
+  const int dims = c.mla.enabled() ? c.mla.qk_rope_head_dim : c.head_dim;
+  const int half = dims / 2;
+  const std::vector<double> inv_freq = rope_inverse_frequencies(c, dims);
+  const double magnitude = rope_magnitude(c);
   std::vector<float> cos_t(static_cast<size_t>(c.max_positions) * static_cast<size_t>(half));
   std::vector<float> sin_t(cos_t.size());
   for (int i = 0; i < half; ++i) {
-    const double inv_freq = std::pow(c.rope_theta, -2.0 * i / c.head_dim);
     for (int p = 0; p < c.max_positions; ++p) {
-      const double angle = p * inv_freq;
+      const double angle = p * inv_freq[static_cast<size_t>(i)];
       const size_t at = static_cast<size_t>(p) * static_cast<size_t>(half) + static_cast<size_t>(i);
-      cos_t[at] = static_cast<float>(std::cos(angle));
-      sin_t[at] = static_cast<float>(std::sin(angle));
+      cos_t[at] = static_cast<float>(std::cos(angle) * magnitude);
+      sin_t[at] = static_cast<float>(std::sin(angle) * magnitude);
     }
   }
   w.rope_cos = dev.make_vector(cos_t.data(), cos_t.size());
@@ -91,7 +96,14 @@ status load_layer(const checkpoint& ck, const model_config& c, gpu::backend& dev
   if (!post_norm) return post_norm.err();
   w.input_norm = std::move(in_norm.value());
   w.post_norm = std::move(post_norm.value());
-  status attn = load_attention(ck, c, dev, l, w.attn);
+  status attn = c.mla.enabled() ? load_latent_attention(ck, c, dev, l, w.attn.latent)
+                                : load_attention(ck, c, dev, l, w.attn);
+  if (attn && c.mla.enabled()) {
+    const int o_cols = c.num_heads * c.mla.v_head_dim;
+    auto o = load_matrix(ck, dev, names::layer(l, "self_attn.o_proj.weight"), h, o_cols);
+    if (!o) return o.err();
+    w.attn.o = std::move(o.value());
+  }
   if (!attn) return attn;
   if (!c.is_moe_layer(l)) {
     auto dense = load_ffn(
@@ -104,12 +116,18 @@ status load_layer(const checkpoint& ck, const model_config& c, gpu::backend& dev
   auto router = load_matrix(ck, dev, names::router(c, l), c.num_experts, h);
   if (!router) return router.err();
   w.router = std::move(router.value());
+  if (c.sigmoid_router) {
+    auto bias = ck.vector(names::router_bias(l), c.num_experts);
+    if (!bias) return bias.err();
+    w.router_bias = std::move(bias.value());
+  }
   if (c.shared_expert_intermediate > 0) {
     auto shared = load_ffn(
-        ck, dev, [&](const std::string& p) { return names::shared_expert(l, p); }, h,
+        ck, dev, [&](const std::string& p) { return names::shared_expert(c, l, p); }, h,
         c.shared_expert_intermediate);
     if (!shared) return shared.err();
     w.shared = std::move(shared.value());
+    if (!c.shared_expert_gated) return ok_status();
     auto gate = load_matrix(ck, dev, names::shared_expert_gate(l), 1, h);
     if (!gate) return gate.err();
     w.shared_gate = std::move(gate.value());

@@ -12,7 +12,13 @@ workspace::workspace(const model_config& c, gpu::backend& dev, int max_tokens)
       std::max({c.expert_intermediate, c.dense_intermediate, c.shared_expert_intermediate, 1});
   x = dev.alloc(t, hidden);
   h = dev.alloc(t, hidden);
-  qkv = dev.alloc(t, (c.num_heads + 2 * c.num_kv_heads) * c.head_dim);
+  int qkv_cols = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
+  if (c.mla.enabled()) {
+    const mla_dims& m = c.mla;
+    qkv_cols = std::max(qkv_cols, c.num_heads * m.qk_head_dim() + m.cache_dim() + m.q_lora_rank);
+    latent = dev.alloc(t, c.num_heads * (m.cache_dim() + m.v_head_dim));
+  }
+  qkv = dev.alloc(t, qkv_cols);
   attn = dev.alloc(t, c.num_heads * c.head_dim);
   proj = dev.alloc(t, hidden);
   gate_up = dev.alloc(t, 2 * widest);
@@ -24,7 +30,7 @@ workspace::workspace(const model_config& c, gpu::backend& dev, int max_tokens)
     group_out = dev.alloc(t, hidden);
     if (c.shared_expert_intermediate > 0) {
       shared_out = dev.alloc(t, hidden);
-      shared_gate = dev.alloc(t, 1);
+      if (c.shared_expert_gated) shared_gate = dev.alloc(t, 1);
     }
   }
 }

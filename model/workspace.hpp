@@ -25,6 +25,9 @@ class workspace {
   gpu::activation inter;        ///< [T, largest intermediate]
   gpu::activation shared_out;   ///< [T, hidden]
   gpu::activation shared_gate;  ///< [T, 1]
+  /// DeepSeek-V3: [T, heads * (cache_dim + v_head_dim)] the absorbed queries, then each head's
+  /// values (model/latent_attention.cpp).
+  gpu::activation latent;
 
  private:
   int max_tokens_;

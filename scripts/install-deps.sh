@@ -8,6 +8,7 @@ packages=(
   libcaf-dev libucx-dev ucx-utils libboost-dev catch2
   nlohmann-json3-dev libyaml-cpp-dev libfmt-dev libcli11-dev libpcre2-dev libxxhash-dev
   libopenblas-dev libicu-dev libssl-dev python3 python3-numpy curl iproute2 procps
+  python3-jinja2  # renders the real chat templates for the chat format parity test
   chromium  # Debian's browser, for the dashboard's browser test (serve_dashboard_browser)
 )
 command -v node >/dev/null 2>&1 || packages+=(nodejs)

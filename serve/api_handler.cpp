@@ -87,6 +87,7 @@ api_handler::api_handler(inference_service& service, const model::tokenizer& tok
       admin_access_(admin_access_for(admin_auth_.enabled(), auth_.enabled(), options.listen_host,
                                      options.admin_without_key)),
       eos_ids_(options.eos_ids),
+      chat_(options.chat),
       seed_base_(std::random_device{}()),
       request_metrics_(registry_) {}
 
@@ -444,7 +445,8 @@ request_context api_handler::context_for(int64_t id) const {
   request_context ctx;
   ctx.info = service_.info();
   ctx.tok = &tok_;
-  ctx.format = model::chat_format_for(ctx.info.model_type);
+  ctx.chat =
+      chat_ ? *chat_ : model::default_chat_style(model::chat_format_for(ctx.info.model_type));
   ctx.eos_ids = eos_ids_;
   ctx.default_seed = splitmix(seed_base_ ^ static_cast<uint64_t>(id));
   return ctx;

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "common/metrics.hpp"
+#include "model/chat_template.hpp"
 #include "model/tokenizer.hpp"
 #include "serve/admin_access.hpp"
 #include "serve/api_error.hpp"
@@ -82,6 +83,9 @@ struct api_handler_options {
   std::vector<std::string> admin_keys;
   std::string listen_host = "127.0.0.1";  ///< Where the server listens (admin_access_for).
   bool admin_without_key = false;         ///< Opens keyless admin routes off loopback.
+  /// The chat format, decided at start (model::load_chat_style). Without one, the format of the
+  /// served model_type (model::chat_format_for) with the family's usual special tokens.
+  std::optional<model::chat_style> chat;
 };
 
 class api_handler {
@@ -132,6 +136,7 @@ class api_handler {
   api_key_auth admin_auth_;
   admin_access admin_access_;
   std::vector<int32_t> eos_ids_;
+  std::optional<model::chat_style> chat_;
   uint64_t seed_base_;
   std::atomic<int64_t> next_id_{1};
   std::mutex scrape_mutex_;

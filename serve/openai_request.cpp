@@ -12,7 +12,9 @@
 namespace brigade::serve {
 namespace {
 
-using nlohmann::json;
+// Ordered, so that tool schemas and arguments reach the prompt with their keys in the order the
+// client gave them, as the chat templates write them.
+using json = nlohmann::ordered_json;
 
 // Reads optional fields of one JSON object; the first bad field is kept as the error. A field
 // set to null counts as absent, as in the OpenAI API.
@@ -119,9 +121,12 @@ bool read_prompt(field_reader& r, const json& body, const request_context& ctx,
   return tokens_in_vocab(r, "prompt", ids, ctx.info.vocab_size);
 }
 
-bool read_content(field_reader& r, const json& m, const std::string& param, std::string& out) {
+bool read_content(field_reader& r, const json& m, const std::string& param,
+                  model::chat_message& msg) {
   auto c = m.find("content");
-  if (c == m.end() || c->is_null()) return true;
+  msg.content_null = c == m.end() || c->is_null();
+  if (msg.content_null) return true;
+  std::string& out = msg.content;
   if (c->is_string()) {
     out = c->get<std::string>();
     return true;
@@ -209,7 +214,10 @@ bool read_messages(field_reader& r, const json& body, const request_context& ctx
     }
     model::chat_message msg;
     msg.role = role->get<std::string>() == "developer" ? "system" : role->get<std::string>();
-    if (!read_content(r, m, param + ".content", msg.content)) return false;
+    if (!read_content(r, m, param + ".content", msg)) return false;
+    if (m.contains("reasoning_content") && m["reasoning_content"].is_string()) {
+      msg.reasoning_content = m["reasoning_content"].get<std::string>();
+    }
     if (msg.role == "assistant" && !read_message_calls(r, m, param, msg.tool_calls)) return false;
     if (msg.role == "tool") {
       if (m.contains("tool_call_id") && m["tool_call_id"].is_string()) {
@@ -226,8 +234,9 @@ bool render_messages(field_reader& r, const request_context& ctx,
                      const std::vector<model::chat_message>& messages,
                      const std::vector<model::tool_definition>& tools, bool generation_prompt,
                      const std::string& forced_prefix, std::vector<int32_t>& ids) {
-  ids = ctx.tok->encode(model::render_chat(ctx.format, messages, generation_prompt, tools) +
-                        forced_prefix);
+  result<std::string> prompt = model::render_chat(ctx.chat, messages, generation_prompt, tools);
+  if (!prompt) return r.fail("messages", prompt.err().message);
+  ids = ctx.tok->encode(prompt.value() + forced_prefix);
   if (ids.empty()) return r.fail("messages", "the messages render to an empty prompt");
   return true;
 }
@@ -284,9 +293,21 @@ bool read_tools(field_reader& r, std::vector<model::tool_definition>& tools) {
       }
       d.parameters_json = schema.dump();
     }
+    d.json_text = t.dump();
     tools.push_back(std::move(d));
   }
   return true;
+}
+
+// The start of a call in the format's syntax; with a name, up to where the arguments begin.
+std::string call_opening(model::chat_format format, const std::string& name) {
+  if (format == model::chat_format::deepseek_v3) {
+    const std::string call = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>";
+    return name.empty() ? call : call + name + "\n```json\n";
+  }
+  const std::string call =
+      format == model::chat_format::mistral_inst ? "[TOOL_CALLS] [" : "<tool_call>\n";
+  return name.empty() ? call : call + "{\"name\": " + json(name).dump() + ", \"arguments\": ";
 }
 
 // tool_choice: "none" (tools are not offered), "auto" (the default with tools), "required" or
@@ -326,13 +347,9 @@ bool read_tool_choice(field_reader& r, const request_context& ctx,
     return true;
   }
   out.parse_tool_calls = true;
-  out.format = ctx.format;
-  const bool mistral = ctx.format == model::chat_format::mistral_inst;
-  if (choice == "required") out.forced_prefix = mistral ? "[TOOL_CALLS] [" : "<tool_call>\n";
-  if (choice == "function") {
-    const std::string opening = "{\"name\": " + json(named).dump() + ", \"arguments\": ";
-    out.forced_prefix = (mistral ? "[TOOL_CALLS] [" : "<tool_call>\n") + opening;
-  }
+  out.format = ctx.chat.format;
+  if (choice == "required") out.forced_prefix = call_opening(ctx.chat.format, "");
+  if (choice == "function") out.forced_prefix = call_opening(ctx.chat.format, named);
   return true;
 }
 

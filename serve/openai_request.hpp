@@ -55,7 +55,7 @@ uint64_t choice_seed(uint64_t seed, int index);
 struct request_context {
   service_info info;
   const model::tokenizer* tok = nullptr;
-  model::chat_format format = model::chat_format::chatml;
+  model::chat_style chat;        ///< The model's chat format and its special tokens.
   std::vector<int32_t> eos_ids;  ///< Stop ids unless the request sets ignore_eos.
   uint64_t default_seed = 0;     ///< Seed when the request gives none.
 };

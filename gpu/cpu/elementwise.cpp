@@ -99,7 +99,82 @@ void scatter_rows(const tensor& src, const int32_t* rows, const tensor& dst) {
   }
 }
 
+namespace {
+
+// DeepSeek-V3: sigmoid scores; the choice by score + bias within the best groups, the weights the
+// unbiased scores. Ties go to the lower group and the lower expert.
+void sigmoid_topk(const tensor& logits, const router_spec& spec, int32_t* experts, float* weights) {
+  const int n = logits.cols;
+  const int k = spec.top_k;
+  const int per_group = n / spec.groups;
+  std::vector<float> score(static_cast<size_t>(n));
+  std::vector<float> choice(static_cast<size_t>(n));
+  std::vector<float> group_score(static_cast<size_t>(spec.groups));
+  std::vector<char> open(static_cast<size_t>(n));
+  std::vector<char> group_taken(static_cast<size_t>(spec.groups));
+  for (int r = 0; r < logits.rows; ++r) {
+    const float* l = logits.row(r);
+    for (int i = 0; i < n; ++i) {
+      score[static_cast<size_t>(i)] = 1.0f / (1.0f + std::exp(-l[i]));
+      choice[static_cast<size_t>(i)] =
+          score[static_cast<size_t>(i)] + (spec.host_bias ? spec.host_bias[i] : 0.0f);
+    }
+    // A group's score: the sum of its two best biased scores (its best alone for a group of one).
+    for (int g = 0; g < spec.groups; ++g) {
+      float first = -INFINITY, second = -INFINITY;
+      for (int i = g * per_group; i < (g + 1) * per_group; ++i) {
+        const float v = choice[static_cast<size_t>(i)];
+        if (v > first) {
+          second = first;
+          first = v;
+        } else if (v > second) {
+          second = v;
+        }
+      }
+      group_score[static_cast<size_t>(g)] = per_group > 1 ? first + second : first;
+    }
+    std::fill(group_taken.begin(), group_taken.end(), 0);
+    std::fill(open.begin(), open.end(), 0);
+    for (int j = 0; j < spec.top_groups; ++j) {
+      int best = -1;
+      for (int g = 0; g < spec.groups; ++g) {
+        if (!group_taken[static_cast<size_t>(g)] &&
+            (best < 0 ||
+             group_score[static_cast<size_t>(g)] > group_score[static_cast<size_t>(best)])) {
+          best = g;
+        }
+      }
+      group_taken[static_cast<size_t>(best)] = 1;
+      for (int i = best * per_group; i < (best + 1) * per_group; ++i)
+        open[static_cast<size_t>(i)] = 1;
+    }
+    int32_t* ids = experts + static_cast<ptrdiff_t>(r) * k;
+    float* w = weights + static_cast<ptrdiff_t>(r) * k;
+    float selected = 0.0f;
+    for (int j = 0; j < k; ++j) {
+      int best = -1;
+      for (int i = 0; i < n; ++i) {
+        if (open[static_cast<size_t>(i)] &&
+            (best < 0 || choice[static_cast<size_t>(i)] > choice[static_cast<size_t>(best)])) {
+          best = i;
+        }
+      }
+      open[static_cast<size_t>(best)] = 0;
+      ids[j] = best;
+      w[j] = score[static_cast<size_t>(best)];
+      selected += w[j];
+    }
+    for (int j = 0; j < k; ++j) {
+      if (spec.normalize) w[j] /= selected + 1e-20f;
+      w[j] *= spec.scale;
+    }
+  }
+}
+
+}  // namespace
+
 void router_topk(const tensor& logits, const router_spec& spec, int32_t* experts, float* weights) {
+  if (spec.sigmoid) return sigmoid_topk(logits, spec, experts, weights);
   const int n = logits.cols;
   const int k = spec.top_k;
   std::vector<float> prob(static_cast<size_t>(n));
@@ -148,8 +223,8 @@ void combine(const tensor& x, const tensor& y, const float* weights, int k, cons
       axpy(weights[slot], y.row(slot), acc.data(), x.cols);
     }
     if (shared) {
-      const float g = shared_gate->row(t)[0];
-      const float scale = 1.0f / (1.0f + std::exp(-g));
+      float scale = 1.0f;
+      if (shared_gate) scale = 1.0f / (1.0f + std::exp(-shared_gate->row(t)[0]));
       axpy(scale, shared->row(t), acc.data(), x.cols);
     }
     float* out = x.row(t);

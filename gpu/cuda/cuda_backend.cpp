@@ -242,6 +242,11 @@ void* cuda_backend::result_scratch(size_t bytes) {
 
 void cuda_backend::router_topk(const tensor& logits, const router_spec& spec, int32_t* host_experts,
                                float* host_weights) {
+  if (spec.sigmoid || spec.groups != 1 || spec.scale != 1.0f) {
+    throw std::invalid_argument(
+        "cuda router_topk: DeepSeek-V3's sigmoid, grouped routing is not on CUDA yet: serve "
+        "this model on the CPU backend");
+  }
   device_guard guard(device_);
   const size_t slots = static_cast<size_t>(logits.rows) * static_cast<size_t>(spec.top_k);
   if (slots == 0) return;

@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from brigade_server import brigade_server  # noqa: E402
+from brigade_server import brigade_server, make_small_model  # noqa: E402
 
 PROMPTS = 24
 TOKENS = 12
@@ -317,6 +317,25 @@ def check_tenant_salts(c, brigade, model):
     return ok
 
 
+def check_deepseek(brigade, workdir):
+    """A DeepSeek-V3 model over three nodes: its latent KV rows cross from the prefill worker on n1
+    to the decode worker on n2, its experts sit on every node, and its repeated prompt is served
+    from n1's KV store; every answer is generate's."""
+    # Served under the directory's name, "model", as the checks ask for.
+    model = os.path.join(workdir, "deepseek", "model")
+    os.makedirs(os.path.dirname(model), exist_ok=True)
+    make_small_model(brigade, model, "deepseek_v3")
+    expected = [generate(brigade, model, prompt_ids(i), TOKENS) for i in range(PROMPTS)]
+    c = cluster(brigade, model, workdir, "lo-deepseek", ["127.0.0.1"] * 3, None, "tcp", "lo")
+    try:
+        print("deepseek_v3 over three nodes:")
+        ok = check_outputs(c, expected)
+        ok = check_node_kv_store(c, brigade, model) and ok
+    finally:
+        c.stop()
+    return ok
+
+
 def check_migration(c, expected):
     """A random re-plan while prompts run: new experts come from peer shards, across nodes."""
     before = c.coord.get("/v1/experts")["epoch"]
@@ -554,6 +573,7 @@ def main():
             ok = check_live_balance(c, brigade, model, workdir) and ok
         finally:
             c.stop()
+        ok = check_deepseek(brigade, workdir) and ok
         ok = check_wrong_secret(brigade, model, workdir, "127.0.0.1") and ok
         ok = check_dry_run(brigade, workdir) and ok
     print("PASS" if ok else "FAIL")

@@ -270,3 +270,14 @@ liveness: {heartbeat: 100ms, suspect_phi: 5, acceptable_pause: 1s, dead_after: 2
   CHECK_THAT(parse_error("model: x\nliveness: {dead_afer: 3s}\n"),
              Catch::Contains("'liveness.dead_afer' is not a known field"));
 }
+
+TEST_CASE("chat_format names one of the chat formats, or is left to the model", "[manifest]") {
+  auto unset = config::parse_manifest("model: m\n", "m.yaml");
+  REQUIRE(unset.ok());
+  CHECK_FALSE(unset->chat_format.has_value());
+  auto named = config::parse_manifest("model: m\nchat_format: deepseek_v3\n", "m.yaml");
+  REQUIRE(named.ok());
+  CHECK(named->chat_format == model::chat_format::deepseek_v3);
+  CHECK_THAT(parse_error("model: m\nchat_format: llama3"),
+             Catch::Contains("'chat_format'") && Catch::Contains("chatml, qwen3, mistral"));
+}

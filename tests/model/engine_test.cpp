@@ -68,7 +68,9 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 }  // namespace
 
 TEST_CASE("a sequence's logits do not depend on its batch", "[engine]") {
-  fixture f;
+  const std::string family = GENERATE(as<std::string>{}, "qwen3_moe", "deepseek_v3");
+  INFO("family " << family);
+  fixture f(family);
   request_options req;
   req.max_tokens = 12;
   std::vector<std::vector<int32_t>> prompts;
@@ -84,7 +86,9 @@ TEST_CASE("a sequence's logits do not depend on its batch", "[engine]") {
 }
 
 TEST_CASE("chunked prefill gives the same bits as one-shot prefill", "[engine]") {
-  fixture f;
+  const std::string family = GENERATE(as<std::string>{}, "qwen3_moe", "deepseek_v3");
+  INFO("family " << family);
+  fixture f(family);
   request_options req;
   req.max_tokens = 6;
   const auto p = prompt(70, 3);

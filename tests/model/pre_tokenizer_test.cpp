@@ -59,6 +59,35 @@ TEST_CASE("Removed drops the matches and invert keeps only them", "[pre_tokenize
   CHECK(split(literal, "a+b") == pieces{"a", "+", "b"});
 }
 
+TEST_CASE("each Split behavior does with matches what the Hugging Face library does",
+          "[pre_tokenizer]") {
+  using behavior = pre_tokenizer::split_behavior;
+  const auto split_with = [](behavior b, bool invert, const std::string& text) {
+    pre_tokenizer pre;
+    REQUIRE(pre.add_split_literal("-", b, invert).ok());
+    return split(pre, text);
+  };
+  CHECK(split_with(behavior::isolated, false, "a-b--c") == pieces{"a", "-", "b", "-", "-", "c"});
+  CHECK(split_with(behavior::removed, false, "a-b--c") == pieces{"a", "b", "c"});
+  CHECK(split_with(behavior::merged_with_previous, false, "a-b--c") ==
+        pieces{"a-", "b-", "-", "c"});
+  CHECK(split_with(behavior::merged_with_next, false, "a-b--c") == pieces{"a", "-b", "-", "-c"});
+  CHECK(split_with(behavior::contiguous, false, "a-b--c") == pieces{"a", "-", "b", "--", "c"});
+  CHECK(split_with(behavior::merged_with_previous, false, "-a") == pieces{"-", "a"});
+  // Inverted, the text between the dashes counts as the matches.
+  CHECK(split_with(behavior::merged_with_previous, true, "a-b--c") == pieces{"a", "-b", "-", "-c"});
+}
+
+TEST_CASE("Metaspace replaces spaces and splits before each replacement", "[pre_tokenizer]") {
+  const std::string m = "\xE2\x96\x81";
+  pre_tokenizer pre;
+  REQUIRE(pre.add_metaspace(m, pre_tokenizer::prepend_scheme::first, true).ok());
+  CHECK(split(pre, "Hey  friend!") == pieces{m + "Hey", m, m + "friend!"});
+  pieces later;
+  pre.split("Hey you", later, /*at_start=*/false);
+  CHECK(later == pieces{"Hey", m + "you"});
+}
+
 TEST_CASE("a pattern that can match empty still terminates", "[pre_tokenizer]") {
   pre_tokenizer pre;
   REQUIRE(pre.add_split_regex("x*", pre_tokenizer::split_behavior::isolated, false).ok());

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 #include <atomic>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -50,6 +51,67 @@ nlohmann::json tiny_tokenizer_json() {
         {"unk_token", nullptr},
         {"vocab", vocab},
         {"merges", merges}}}};
+}
+
+nlohmann::json llama_tokenizer_json() {
+  using json = nlohmann::json;
+  const std::string space = "\xE2\x96\x81";  // U+2581 LOWER ONE EIGHTH BLOCK
+  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    vocab[name] = 3 + b;
+  }
+  const std::vector<std::string> chars = {space, "h", "e", "l", "o", "w", "r", "d"};
+  for (std::size_t i = 0; i < chars.size(); ++i)
+    vocab[chars[i]] = 259 + static_cast<int>(i);
+  const std::vector<std::pair<std::string, std::string>> merges = {
+      {space, "h"}, {"l", "l"}, {space + "h", "e"},  {space + "he", "ll"}, {space + "hell", "o"},
+      {space, "w"}, {"o", "r"}, {space + "w", "or"}, {space, space}};
+  json merge_list = json::array();
+  for (std::size_t i = 0; i < merges.size(); ++i) {
+    vocab[merges[i].first + merges[i].second] = 267 + static_cast<int>(i);
+    merge_list.push_back(merges[i].first + " " + merges[i].second);
+  }
+  const auto added = [](int id, const char* content) {
+    return json{{"id", id},        {"content", content},  {"single_word", false}, {"lstrip", false},
+                {"rstrip", false}, {"normalized", false}, {"special", true}};
+  };
+  const json bos = {{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}};
+  return json{
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens", json::array({added(0, "<unk>"), added(1, "<s>"), added(2, "</s>")})},
+      {"normalizer",
+       {{"type", "Sequence"},
+        {"normalizers",
+         json::array(
+             {{{"type", "Prepend"}, {"prepend", space}},
+              {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", space}}})}}},
+      {"pre_tokenizer", nullptr},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single", json::array({bos, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
+        {"pair", json::array()},
+        {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}}},
+      {"decoder",
+       {{"type", "Sequence"},
+        {"decoders",
+         json::array({{{"type", "Replace"}, {"pattern", {{"String", space}}}, {"content", " "}},
+                      {{"type", "ByteFallback"}},
+                      {{"type", "Fuse"}},
+                      {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}})}}},
+      {"model",
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", "<unk>"},
+        {"continuing_subword_prefix", nullptr},
+        {"end_of_word_suffix", nullptr},
+        {"fuse_unk", true},
+        {"byte_fallback", true},
+        {"vocab", vocab},
+        {"merges", merge_list}}}};
 }
 
 namespace {

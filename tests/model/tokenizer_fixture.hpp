@@ -16,6 +16,14 @@ namespace brigade::model::testing {
 /// <|im_end|>=301 (special), <think>=302 (not special). Qwen's split pattern, NFC.
 nlohmann::json tiny_tokenizer_json();
 
+/// A tiny SentencePiece-style tokenizer.json in the legacy Llama-2/Mistral form: normalizer
+/// Prepend("▁") + Replace(" ", "▁"), no pre-tokenizer, byte_fallback, decoder Replace +
+/// ByteFallback + Fuse + Strip, and a "<s> $A" template. Vocabulary: <unk>=0, <s>=1, </s>=2
+/// (special added tokens), <0x00>..<0xFF> = 3 + byte, then "▁"=259 "h"=260 "e"=261 "l"=262
+/// "o"=263 "w"=264 "r"=265 "d"=266, and from merges in rank order "▁h"=267 "ll"=268
+/// "▁he"=269 "▁hell"=270 "▁hello"=271 "▁w"=272 "or"=273 "▁wor"=274 "▁▁"=275.
+nlohmann::json llama_tokenizer_json();
+
 /// A fresh empty directory under the build tree, unique to this call, removed at exit.
 std::string scratch_dir(const std::string& label);
 

@@ -128,40 +128,84 @@ TEST_CASE("unsupported tokenizer types are named", "[tokenizer_json]") {
   require_error(j, errc::unsupported, {"model.type", "Unigram"});
 
   j = tiny_tokenizer_json();
-  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}};
-  require_error(j, errc::unsupported, {"pre_tokenizer.type", "Metaspace"});
+  j["pre_tokenizer"] = {{"type", "Whitespace"}};
+  require_error(j, errc::unsupported, {"pre_tokenizer.type", "Whitespace"});
 
   j = tiny_tokenizer_json();
-  j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "MergedWithNext";
-  require_error(j, errc::unsupported, {"pre_tokenizer.pretokenizers[0].behavior"});
+  j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Dropped";
+  require_error(j, errc::unsupported, {"pre_tokenizer.pretokenizers[0].behavior", "Dropped"});
 
   j = tiny_tokenizer_json();
   j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(bad";
   require_error(j, errc::bad_format, {"pre_tokenizer.pretokenizers[0].pattern.Regex", "(bad"});
 
   j = tiny_tokenizer_json();
-  j["pre_tokenizer"] = nullptr;
-  require_error(j, errc::unsupported, {"ByteLevel"});
-
-  j = tiny_tokenizer_json();
   j["normalizer"] = {{"type", "Lowercase"}};
   require_error(j, errc::unsupported, {"normalizer.type", "Lowercase"});
 
   j = tiny_tokenizer_json();
-  j["decoder"] = {{"type", "Metaspace"}};
-  require_error(j, errc::unsupported, {"decoder.type", "Metaspace"});
+  j["decoder"] = {{"type", "WordPiece"}};
+  require_error(j, errc::unsupported, {"decoder.type", "WordPiece"});
 
   j = tiny_tokenizer_json();
   j.erase("decoder");
   require_error(j, errc::unsupported, {"decoder"});
 
   j = tiny_tokenizer_json();
-  j["model"]["byte_fallback"] = true;
-  require_error(j, errc::unsupported, {"model.byte_fallback"});
+  j["post_processor"] = {{"type", "RobertaProcessing"}};
+  require_error(j, errc::unsupported, {"post_processor.type", "RobertaProcessing"});
 
   j = tiny_tokenizer_json();
   j["model"]["dropout"] = 0.1;
   require_error(j, errc::unsupported, {"model.dropout"});
+
+  j = tiny_tokenizer_json();
+  j["model"]["continuing_subword_prefix"] = "##";
+  require_error(j, errc::unsupported, {"model.continuing_subword_prefix", "##"});
+}
+
+TEST_CASE("fields brigade cannot honour are refused by name", "[tokenizer_json]") {
+  json j = tiny_tokenizer_json();
+  j["truncation"] = {{"max_length", 512}};
+  require_error(j, errc::unsupported, {"truncation"});
+
+  j = tiny_tokenizer_json();
+  j["padding"] = {{"strategy", "BatchLongest"}};
+  require_error(j, errc::unsupported, {"padding"});
+
+  // ByteLevel maps bytes inside brigade's BPE model, so nothing may come after it.
+  j = tiny_tokenizer_json();
+  j["pre_tokenizer"]["pretokenizers"].push_back(
+      {{"type", "Split"}, {"pattern", {{"String", "x"}}}, {"behavior", "Isolated"}});
+  require_error(j, errc::unsupported, {"pre_tokenizer.pretokenizers[2].type", "ByteLevel"});
+
+  j = tiny_tokenizer_json();
+  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "ab"}};
+  require_error(j, errc::bad_format, {"pre_tokenizer.replacement", "one character"});
+
+  j = tiny_tokenizer_json();
+  j["pre_tokenizer"] = {
+      {"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "sometimes"}};
+  require_error(j, errc::unsupported, {"pre_tokenizer.prepend_scheme", "sometimes"});
+
+  j = tiny_tokenizer_json();
+  j["decoder"] = {{"type", "Strip"}, {"content", " "}, {"start", 1}};
+  require_error(j, errc::bad_format, {"decoder", "'stop'"});
+
+  j = tiny_tokenizer_json();
+  j["post_processor"] = {{"type", "TemplateProcessing"},
+                         {"single", json::array({{{"Sequence", {{"id", "B"}}}}})}};
+  require_error(j, errc::unsupported, {"post_processor.single[0].Sequence.id", "B"});
+
+  j = tiny_tokenizer_json();
+  j["post_processor"] = {{"type", "TemplateProcessing"},
+                         {"single", json::array({{{"SpecialToken", {{"id", "<s>"}}}}})},
+                         {"special_tokens", json::object()}};
+  require_error(j, errc::bad_format, {"post_processor.single[0].SpecialToken.id", "<s>"});
+
+  j = tiny_tokenizer_json();
+  j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", "(x"}}}, {"content", ""}};
+  require_error(j, errc::bad_format, {"normalizer.pattern.Regex", "(x"});
 }
 
 TEST_CASE("a normalizer Sequence and a null normalizer both load", "[tokenizer_json]") {

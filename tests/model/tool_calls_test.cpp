@@ -107,7 +107,7 @@ TEST_CASE("chatml leaves out an empty description and reads a missing schema as 
                     "\"parameters\": {}}}\n</tools>") != std::string::npos);
 }
 
-TEST_CASE("chatml writes tool calls and groups tool results in one user turn", "[tool_calls]") {
+TEST_CASE("qwen3 writes tool calls and groups tool results in one user turn", "[tool_calls]") {
   const std::vector<chat_message> conversation = {{"user", "Paris and Rome?"},
                                                   assistant_calling("", {"Paris", "Rome"}),
                                                   tool_result("18C", "call_0"),
@@ -118,7 +118,7 @@ TEST_CASE("chatml writes tool calls and groups tool results in one user turn", "
                                                   tool_result("2C", "call_0")};
   const std::string oslo_call =
       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
-  CHECK(render_chat(chat_format::chatml, conversation, true) ==
+  CHECK(render_chat(chat_format::qwen3, conversation, true) ==
         "<|im_start|>user\nParis and Rome?<|im_end|>\n"
         "<|im_start|>assistant\n" +
             kParisCall + "\n" + kRomeCall +
@@ -134,10 +134,10 @@ TEST_CASE("chatml writes tool calls and groups tool results in one user turn", "
             "<|im_start|>assistant\n");
 }
 
-TEST_CASE("chatml writes arguments that are not JSON as they are", "[tool_calls]") {
+TEST_CASE("qwen3 writes arguments that are not JSON as they are", "[tool_calls]") {
   chat_message m{"assistant", ""};
   m.tool_calls.push_back({"call_0", "f", "not json"});
-  CHECK(render_chat(chat_format::chatml, {m}, false) ==
+  CHECK(render_chat(chat_format::qwen3, {m}, false) ==
         "<|im_start|>assistant\n<tool_call>\n{\"name\": \"f\", \"arguments\": not json}\n"
         "</tool_call><|im_end|>\n");
 }
@@ -151,15 +151,15 @@ TEST_CASE("mistral_inst lists the tools before the last user turn", "[tool_calls
                                                   tool_result("18C", "call_0"),
                                                   tool_result("21C", "call_1")};
   CHECK(render_chat(chat_format::mistral_inst, conversation, true, {kWeather}) ==
-        "<s>[INST] Be brief.\n\nHi [/INST] Hello.</s>[AVAILABLE_TOOLS] [" + kWeatherJson +
-            "][/AVAILABLE_TOOLS][INST] Paris and Rome? [/INST]"
+        "<s> [INST] Be brief.\n\nHi [/INST] Hello.</s>[AVAILABLE_TOOLS] [" + kWeatherJson +
+            "][/AVAILABLE_TOOLS] [INST] Paris and Rome? [/INST]"
             "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, "
             "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}]</s>"
             "[TOOL_RESULTS] {\"content\": \"18C\"}[/TOOL_RESULTS]"
             "[TOOL_RESULTS] {\"content\": \"21C\"}[/TOOL_RESULTS]");
   CHECK(render_chat(chat_format::mistral_inst, {{"user", "x"}}, true, {kWeather, kWeather}) ==
         "<s>[AVAILABLE_TOOLS] [" + kWeatherJson + ", " + kWeatherJson +
-            "][/AVAILABLE_TOOLS][INST] x [/INST]");
+            "][/AVAILABLE_TOOLS] [INST] x [/INST]");
 }
 
 TEST_CASE("tulu uses the Hermes tools block and tags", "[tool_calls]") {
@@ -172,6 +172,86 @@ TEST_CASE("tulu uses the Hermes tools block and tags", "[tool_calls]") {
             kParisCall +
             "<|endoftext|>\n"
             "<|user|>\n<tool_response>\n18C\n</tool_response>\n<|assistant|>\n");
+}
+
+TEST_CASE("deepseek_v3 adds the tools to its system prompt", "[tool_calls]") {
+  const std::string prompt = render_chat(
+      chat_format::deepseek_v3, {{"system", "Be brief."}, {"user", "Weather?"}}, true, {kWeather});
+  const std::string head = "<｜begin▁of▁sentence｜>Be brief.\n\n## Tools\n\n";
+  CHECK(prompt.substr(0, head.size()) == head);
+  CHECK(prompt.find("\n" + kWeatherJson + "\n") != std::string::npos);
+  CHECK(prompt.find("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>") !=
+        std::string::npos);
+  const std::string tail = "<｜User｜>Weather?<｜Assistant｜>";
+  CHECK(prompt.substr(prompt.size() - tail.size()) == tail);
+}
+
+TEST_CASE("deepseek_v3 writes calls and outputs as its template does, quirks included",
+          "[tool_calls]") {
+  chat_message paris_and_rome = assistant_calling("", {"Paris", "Rome"});
+  paris_and_rome.content_null = true;
+  chat_message oslo = assistant_calling("", {"Oslo"});
+  oslo.content_null = true;
+  const std::vector<chat_message> conversation = {{"user", "Paris and Rome?"},
+                                                  paris_and_rome,
+                                                  tool_result("18C", "call_0"),
+                                                  tool_result("21C", "call_1"),
+                                                  {"assistant", "Mild."},
+                                                  {"user", "Oslo?"},
+                                                  oslo,
+                                                  tool_result("2C", "call_0")};
+  const std::string paris =
+      "<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\":\"Paris\"}"
+      "\n```<｜tool▁call▁end｜>";
+  const std::string rome =
+      "<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\":\"Rome\"}"
+      "\n```<｜tool▁call▁end｜>";
+  const std::string oslo_call =
+      "<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\":\"Oslo\"}"
+      "\n```<｜tool▁call▁end｜>";
+  // Only the conversation's first call opens the calls; a later turn's first call closes them.
+  CHECK(render_chat(chat_format::deepseek_v3, conversation, true) ==
+        "<｜begin▁of▁sentence｜><｜User｜>Paris and Rome?<｜Assistant｜><｜tool▁calls▁begin｜>" +
+            paris + "\n" + rome + "<｜tool▁calls▁end｜><｜end▁of▁sentence｜>" +
+            "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>18C<｜tool▁output▁end｜>\n"
+            "<｜tool▁output▁begin｜>21C<｜tool▁output▁end｜><｜tool▁outputs▁end｜>Mild."
+            "<｜end▁of▁sentence｜><｜User｜>Oslo?\n" +
+            oslo_call + "<｜tool▁calls▁end｜><｜end▁of▁sentence｜>" +
+            "\n<｜tool▁output▁begin｜>2C<｜tool▁output▁end｜><｜tool▁outputs▁end｜>");
+  // With content, an assistant turn is its content: the template writes no calls.
+  chat_message with_content = assistant_calling("Checking.", {"Paris"});
+  CHECK(render_chat(chat_format::deepseek_v3, {{"user", "x"}, with_content}, false) ==
+        "<｜begin▁of▁sentence｜><｜User｜>x<｜Assistant｜>Checking.<｜end▁of▁sentence｜>");
+}
+
+TEST_CASE("deepseek_v3 calls are parsed from its tool tokens", "[tool_calls]") {
+  const std::string paris =
+      "<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}"
+      "\n```<｜tool▁call▁end｜>";
+  const std::string rome =
+      "<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Rome\"}"
+      "\n```<｜tool▁call▁end｜>";
+  const std::string both = "<｜tool▁calls▁begin｜>" + paris + "\n" + rome + "<｜tool▁calls▁end｜>";
+  const lines calls = {R"(call get_weather {"city":"Paris"})",
+                       R"(call get_weather {"city":"Rome"})"};
+  CHECK(parse(chat_format::deepseek_v3, both) == calls);
+  CHECK(parse_bytewise(chat_format::deepseek_v3, both) == calls);
+  CHECK(parse(chat_format::deepseek_v3, "Let me check.\n" + both + "\n") ==
+        lines{"content Let me check.", calls[0], calls[1]});
+  // The closing tag may be missing at the end of the output.
+  CHECK(parse(chat_format::deepseek_v3, "<｜tool▁calls▁begin｜>" + paris) == lines{calls[0]});
+  for (const std::string& bad : std::vector<std::string>{
+           "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>retrieval<｜tool▁sep｜>f\n```json\n{}\n```"
+           "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+           "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n{}"
+           "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+           "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n[1]\n```"
+           "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+           "<｜tool▁calls▁begin｜>" + paris + " and text<｜tool▁calls▁end｜>",
+           "<｜tool▁calls▁begin｜><｜tool▁calls▁end｜>",
+       }) {
+    CHECK(parse(chat_format::deepseek_v3, bad) == lines{"content " + bad});
+  }
 }
 
 TEST_CASE("the parser gives out one call and nothing else", "[tool_calls]") {
@@ -217,7 +297,10 @@ TEST_CASE("output fed one byte at a time gives the same events", "[tool_calls]")
       {chat_format::chatml, kParisCall + "\n<tool_call>{\"name\": 1}</tool_call>\nDone.\n"},
       {chat_format::tulu, "  " + kRomeCall + "\n\nafter <tool_call"},
       {chat_format::mistral_inst,
-       "Sure [1]. [TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}]"}};
+       "Sure [1]. [TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}]"},
+      {chat_format::deepseek_v3,
+       "<｜tool▁call▁begin｜> first.\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function"
+       "<｜tool▁sep｜>f\n```json\n{\"a\": 1}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜> <｜tool"}};
   for (const auto& [format, text] : outputs) {
     INFO(text);
     const lines whole = parse(format, text);
@@ -280,14 +363,28 @@ TEST_CASE("mistral calls run from [TOOL_CALLS] to the end of the output", "[tool
 }
 
 TEST_CASE("output without a call comes back as it was whatever its pieces", "[tool_calls]") {
-  const std::vector<std::string> pieces = {
-      "<tool_call>", "</tool_call>", "<tool", "_call", ">", "[TOOL_CALLS]",
-      "{\"name\"",   "\n",           " ",     "x",     "{", "}"};
+  const std::vector<std::string> pieces = {"<tool_call>",
+                                           "</tool_call>",
+                                           "<tool",
+                                           "_call",
+                                           ">",
+                                           "[TOOL_CALLS]",
+                                           "{\"name\"",
+                                           "\n",
+                                           " ",
+                                           "x",
+                                           "{",
+                                           "}",
+                                           "<｜tool▁calls▁begin｜>",
+                                           "<｜tool▁calls▁end｜>",
+                                           "<｜tool"};
   const uint32_t seed = std::random_device{}();
   INFO("seed " << seed);
   std::mt19937 rng(seed);
   for (int round = 0; round < 2000; ++round) {
-    const chat_format format = round % 2 ? chat_format::mistral_inst : chat_format::chatml;
+    const chat_format formats[] = {chat_format::chatml, chat_format::mistral_inst,
+                                   chat_format::deepseek_v3};
+    const chat_format format = formats[round % 3];
     std::vector<std::string> chunks(rng() % 8);
     std::string text;
     for (std::string& chunk : chunks) {

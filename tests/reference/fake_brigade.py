@@ -8,6 +8,8 @@ before and apart from brigade's engine. It is never the thing under test.
 Fault switches, for proving that the driver can fail:
   FAKE_BRIGADE_PERTURB=ROW:DELTA  add DELTA to every logit of row ROW.
   FAKE_BRIGADE_WRONG_PICK=ROW     choose the second-best token at row ROW instead of the best.
+  FAKE_BRIGADE_UNSUPPORTED=F,G    refuse checkpoints of model_type F or G as brigade refuses a
+                                  family it does not load (exit 1, "... is not supported").
 """
 
 import argparse
@@ -55,6 +57,12 @@ def generate(argv):
     p.add_argument("--ignore-eos", action="store_true")
     p.add_argument("--speculate", type=int, default=0)  # Plain decoding is what it verifies to.
     a = p.parse_args(argv)
+    with open(os.path.join(a.model, "config.json"), encoding="utf-8") as f:
+        model_type = json.load(f).get("model_type")
+    if model_type in os.environ.get("FAKE_BRIGADE_UNSUPPORTED", "").split(","):
+        print(f"brigade generate: {a.model}/config.json: model_type '{model_type}' is not "
+              f"supported (supported: qwen3_moe, mixtral, olmoe, qwen2_moe)", file=sys.stderr)
+        return 1
     model = ReferenceModel.load(a.model)
     perturb_row, delta = -1, 0.0
     if os.environ.get("FAKE_BRIGADE_PERTURB"):

@@ -199,8 +199,9 @@ def encode_tensor(array, dtype):
     return np.ascontiguousarray(array, dtype=_STORAGE[dtype][1]).tobytes()
 
 
-def write_safetensors(path, tensors, dtype, metadata=None):
-    """Write {name: array} to one safetensors file, every tensor stored as dtype.
+def write_safetensors(path, tensors, dtype, metadata=None, dtypes=None):
+    """Write {name: array} to one safetensors file, every tensor stored as dtype except those
+    `dtypes` ({name: dtype}) names.
 
     Tensors are laid out in sorted name order; the header is padded with spaces to a multiple of
     8 bytes so that the data area is aligned, as the reference writer does.
@@ -210,9 +211,10 @@ def write_safetensors(path, tensors, dtype, metadata=None):
     chunks = []
     offset = 0
     for name in sorted(tensors):
-        blob = encode_tensor(tensors[name], dtype)
+        stored = (dtypes or {}).get(name, dtype)
+        blob = encode_tensor(tensors[name], stored)
         shape = [int(d) for d in np.shape(tensors[name])]
-        header[name] = {"dtype": dtype, "shape": shape,
+        header[name] = {"dtype": stored, "shape": shape,
                         "data_offsets": [offset, offset + len(blob)]}
         chunks.append(blob)
         offset += len(blob)
@@ -228,8 +230,9 @@ def write_safetensors(path, tensors, dtype, metadata=None):
     return offset
 
 
-def write_checkpoint(model_dir, config, tensors, dtype, shards=1):
-    """Write config.json and the tensors as one file or as `shards` files plus an index.
+def write_checkpoint(model_dir, config, tensors, dtype, shards=1, dtypes=None):
+    """Write config.json and the tensors as one file or as `shards` files plus an index; `dtypes`
+    ({name: dtype}) stores those tensors in another dtype than `dtype`.
 
     Shards split the sorted tensor names into contiguous groups of about equal byte size, named
     model-0000i-of-0000n.safetensors as Hugging Face names them.
@@ -242,7 +245,8 @@ def write_checkpoint(model_dir, config, tensors, dtype, shards=1):
         json.dump(cfg, f, indent=2, sort_keys=True)
         f.write("\n")
     if shards <= 1:
-        write_safetensors(os.path.join(model_dir, SINGLE_NAME), tensors, dtype, {"format": "pt"})
+        write_safetensors(os.path.join(model_dir, SINGLE_NAME), tensors, dtype, {"format": "pt"},
+                          dtypes)
         return
     names = sorted(tensors)
     if shards > len(names):
@@ -264,7 +268,7 @@ def write_checkpoint(model_dir, config, tensors, dtype, shards=1):
         file_name = f"model-{i + 1:05d}-of-{len(groups):05d}.safetensors"
         part = {n: tensors[n] for n in members}
         total_bytes += write_safetensors(os.path.join(model_dir, file_name), part, dtype,
-                                         {"format": "pt"})
+                                         {"format": "pt"}, dtypes)
         weight_map.update({n: file_name for n in members})
     index = {"metadata": {"total_size": total_bytes}, "weight_map": weight_map}
     with open(os.path.join(model_dir, INDEX_NAME), "w", encoding="utf-8") as f:

@@ -7,6 +7,12 @@ same published descriptions), against identities the architectures imply (a KV c
 nothing, one expert with top-1 is a dense MLP, top-all with renormalization is a softmax mixture,
 RoPE at position 0 is the identity), and its file reader against hand-made bytes.
 
+deepseek_v3 has its own plain implementation (naive_deepseek_logits: per-token, per-head loops,
+RoPE as in-place rotations of the adjacent pairs (2i, 2i + 1), the router by sorted lists) and
+its own identities: the latent (absorbed) attention equals the naive one, the router keeps to
+its groups, YaRN with factor 1 is plain RoPE, and every convention the cases rely on moves the
+logits of some case by far more than the tolerance.
+
 Run: test_reference.py [-v] [TestClass.test_name]   (every failure names its seed)
 """
 
@@ -24,9 +30,13 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import safetensors_np as st  # noqa: E402
-from random_checkpoint import build_config, random_tensors, tensor_shapes  # noqa: E402
+import reference_model as rm  # noqa: E402
+from cases import CASES, PENDING_FAMILIES  # noqa: E402
+from random_checkpoint import (build_config, random_tensors, tensor_shapes,  # noqa: E402
+                               write_random_checkpoint, yarn_rope_scaling)
 from reference_model import (ReferenceModel, apply_rope, causal_attention,  # noqa: E402
-                             rope_cos_sin)
+                             greedy, group_limited_topk, rope_cos_sin, yarn_correction_range,
+                             yarn_inv_freq)
 
 
 def naive_logits(config, tensors, ids):
@@ -123,6 +133,149 @@ def naive_logits(config, tensors, ids):
             else w["lm_head.weight"]
         rows.append(head_w @ norm(x, w["model.norm.weight"]))
     return np.array(rows)
+
+
+def naive_deepseek_logits(config, tensors, ids):
+    """DeepSeek-V3 one token at a time with loops over heads and experts.
+
+    Written separately from reference_model: RoPE rotates the stored pairs (2i, 2i + 1) in place
+    (the complex-number form of DeepSeek's own code) instead of permuting them; YaRN's frequencies
+    and mscale are recomputed here in scalar form; the router ranks Python lists.
+    """
+    c = dict(config)
+    w = {name: np.asarray(t, dtype=np.float64) for name, t in tensors.items()}
+    heads, eps = c["num_attention_heads"], c["rms_norm_eps"]
+    nope, rope_d, vd = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"]
+    rank, q_rank = c["kv_lora_rank"], c.get("q_lora_rank")
+    theta = c.get("rope_theta", 10000.0)
+    scaling = c.get("rope_scaling")
+
+    freqs, amplitude, scale = [], 1.0, 1.0 / math.sqrt(nope + rope_d)
+    for i in range(rope_d // 2):
+        freqs.append(theta ** (-2.0 * i / rope_d))
+    if scaling:
+        factor = scaling["factor"]
+        orig = scaling["original_max_position_embeddings"]
+
+        def pair(rotations):
+            return rope_d * math.log(orig / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+        low = max(math.floor(pair(scaling.get("beta_fast", 32))), 0)
+        high = min(math.ceil(pair(scaling.get("beta_slow", 1))), rope_d - 1)
+        if low == high:
+            high += 0.001
+        for i in range(rope_d // 2):
+            t = min(max((i - low) / (high - low), 0.0), 1.0)
+            freqs[i] = (1 - t) * freqs[i] + t * freqs[i] / factor
+
+        def mscale(m):
+            return 0.1 * m * math.log(factor) + 1.0 if factor > 1 else 1.0
+        amplitude = mscale(scaling["mscale"]) / mscale(scaling["mscale_all_dim"])
+        scale *= mscale(scaling["mscale_all_dim"]) ** 2
+
+    def rope(vec, pos):
+        out = vec.copy()
+        for i in range(rope_d // 2):
+            a, b = vec[2 * i], vec[2 * i + 1]
+            ang = pos * freqs[i]
+            out[2 * i] = amplitude * (a * math.cos(ang) - b * math.sin(ang))
+            out[2 * i + 1] = amplitude * (a * math.sin(ang) + b * math.cos(ang))
+        return out
+
+    def norm(vec, weight, e):
+        return weight * vec / math.sqrt(float(np.dot(vec, vec)) / len(vec) + e)
+
+    def swiglu(prefix, vec):
+        g, u = w[f"{prefix}.gate_proj.weight"] @ vec, w[f"{prefix}.up_proj.weight"] @ vec
+        return w[f"{prefix}.down_proj.weight"] @ (np.array([x / (1 + math.exp(-x)) for x in g]) * u)
+
+    def moe(p, vec):
+        experts, k = c["n_routed_experts"], c["num_experts_per_tok"]
+        groups, keep = c["n_group"], c["topk_group"]
+        per = experts // groups
+        logits = w[p + "mlp.gate.weight"] @ vec
+        score = [1 / (1 + math.exp(-x)) for x in logits]
+        biased = [sc + b for sc, b in zip(score, w[p + "mlp.gate.e_score_correction_bias"])]
+        group_score = [sum(sorted(biased[g * per:(g + 1) * per])[-2:]) for g in range(groups)]
+        kept = sorted(range(groups), key=lambda g: (-group_score[g], g))[:keep]
+        allowed = [e for e in range(experts) if e // per in kept]
+        chosen = sorted(allowed, key=lambda e: (-biased[e], e))[:k]
+        weights = [score[e] for e in chosen]
+        if c.get("norm_topk_prob"):
+            weights = [x / sum(weights) for x in weights]
+        out = sum(x * c["routed_scaling_factor"] * swiglu(f"{p}mlp.experts.{e}", vec)
+                  for e, x in zip(chosen, weights))
+        if c.get("n_shared_experts"):
+            out = out + swiglu(p + "mlp.shared_experts", vec)
+        return out
+
+    keys = [[] for _ in range(c["num_hidden_layers"])]  # per layer, per position: per head k
+    values = [[] for _ in range(c["num_hidden_layers"])]
+    rows = []
+    for pos, token in enumerate(ids):
+        x = w["model.embed_tokens.weight"][token].copy()
+        for layer in range(c["num_hidden_layers"]):
+            p = f"model.layers.{layer}."
+            a = p + "self_attn."
+            h = norm(x, w[p + "input_layernorm.weight"], eps)
+            if q_rank is None:
+                q = w[a + "q_proj.weight"] @ h
+            else:
+                q_lat = norm(w[a + "q_a_proj.weight"] @ h, w[a + "q_a_layernorm.weight"], 1e-6)
+                q = w[a + "q_b_proj.weight"] @ q_lat
+            kv_a = w[a + "kv_a_proj_with_mqa.weight"] @ h
+            latent = norm(kv_a[:rank], w[a + "kv_a_layernorm.weight"], 1e-6)
+            k_pe = rope(kv_a[rank:], pos)
+            kv = w[a + "kv_b_proj.weight"] @ latent
+            keys[layer].append([np.concatenate([kv[i * (nope + vd):i * (nope + vd) + nope], k_pe])
+                                for i in range(heads)])
+            values[layer].append([kv[i * (nope + vd) + nope:(i + 1) * (nope + vd)]
+                                  for i in range(heads)])
+            outs = []
+            for head in range(heads):
+                qh = q[head * (nope + rope_d):(head + 1) * (nope + rope_d)]
+                qh = np.concatenate([qh[:nope], rope(qh[nope:], pos)])
+                scores = [float(qh @ keys[layer][t][head]) * scale for t in range(pos + 1)]
+                top = max(scores)
+                e = [math.exp(v - top) for v in scores]
+                outs.append(sum(wt / sum(e) * values[layer][t][head]
+                                for wt, t in zip(e, range(pos + 1))))
+            x = x + w[a + "o_proj.weight"] @ np.concatenate(outs)
+            h = norm(x, w[p + "post_attention_layernorm.weight"], eps)
+            dense = layer < c["first_k_dense_replace"]
+            x = x + (swiglu(p + "mlp", h) if dense else moe(p, h))
+        rows.append(w["lm_head.weight"] @ norm(x, w["model.norm.weight"], eps))
+    return np.array(rows)
+
+
+# Small deepseek_v3 configs for the naive comparison: with and without q_lora_rank, YaRN with
+# mscale == mscale_all_dim and with a ratio, 1, 2 and 4 groups, 0 to 2 dense layers.
+DEEPSEEK_VARIANTS = {
+    "qlora_groups": dict(layers=3, hidden=32, heads=3, experts=8, top_k=2, moe_inter=16,
+                         vocab=64, q_lora_rank=12, kv_lora_rank=10, qk_nope_head_dim=6,
+                         qk_rope_head_dim=4, v_head_dim=5, n_group=4, topk_group=2,
+                         first_k_dense_replace=1, rms_norm_eps=1e-5),
+    "noqlora_yarn": dict(layers=2, hidden=32, heads=2, experts=6, top_k=3, moe_inter=16,
+                         vocab=64, q_lora_rank=None, kv_lora_rank=8, qk_nope_head_dim=4,
+                         qk_rope_head_dim=8, v_head_dim=6, n_group=2, topk_group=1,
+                         first_k_dense_replace=0, n_shared_experts=2, norm_topk_prob=False,
+                         routed_scaling_factor=1.5, rope_scaling=yarn_rope_scaling(40, 8)),
+    "yarn_ratio": dict(layers=3, hidden=24, heads=2, experts=4, top_k=1, moe_inter=8, vocab=64,
+                       kv_lora_rank=8, qk_nope_head_dim=4, qk_rope_head_dim=16, v_head_dim=4,
+                       n_group=1, topk_group=1, first_k_dense_replace=2, rope_theta=500.0,
+                       rope_scaling=yarn_rope_scaling(4, 16, mscale=1.0, mscale_all_dim=0.7)),
+}
+
+
+def deepseek_variant(name, seed):
+    config = build_config("deepseek_v3", **DEEPSEEK_VARIANTS[name])
+    return config, random_tensors(config, seed)
+
+
+def deepseek_case_model(case, mla_absorbed=False):
+    """The checkpoint a deepseek_v3 case of cases.py writes, held in memory (float32 values)."""
+    config = build_config("deepseek_v3", **case["shape"], **case["config"])
+    tensors = random_tensors(config, case["seed"], case.get("tensor_scales"))
+    return config, tensors, ReferenceModel(config, tensors, mla_absorbed=mla_absorbed)
 
 
 # Configs that exercise every family's peculiarities at once; small enough for naive loops.
@@ -414,6 +567,325 @@ class ReferenceModelTest(unittest.TestCase):
         self.assertEqual(ReferenceModel.__init__.__globals__["ModelSpec"](config).rope_theta, 5e5)
 
 
+class DeepseekTest(unittest.TestCase):
+    def test_matches_naive_loops(self):
+        ids = [3, 17, 5, 60, 5, 22, 41, 9, 0, 33, 12, 12]
+        for i, name in enumerate(DEEPSEEK_VARIANTS):
+            seed = 1100 + i
+            with self.subTest(variant=name, seed=seed):
+                config, tensors = deepseek_variant(name, seed)
+                model = ReferenceModel(config, tensors)
+                self.assertEqual(model.unused_tensors, [])
+                np.testing.assert_allclose(model.logits(ids),
+                                           naive_deepseek_logits(config, tensors, ids),
+                                           rtol=0, atol=1e-10, err_msg=f"{name} seed {seed}")
+
+    def test_absorbed_latent_attention_equals_naive(self):
+        # The engine's form (latent cache, W_UK absorbed into the query, W_UV after the
+        # attention) against the expanded heads, full sequence and step by step.
+        ids = [7, 1, 30, 2, 63, 12, 12, 40, 8, 19, 50, 4]
+        for i, name in enumerate(DEEPSEEK_VARIANTS):
+            seed = 1200 + i
+            with self.subTest(variant=name, seed=seed):
+                config, tensors = deepseek_variant(name, seed)
+                naive = ReferenceModel(config, tensors)
+                absorbed = ReferenceModel(config, tensors, mla_absorbed=True)
+                full = naive.logits(ids)
+                np.testing.assert_allclose(absorbed.logits(ids), full, rtol=0, atol=1e-11)
+                for model in (naive, absorbed):
+                    cache = model.new_cache()
+                    pieces = [model.forward(ids[:5], cache)]
+                    pieces += [model.forward([t], cache) for t in ids[5:9]]
+                    pieces.append(model.forward(ids[9:], cache))
+                    np.testing.assert_allclose(np.concatenate(pieces), full, rtol=0, atol=1e-11)
+                cache = absorbed.new_cache()
+                absorbed.forward(ids, cache)
+                s = absorbed.spec
+                self.assertEqual(cache["layers"][0]["c_kv"].shape, (len(ids), s.kv_lora_rank))
+                self.assertEqual(cache["layers"][0]["k_pe"].shape, (len(ids), s.qk_rope))
+
+    def test_absorbed_equals_naive_on_every_case(self):
+        ids = list(range(1, 30, 3))
+        for case in CASES:
+            if case["family"] != "deepseek_v3":
+                continue
+            with self.subTest(case=case["name"]):
+                _, _, naive = deepseek_case_model(case)
+                _, _, absorbed = deepseek_case_model(case, mla_absorbed=True)
+                np.testing.assert_allclose(absorbed.logits(ids), naive.logits(ids), rtol=0,
+                                           atol=1e-10)
+
+    def test_router_keeps_to_its_groups(self):
+        rng = np.random.default_rng(1300)
+        for experts, groups, keep, k in ((8, 4, 2, 2), (8, 4, 1, 2), (12, 3, 2, 5), (6, 1, 1, 3),
+                                         (16, 8, 4, 8)):
+            per = experts // groups
+            scores = 1 / (1 + np.exp(-rng.standard_normal((200, experts))))
+            bias = rng.uniform(0, 0.2, experts)
+            chosen, gap = group_limited_topk(scores, bias, groups, keep, k)
+            self.assertGreater(gap, 0)
+            biased = scores + bias
+            for row, picks in zip(biased, chosen):
+                group_score = np.sort(row.reshape(groups, per), axis=1)[:, -2:].sum(axis=1)
+                kept = set(np.argsort(-group_score, kind="stable")[:keep])
+                self.assertTrue({e // per for e in picks} <= kept, (experts, groups, keep))
+                allowed = [e for e in range(experts) if e // per in kept]
+                best = sorted(allowed, key=lambda e: -row[e])[:k]
+                self.assertEqual(list(picks), best)
+
+    def test_router_ties_go_to_the_lower_index(self):
+        scores = np.array([[0.5, 0.7, 0.7, 0.5, 0.7, 0.7, 0.1, 0.1]])
+        bias = np.zeros(8)
+        # Group scores (sum of the top 2): 1.2, 1.2, 1.4, 0.2. Keeping 2 keeps group 2 and, of
+        # the tied groups 0 and 1, group 0; then experts 1, 4 and 5 tie at 0.7 ahead of 0.
+        chosen, gap = group_limited_topk(scores, bias, 4, 2, 3)
+        self.assertEqual(chosen.tolist(), [[1, 4, 5]])
+        self.assertEqual(gap, 0.0)
+        chosen, _ = group_limited_topk(np.array([[0.3, 0.3, 0.3, 0.3]]), np.zeros(4), 1, 1, 2)
+        self.assertEqual(chosen.tolist(), [[0, 1]])
+
+    def test_router_weights_are_unbiased_scores(self):
+        config, tensors = deepseek_variant("qlora_groups", 1400)
+        for norm, rsf in ((True, 2.5), (False, 1.5)):
+            model = ReferenceModel(dict(config, norm_topk_prob=norm, routed_scaling_factor=rsf),
+                                   tensors)
+            layer = model.layers[1]
+            h = np.random.default_rng(1400).standard_normal((20, 32))
+            chosen, weights = model._route_deepseek(layer, h)
+            scores = 1 / (1 + np.exp(-(h @ layer["router"].T)))
+            want = np.take_along_axis(scores, chosen, axis=1)
+            if norm:
+                want = want / want.sum(axis=1, keepdims=True)
+            np.testing.assert_allclose(weights, want * rsf, rtol=1e-14, atol=0)
+
+    def test_random_routing_is_not_trivial(self):
+        # With the writer's bias, the biased group-limited choice differs from the unbiased one
+        # and from the ungrouped one for a fair share of tokens, but not for all.
+        case = next(c for c in CASES if c["name"] == "own_deepseek_v3_qlora_groups_f32")
+        _, _, model = deepseek_case_model(case)
+        model.route_log = []
+        greedy(model, [5, 6, 7, 8], 32)
+        s = model.spec
+        differs = np.zeros(2)
+        total = 0
+        for entry in model.route_log:
+            scores, picks = entry["scores"], entry["chosen"]
+            unbiased, _ = group_limited_topk(scores, np.zeros_like(entry["bias"]), s.n_group,
+                                             s.topk_group, s.top_k)
+            ungrouped, _ = group_limited_topk(scores, entry["bias"], 1, 1, s.top_k)
+            for a, b, g in zip(picks, unbiased, ungrouped):
+                differs += [set(a) != set(b), set(a) != set(g)]
+                total += 1
+        share = differs / total
+        self.assertTrue(np.all(share > 0.1) and np.all(share < 0.9), share)
+
+    def test_bias_at_or_below_zero_is_refused(self):
+        scores = np.array([[0.9, 0.8, 0.1, 0.1]])
+        with self.assertRaises(NotImplementedError):
+            group_limited_topk(scores, np.array([0.0, -0.85, 0.0, 0.0]), 2, 1, 2)
+
+    def test_yarn_factor_one_is_plain_rope(self):
+        config, tensors = deepseek_variant("noqlora_yarn", 1500)
+        plain = dict(config, rope_scaling=None)
+        one = dict(config, rope_scaling=yarn_rope_scaling(1.0, 4096), max_position_embeddings=4096)
+        self.assertEqual(ReferenceModel(one, tensors).spec.softmax_scale,
+                         ReferenceModel(plain, tensors).spec.softmax_scale)
+        ids = [4, 8, 15, 16, 23, 42]
+        np.testing.assert_allclose(ReferenceModel(one, tensors).logits(ids),
+                                   ReferenceModel(plain, tensors).logits(ids), rtol=0, atol=1e-12)
+        self.assertGreater(np.abs(ReferenceModel(config, tensors).logits(ids)
+                                  - ReferenceModel(plain, tensors).logits(ids)).max(), 1e-2)
+
+    def test_yarn_formulas(self):
+        # rope dim 16, theta 1e4, original 4096, beta 32/1: pair index of 32 rotations
+        # 16 ln(4096 / 64 pi) / (2 ln 1e4) = 2.62 -> 2, of 1 rotation 5.63 -> 6.
+        self.assertEqual(yarn_correction_range(16, 1e4, 4096, 32, 1), (2, 6))
+        base = 1e4 ** (-np.arange(0, 16, 2) / 16)
+        got = yarn_inv_freq(16, 1e4, 40.0, 4096, 32, 1)
+        ramp = np.array([0, 0, 0, 0.25, 0.5, 0.75, 1, 1])
+        np.testing.assert_allclose(got, base * (1 - ramp) + base / 40 * ramp, rtol=1e-15)
+        np.testing.assert_allclose(yarn_inv_freq(16, 1e4, 1.0, 4096, 32, 1), base, rtol=1e-15)
+        # DeepSeek-V3's published rope_scaling: softmax scale (0.1 ln 40 + 1)^2 / sqrt(192),
+        # cos/sin unscaled (mscale == mscale_all_dim).
+        config = build_config("deepseek_v3", qk_nope_head_dim=128, qk_rope_head_dim=64,
+                              rope_scaling=yarn_rope_scaling(40, 4096))
+        spec = rm.ModelSpec(config)
+        self.assertEqual(config["max_position_embeddings"], 163840)
+        self.assertAlmostEqual(spec.softmax_scale,
+                               (0.1 * math.log(40) + 1) ** 2 / math.sqrt(192), places=15)
+        self.assertEqual(spec.rope_attention_factor, 1.0)
+        ratio = rm.ModelSpec(build_config("deepseek_v3", rope_scaling=yarn_rope_scaling(
+            4, 256, mscale=1.0, mscale_all_dim=0.8)))
+        self.assertAlmostEqual(ratio.rope_attention_factor,
+                               (0.1 * math.log(4) + 1) / (0.08 * math.log(4) + 1), places=15)
+        self.assertAlmostEqual(ratio.softmax_scale,
+                               (0.08 * math.log(4) + 1) ** 2 / math.sqrt(16), places=15)
+        mismatch = build_config("deepseek_v3", rope_scaling=yarn_rope_scaling(4, 256),
+                                max_position_embeddings=4096)
+        with self.assertRaisesRegex(NotImplementedError, "transformers versions disagree"):
+            rm.ModelSpec(mismatch)
+
+    def test_rope_pairs_adjacent_dimensions(self):
+        # Hugging Face's rope_interleave: stored dims (0, 1) are one rotation pair of frequency
+        # inv_freq[0] = 1, so e0 at position m against e1 at position n gives sin(m - n); with
+        # the rotate-half pairing (0 with d/2) they would stay orthogonal.
+        config, tensors = deepseek_variant("qlora_groups", 1600)
+        model = ReferenceModel(config, tensors)
+        d = model.spec.qk_rope
+        e0, e1 = np.eye(d)[0], np.eye(d)[1]
+        for m, n in ((3, 1), (7, 2), (10, 10)):
+            cm, sm = rope_cos_sin([m], d, 1e4)
+            cn, sn = rope_cos_sin([n], d, 1e4)
+            q = model._mla_rope(e0[None], cm, sm)[0]
+            k = model._mla_rope(e1[None], cn, sn)[0]
+            self.assertAlmostEqual(float(q @ k), math.sin(m - n), places=14)
+            halves = ReferenceModel(dict(config, rope_interleave=False), tensors)
+            q = halves._mla_rope(e0[None], cm, sm)[0]
+            k = halves._mla_rope(e1[None], cn, sn)[0]
+            self.assertAlmostEqual(float(q @ k), 0.0, places=14)
+
+    def test_layout_names_and_shapes(self):
+        config = build_config("deepseek_v3", layers=2, hidden=32, heads=4, experts=6, top_k=2,
+                              moe_inter=8, vocab=64, q_lora_rank=12, kv_lora_rank=10,
+                              qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=5,
+                              n_group=3, topk_group=2, n_shared_experts=2,
+                              first_k_dense_replace=1)
+        shapes = tensor_shapes(config)
+        a = "model.layers.0.self_attn."
+        self.assertEqual(shapes[a + "q_a_proj.weight"], (12, 32))
+        self.assertEqual(shapes[a + "q_a_layernorm.weight"], (12,))
+        self.assertEqual(shapes[a + "q_b_proj.weight"], (4 * 10, 12))
+        self.assertEqual(shapes[a + "kv_a_proj_with_mqa.weight"], (10 + 4, 32))
+        self.assertEqual(shapes[a + "kv_a_layernorm.weight"], (10,))
+        self.assertEqual(shapes[a + "kv_b_proj.weight"], (4 * (6 + 5), 10))
+        self.assertEqual(shapes[a + "o_proj.weight"], (32, 4 * 5))
+        self.assertNotIn(a + "q_proj.weight", shapes)
+        self.assertEqual(shapes["model.layers.0.mlp.gate_proj.weight"], (16, 32))
+        self.assertNotIn("model.layers.0.mlp.gate.weight", shapes)
+        m = "model.layers.1.mlp."
+        self.assertEqual(shapes[m + "gate.weight"], (6, 32))
+        self.assertEqual(shapes[m + "gate.e_score_correction_bias"], (6,))
+        self.assertEqual(shapes[m + "experts.5.down_proj.weight"], (32, 8))
+        self.assertEqual(shapes[m + "shared_experts.up_proj.weight"], (2 * 8, 32))
+        self.assertIn("lm_head.weight", shapes)
+        self.assertEqual(config["num_key_value_heads"], 4)
+        plain = tensor_shapes(dict(config, q_lora_rank=None, first_k_dense_replace=0))
+        self.assertEqual(plain[a + "q_proj.weight"], (4 * 10, 32))
+        self.assertNotIn(a + "q_a_proj.weight", plain)
+        self.assertIn("model.layers.0.mlp.gate.weight", plain)
+        with tempfile.TemporaryDirectory() as tmp:
+            write_random_checkpoint(tmp, config, "BF16", 1700)
+            raw = st.read_safetensors(os.path.join(tmp, st.SINGLE_NAME), raw=True)
+            self.assertEqual(raw[m + "gate.e_score_correction_bias"][0], "F32")
+            self.assertEqual(raw[m + "gate.weight"][0], "BF16")
+            with open(os.path.join(tmp, "config.json"), encoding="utf-8") as f:
+                written = json.load(f)
+            self.assertEqual(written["torch_dtype"], "bfloat16")
+            self.assertEqual(written["scoring_func"], "sigmoid")
+            self.assertEqual(written["topk_method"], "noaux_tc")
+            self.assertEqual(ReferenceModel.load(tmp).unused_tensors, [])
+
+    def test_explicit_null_q_lora_rank_is_honoured(self):
+        # Hugging Face keeps "q_lora_rank": null (a plain q_proj) rather than its default 1536.
+        config, tensors = deepseek_variant("noqlora_yarn", 1800)
+        self.assertIsNone(config["q_lora_rank"])
+        self.assertIsNone(ReferenceModel(config, tensors).spec.q_lora_rank)
+        with self.assertRaisesRegex(KeyError, "q_a_proj"):
+            ReferenceModel(dict(config, q_lora_rank=12), tensors)
+        with tempfile.TemporaryDirectory() as tmp:
+            write_random_checkpoint(tmp, config, "F32", 1800)
+            with open(os.path.join(tmp, "config.json"), encoding="utf-8") as f:
+                self.assertIn('"q_lora_rank": null', f.read())
+            np.testing.assert_array_equal(ReferenceModel.load(tmp).logits([1, 2, 3]),
+                                          ReferenceModel(config, tensors).logits([1, 2, 3]))
+
+    def test_latent_norms_use_epsilon_1e6(self):
+        # rms_norm_eps reaches the decoder norms only; the q_a/kv_a norms keep 1e-6.
+        case = next(c for c in CASES if c["name"] == "own_deepseek_v3_eps_latent_f32")
+        _, _, model = deepseek_case_model(case)
+        ids = [1, 2, 3, 4, 5, 6, 7, 8]
+        want = model.logits(ids)
+        saved = rm.MLA_NORM_EPS
+        try:
+            rm.MLA_NORM_EPS = model.spec.eps
+            moved = np.abs(model.logits(ids) - want).max()
+        finally:
+            rm.MLA_NORM_EPS = saved
+        self.assertGreater(moved, 1e-3)
+
+    def test_cases_detect_each_convention(self):
+        # Every convention the reference fixes must move some case's logits by far more than
+        # the 1e-4 tolerance, or a wrong engine could pass.
+        def flip_interleave(m):
+            m.spec.rope_interleave = not m.spec.rope_interleave
+
+        def drop_attention_factor(m):
+            m.spec.rope_attention_factor = 1.0
+
+        def drop_mscale(m):
+            m.spec.softmax_scale = 1 / math.sqrt(m.spec.qk_head_dim)
+
+        def plain_frequencies(m):
+            m.spec.rope_inv_freq = rm.rope_inv_freq(m.spec.qk_rope, m.spec.rope_theta)
+
+        def ignore_groups(m):
+            m.spec.n_group = m.spec.topk_group = 1
+
+        def drop_routed_scaling(m):
+            m.spec.routed_scaling = 1.0
+
+        def flip_norm_topk(m):
+            m.spec.norm_topk = not m.spec.norm_topk
+
+        def drop_bias(m):
+            for layer in m.layers:
+                if "router_bias" in layer:
+                    layer["router_bias"] = np.zeros_like(layer["router_bias"])
+
+        def drop_shared(m):
+            for layer in m.layers:
+                layer.pop("shared_experts", None)
+
+        def bias_in_weights(m):
+            route = m._route_deepseek
+
+            def biased(layer, h):
+                chosen, weights = route(layer, h)
+                extra = layer["router_bias"][chosen]
+                return chosen, weights + extra * m.spec.routed_scaling
+            m._route_deepseek = biased
+
+        cases = [c for c in CASES if c["family"] == "deepseek_v3"]
+        models = [deepseek_case_model(c) for c in cases]
+        sequences, wanted = [], []
+        for _, _, model in models:
+            ids, _ = greedy(model, [1, 2, 3, 4, 5], 32)
+            sequences.append([1, 2, 3, 4, 5] + ids)
+            wanted.append(model.logits(sequences[-1]))
+        for mutate in (flip_interleave, drop_attention_factor, drop_mscale, plain_frequencies,
+                       ignore_groups, drop_bias, drop_routed_scaling, flip_norm_topk,
+                       drop_shared, bias_in_weights):
+            moved = 0.0
+            for (config, tensors, _), seq, want in zip(models, sequences, wanted):
+                model = ReferenceModel(config, tensors)
+                mutate(model)
+                moved = max(moved, float(np.abs(model.logits(seq) - want).max()))
+            self.assertGreater(moved, 1e-2, mutate.__name__)
+
+    def test_unmodelled_variants_are_refused(self):
+        config, tensors = deepseek_variant("qlora_groups", 1900)
+        for change, pattern in (({"scoring_func": "softmax"}, "scoring_func"),
+                                ({"topk_method": "greedy"}, "topk_method"),
+                                ({"moe_layer_freq": 2}, "moe_layer_freq"),
+                                ({"attention_bias": True}, "attention_bias"),
+                                ({"rope_scaling": {"type": "linear", "factor": 2.0}}, "RoPE")):
+            with self.subTest(change=change):
+                with self.assertRaisesRegex(NotImplementedError, pattern):
+                    ReferenceModel(dict(config, **change), tensors)
+        with self.assertRaisesRegex(ValueError, "num_key_value_heads"):
+            ReferenceModel(dict(config, num_key_value_heads=1), tensors)
+
+
 class DriverTest(unittest.TestCase):
     """check_brigade.py against fake_brigade.py: it passes a right engine and fails a wrong one."""
 
@@ -429,7 +901,32 @@ class DriverTest(unittest.TestCase):
     def test_a_faithful_engine_passes_the_quick_cases(self):
         rc, out = self._run({}, "--quick", "--steps", "12")
         self.assertEqual(rc, 0, out)
-        self.assertIn("8/8 cases match", out)
+        quick = sum(1 for c in CASES if c.get("quick"))
+        self.assertIn(f"{quick}/{quick} cases match", out)
+        self.assertIn("own_deepseek_v3_", out)
+        self.assertNotIn("SKIP", out)
+
+    def test_a_pending_family_refused_as_unsupported_is_skipped(self):
+        self.assertIn("deepseek_v3", PENDING_FAMILIES)
+        env = {"FAKE_BRIGADE_UNSUPPORTED": "deepseek_v3"}
+        args = ("--case", "own_deepseek_v3_qlora_groups_f32", "--case", "own_olmoe_sharded_f32",
+                "--steps", "4")
+        rc, out = self._run(env, *args)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("SKIP own_deepseek_v3_qlora_groups_f32", out)
+        self.assertIn("model_type 'deepseek_v3' is not supported", out)
+        self.assertIn("1/1 cases match the reference", out)
+        self.assertIn("1 skipped because brigade does not load deepseek_v3 yet", out)
+        rc, out = self._run(env, "--strict", *args)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("FAIL own_deepseek_v3_qlora_groups_f32", out)
+
+    def test_an_unsupported_family_that_is_not_pending_fails(self):
+        rc, out = self._run({"FAKE_BRIGADE_UNSUPPORTED": "olmoe"}, "--case",
+                            "own_olmoe_sharded_f32", "--steps", "4")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("FAIL own_olmoe_sharded_f32", out)
+        self.assertNotIn("SKIP", out)
 
     def test_a_logit_error_fails_with_seed_and_row(self):
         rc, out = self._run({"FAKE_BRIGADE_PERTURB": "3:0.0005"}, "--case",

@@ -8,11 +8,20 @@ import time
 import urllib.request
 
 
-def make_small_model(brigade, out_dir):
-    """A small random qwen3_moe checkpoint (2 layers, 8 experts, top-2) in out_dir."""
-    subprocess.run([brigade, "make-model", "--family", "qwen3_moe", "--out", out_dir, "--layers",
-                    "2", "--hidden", "64", "--heads", "4", "--kv-heads", "2", "--head-dim", "16",
-                    "--experts", "8", "--top-k", "2", "--moe-inter", "32", "--seed", "3"],
+# deepseek_v3's own shape flags: latent attention with a low-rank query, 4 expert groups of which
+# 2 are kept, one shared expert, a dense first layer (so 3 layers keep 2 of experts).
+DEEPSEEK_FLAGS = ["--layers", "3", "--q-lora-rank", "24", "--kv-lora-rank", "16",
+                  "--qk-nope-head-dim", "16", "--qk-rope-head-dim", "8", "--v-head-dim", "16",
+                  "--groups", "4", "--top-groups", "2", "--first-dense", "1", "--inter", "128"]
+
+
+def make_small_model(brigade, out_dir, family="qwen3_moe"):
+    """A small random checkpoint (8 experts, top-2) in out_dir: qwen3_moe with 2 layers, or
+    deepseek_v3 with the shape above."""
+    extra = DEEPSEEK_FLAGS if family == "deepseek_v3" else ["--layers", "2"]
+    subprocess.run([brigade, "make-model", "--family", family, "--out", out_dir, "--hidden", "64",
+                    "--heads", "4", "--kv-heads", "2", "--head-dim", "16", "--experts", "8",
+                    "--top-k", "2", "--moe-inter", "32", "--seed", "3"] + extra,
                    check=True, capture_output=True)
 
 

@@ -24,6 +24,20 @@ inline model::model_spec small_model_spec(uint64_t seed, const std::string& fami
   spec.moe_inter = 32;
   spec.vocab = 512;
   spec.seed = seed;
+  if (family == "deepseek_v3") {
+    // Latent attention with a low-rank query, 4 expert groups of which 2 are kept, a shared
+    // expert, and a dense first layer before two MoE layers.
+    spec.layers = 3;
+    spec.q_lora_rank = 24;
+    spec.kv_lora_rank = 16;
+    spec.qk_nope_head_dim = 16;
+    spec.qk_rope_head_dim = 8;
+    spec.v_head_dim = 16;
+    spec.groups = 4;
+    spec.top_groups = 2;
+    spec.first_dense = 1;
+    spec.dense_inter = 128;
+  }
   return spec;
 }
 

@@ -6,7 +6,7 @@ over HTTP give generate's text and report their cached tokens; and `brigade serv
 over the topology and over the engine, answers with plain decoding's text; and serve's
 --served-model-name, --max-queued and --max-running take effect in both modes.
 
-Usage: serve_topology_test.py BRIGADE_BIN WORKDIR [--quick]
+Usage: serve_topology_test.py BRIGADE_BIN WORKDIR [--quick] [--family F]
 """
 import concurrent.futures
 import json
@@ -297,10 +297,12 @@ def check_serve_flags(brigade, model, workdir):
 def main():
     brigade, workdir = sys.argv[1], sys.argv[2]
     quick = "--quick" in sys.argv
+    family = sys.argv[sys.argv.index("--family") + 1] if "--family" in sys.argv else "qwen3_moe"
     shutil.rmtree(workdir, ignore_errors=True)
     os.makedirs(workdir)
     model = os.path.join(workdir, "model")
-    make_small_model(brigade, model)
+    make_small_model(brigade, model, family)
+    print(f"model: {family}")
     expected = [generate(brigade, model, prompt_ids(i), MAX_TOKENS) for i in range(PROMPTS)]
     shapes = [(1, 1), (2, 2)] if quick else [(s, d) for s in (1, 2, 4, 8) for d in (1, 2)]
     ok = all([check_topology(brigade, model, workdir, expected, s, d) for s, d in shapes])

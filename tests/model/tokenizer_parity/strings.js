@@ -1,11 +1,7 @@
-// Writes deterministic test strings and the ids that @lenml/tokenizers (the Hugging Face
-// tokenizer format implemented in JavaScript) gives them, for brigade's tokenizer to match.
-//
-// usage: node gen_cases.js TOKENIZER_DIR SEED COUNT OUT.json
+// The seeded test strings of the tokenizer parity test: multilingual text, emoji, combining
+// marks, code, whitespace runs, numbers, special tokens of every family written in the text,
+// and edge cases (empty, only whitespace, leading and trailing spaces).
 "use strict";
-const fs = require("fs");
-const path = require("path");
-const { TokenizerLoader } = require("@lenml/tokenizers");
 
 // mulberry32: a small seeded generator, so a failing case is reproduced from its seed alone.
 function makeRandom(seed) {
@@ -19,26 +15,36 @@ function makeRandom(seed) {
   };
 }
 
+const pick = (r, list) => list[Math.floor(r() * list.length)];
+
 const WORDS = ("the of and to in is that it was for on are with as be at by this have from or " +
   "one had not but what all were when we there can an your which their said if do will each " +
   "about how up out them then she many some so these would other into has more her two like " +
   "him see time could no make than first been its who now people my made over did down only " +
   "way find use may water long little very after words called just where most know tokenizer " +
   "expert prefill decode cache router shard latency throughput").split(" ");
+// "'ſ" (long s) is a contraction to the Rust library's case-insensitive pattern, not to
+// @lenml/tokenizers'.
 const CONTRACTIONS = ["'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S", "'T", "'RE", "'Ve",
-  "'M", "'LL", "'lL", "'D", "n't", "N'T", "'", "''", "'x", "'em"];
-const PUNCT = ".,;:!?()[]{}<>\"'`~@#$%^&*-_=+/\\|…—–«»¿¡§¶•·";
-// U+0085, U+FEFF and U+180E are left out on purpose: JavaScript's \s and the Hugging Face
-// library's disagree about them (see the README beside this file).
+  "'M", "'LL", "'lL", "'D", "n't", "N'T", "'", "''", "'x", "'em", "'\u017f"];
+const PUNCT = ".,;:!?()[]{}<>\"'`~@#$%^&*-_=+/\\|…—–«»¿¡§¶•·、。！？「」『』（）：；，";
+// U+180E is left out: PCRE2 10.42 counts it as whitespace, the Rust library does not. U+0085
+// and U+FEFF are in: the two JavaScript peers disagree on them, the Hugging Face library decides.
 const SPACES = [" ", "  ", "   ", "    ", "\t", "\t\t", "\n", "\n\n", "\r\n", "\r", "\r\n\r\n",
   " \n", "\n ", " \t", "\t ", "\u00a0", "\u3000", "\u2003", "\u2009", "\u202f", "\u205f",
-  "\u2028", "\u2029", "\v", "\f", " \t \n ", "\u200b", "\u200d"];
+  "\u2028", "\u2029", "\v", "\f", " \t \n ", "\u200b", "\u200d", "\u0085", "\ufeff",
+  "\n\t\t", "    \n    ", "\t \t"];
 const EMOJI = ["😀", "😂", "🙂", "👍", "👍🏻", "👍🏽", "👍🏿", "👋🏼", "👨‍👩‍👧‍👦", "👩‍💻", "🧑🏾‍🚀",
   "👨🏻‍🤝‍👨🏿", "🏳️‍🌈", "🏴‍☠️", "❤️", "❤️‍🔥", "🇯🇵", "🇺🇸", "🇩🇪", "1️⃣", "#️⃣", "©️", "✨", "🎉",
   "🤖", "🦀", "🐍", "☕", "🌍", "🫠", "🧪", "🔥"];
+// The added tokens of Qwen3, DeepSeek-V3 and Mistral, pieces of them, and text that looks like
+// the tokens SentencePiece vocabularies have ("▁", "<0x0A>").
 const SPECIAL = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>",
   "<tool_call>", "</tool_call>", "<|im_start", "im_end|>", "<|", "|>", "<|IM_START|>",
-  "<|im_start|>user\n", "<|im_end|>\n", "<s>", "</s>", "<|padding|>", "<|reserved_0|>"];
+  "<|im_start|>user\n", "<|im_end|>\n", "<s>", "</s>", "<unk>", "<|padding|>", "<|reserved_0|>",
+  "[INST]", "[/INST]", " [INST] ", "<s>[INST]", "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>",
+  "<｜User｜>", "<｜Assistant｜>", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁end｜>", "<|EOT|>",
+  "<｜fim▁hole｜>", "<｜place▁holder▁no▁7｜>", "<｜", "｜>", "▁", "▁▁", "a▁b", "<0x0A>", "<0xFF>"];
 const CODE = [
   "int main(int argc, char** argv) {\n  return 0;\n}\n",
   "for (size_t i = 0; i < n; ++i) sum += a[i] * b[i];",
@@ -58,12 +64,9 @@ const CODE = [
   "$ ls -la | grep '.cpp' > out.txt 2>&1",
   "a_b_c = __init__(self, *args, **kwargs)",
   "0x1F 0b1010 1e-9 3.14159 1_000_000 0o777",
+  "\tif err != nil {\n\t\treturn nil, err\n\t}\n",
+  "    def __repr__(self) -> str:\n        return f\"<{self.name!r}>\"",
 ];
-
-function fromRanges(random, ranges) {
-  const [lo, hi] = ranges[Math.floor(random() * ranges.length)];
-  return String.fromCodePoint(lo + Math.floor(random() * (hi - lo + 1)));
-}
 
 // Blocks whose characters were all assigned long before Unicode 14, so every regex engine
 // involved agrees on their properties.
@@ -76,13 +79,18 @@ const SCRIPTS = [
   [[0x0b85, 0x0b8a], [0x0b8e, 0x0b90], [0x0b92, 0x0b94]], [[0x0985, 0x098c]],
 ];
 
+function fromRanges(random, ranges) {
+  const [lo, hi] = pick(random, ranges);
+  return String.fromCodePoint(lo + Math.floor(random() * (hi - lo + 1)));
+}
+
 const generators = [
   (r) => {
-    const w = WORDS[Math.floor(r() * WORDS.length)];
+    const w = pick(r, WORDS);
     const c = r();
     return c < 0.6 ? w : c < 0.85 ? w[0].toUpperCase() + w.slice(1) : w.toUpperCase();
   },
-  (r) => WORDS[Math.floor(r() * WORDS.length)] + CONTRACTIONS[Math.floor(r() * CONTRACTIONS.length)],
+  (r) => pick(r, WORDS) + pick(r, CONTRACTIONS),
   (r) => {
     let s = "";
     const n = 1 + Math.floor(r() * 4);
@@ -90,7 +98,7 @@ const generators = [
     return s;
   },
   (r) => {
-    const s = SPACES[Math.floor(r() * SPACES.length)];
+    const s = pick(r, SPACES);
     return r() < 0.1 ? s.repeat(2 + Math.floor(r() * 20)) : s;
   },
   (r) => {
@@ -99,9 +107,9 @@ const generators = [
     for (let i = 0; i < n; ++i) s += String(Math.floor(r() * 10));
     return r() < 0.3 ? s + (r() < 0.5 ? "," : ".") + Math.floor(r() * 1000) : s;
   },
-  (r) => ["٣٤٥", "१२३", "１２３", "½", "²³", "Ⅻ", "①", "𝟘𝟙"][Math.floor(r() * 8)],
+  (r) => pick(r, ["٣٤٥", "१२३", "１２３", "½", "²³", "Ⅻ", "①", "𝟘𝟙"]),
   (r) => {
-    const script = SCRIPTS[Math.floor(r() * SCRIPTS.length)];
+    const script = pick(r, SCRIPTS);
     let s = "";
     const n = 1 + Math.floor(r() * 8);
     for (let i = 0; i < n; ++i) s += fromRanges(r, script);
@@ -109,57 +117,35 @@ const generators = [
   },
   (r) => {
     // A base letter with combining marks, in orders that NFC reorders or composes.
-    const base = "aeiouAEOnc"[Math.floor(r() * 10)];
-    let s = base;
+    let s = "aeiouAEOnc"[Math.floor(r() * 10)];
     const n = 1 + Math.floor(r() * 3);
     for (let i = 0; i < n; ++i) s += String.fromCodePoint(0x300 + Math.floor(r() * 0x30));
     return s;
   },
-  (r) => ["e\u0301", "a\u0323\u0302", "a\u0302\u0323", "\u212b", "\u2126", "\u212a",
+  (r) => pick(r, ["e\u0301", "a\u0323\u0302", "a\u0302\u0323", "\u212b", "\u2126", "\u212a",
     "\u1100\u1161\u11a8", "\u1112\u1175", "\u0915\u093c", "\u05e9\u05c1\u05b8", "\u00c5\u0327",
     "A\u030a", "\u0041\u0300\u0316", ">\u0338", "=\u0338", "\u0627\u0653",
-    "\u304b\u3099", "\u30cf\u309a"][Math.floor(r() * 18)],
-  (r) => EMOJI[Math.floor(r() * EMOJI.length)],
-  (r) => CODE[Math.floor(r() * CODE.length)],
-  (r) => SPECIAL[Math.floor(r() * SPECIAL.length)],
+    "\u304b\u3099", "\u30cf\u309a"]),
+  (r) => pick(r, EMOJI),
+  (r) => pick(r, CODE),
+  (r) => pick(r, SPECIAL),
 ];
 
-function makeString(r) {
+// Edge cases every run starts with.
+const FIXED = ["", " ", "  ", "\n", "\t", " \n ", "hello", " hello", "hello ", "  hello  world  ",
+  "<s>", " <s> ", "<s>hello", "hello<s>", "<|im_start|>", "<｜begin▁of▁sentence｜>", "▁hello",
+  "\u00e9", "e\u0301", "😀", "日本語のテキスト", "Привет, мир!", "مرحبا بالعالم", "12345678901234"];
+
+// The index-th string: a fixed edge case first, then random ones.
+function makeString(r, index) {
+  if (index < FIXED.length) return FIXED[index];
   const n = r() < 0.03 ? 50 + Math.floor(r() * 150) : 1 + Math.floor(r() * 12);
-  let s = "";
+  let s = r() < 0.05 ? pick(r, SPACES) : "";
   for (let i = 0; i < n; ++i) {
-    s += generators[Math.floor(r() * generators.length)](r);
+    s += pick(r, generators)(r);
     if (r() < 0.4) s += " ";
   }
-  return s;
+  return r() < 0.05 ? s + pick(r, SPACES) : s;
 }
 
-function main() {
-  const [dir, seedText, countText, out] = process.argv.slice(2);
-  if (!out) {
-    console.error("usage: node gen_cases.js TOKENIZER_DIR SEED COUNT OUT.json");
-    process.exit(2);
-  }
-  const read = (name) => JSON.parse(fs.readFileSync(path.join(dir, name), "utf8"));
-  const tok = TokenizerLoader.fromPreTrained({
-    tokenizerJSON: read("tokenizer.json"),
-    tokenizerConfig: read("tokenizer_config.json"),
-  });
-  const seed = Number(seedText);
-  const r = makeRandom(seed);
-  const cases = [];
-  for (let i = 0; i < Number(countText); ++i) {
-    const text = makeString(r);
-    const ids = tok.encode(text, { add_special_tokens: false });
-    // Decoding gives the text back with each run between added tokens in NFC.
-    const sections = tok.added_tokens_splitter.split(text);
-    const decoded = sections
-      .map((s) => (tok.added_tokens_map.has(s) ? s : s.normalize("NFC")))
-      .join("");
-    cases.push({ text, ids, decoded });
-  }
-  fs.writeFileSync(out, JSON.stringify({ seed, tokenizer: dir, cases }));
-  console.log(`wrote ${cases.length} cases (seed ${seed}) for ${dir} to ${out}`);
-}
-
-main();
+module.exports = { makeRandom, makeString };
