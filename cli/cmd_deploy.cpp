@@ -6,13 +6,44 @@
 #include <csignal>
 #include <cstdio>
 
+#include "actors/shard_set.hpp"
 #include "cli/commands.hpp"
 #include "common/progress.hpp"
 #include "config/manifest.hpp"
 #include "config/role_placement.hpp"
 #include "deploy/topology.hpp"
+#include "model/config.hpp"
 
 namespace brigade::cli {
+
+namespace {
+
+// Whether the manifest's expert slots hold the model it names, when the model is readable here
+// (the nodes may have it where this machine does not).
+int check_slots(const config::manifest& m) {
+  auto c = model::load_config(m.model);
+  if (!c) {
+    std::printf("expert slots not checked: %s\n", c.err().message.c_str());
+    return 0;
+  }
+  if (!c->is_moe()) {
+    std::printf("%s is a dense model: the actor topology serves mixture-of-experts models\n",
+                m.model.c_str());
+    return 1;
+  }
+  auto layout = actors::initial_layout(c.value(), m.experts.count, m.experts.slots_per_shard);
+  if (!layout) {
+    std::fprintf(stderr, "brigade deploy: %s: %s\n", m.source.c_str(),
+                 layout.err().message.c_str());
+    return 1;
+  }
+  const int slots = layout->slots();
+  std::printf("experts: %d per layer (%s); %d slots, %d spare for replicas of hot experts\n",
+              c->num_experts, c->model_type.c_str(), slots, slots - c->num_experts);
+  return 0;
+}
+
+}  // namespace
 
 int deploy(int argc, char** argv) {
   std::string path;
@@ -27,7 +58,7 @@ int deploy(int argc, char** argv) {
   if (!m) return std::fprintf(stderr, "brigade deploy: %s\n", m.err().message.c_str()), 1;
   if (dry_run) {
     std::printf("%s", config::describe_placement(m.value()).c_str());
-    return 0;
+    return check_slots(m.value());
   }
   sigset_t signals;
   sigemptyset(&signals);

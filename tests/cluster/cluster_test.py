@@ -469,8 +469,22 @@ def check_dry_run(brigade, workdir):
                 "  - {name: b, address: '10.0.0.2:7000', roles: {decode: 2, expert_shard: 2}}\n")
     out = run([brigade, "deploy", "--dry-run", manifest]).stdout
     ok = ("node a (10.0.0.1:7000): expert_shard-0 expert_shard-1 prefill-0" in out and
-          "node b (10.0.0.2:7000): expert_shard-2 expert_shard-3 decode-0 decode-1" in out)
+          "node b (10.0.0.2:7000): expert_shard-2 expert_shard-3 decode-0 decode-1" in out and
+          "expert slots not checked" in out)
     print(f"  deploy --dry-run: {'placement printed node by node' if ok else 'WRONG:' + out}")
+    # With the model readable here, the slots are checked against its experts (8 per layer).
+    model = os.path.join(workdir, "model")
+    for slots, fits in ((3, True), (1, False)):
+        path = os.path.join(workdir, f"dry-{slots}.yaml")
+        with open(path, "w") as f:
+            f.write(f"model: {model}\nroles:\n  expert_shard: {{count: 4, slots_per_shard: {slots}}}\n")
+        r = subprocess.run([brigade, "deploy", "--dry-run", path], capture_output=True, text=True)
+        said = r.stdout + r.stderr
+        good = (r.returncode == 0 and "experts: 8 per layer (qwen3_moe); 12 slots, 4 spare" in said
+                if fits else r.returncode == 1 and "raise slots_per_shard" in said)
+        print(f"  deploy --dry-run, 4 shards x {slots} slots: "
+              f"{('accepted' if fits else 'refused') if good else 'WRONG: ' + said}")
+        ok = ok and good
     return ok
 
 
