@@ -133,6 +133,26 @@ void add_deepseek_config(const model_spec& s, json& c) {
   }
 }
 
+// The attention tensors of the other families, with Hugging Face's names and shapes.
+void add_attention(tensor_maker& t, const model_config& c, int l) {
+  const int q_rows = c.num_heads * c.head_dim;
+  const int kv_rows = c.num_kv_heads * c.head_dim;
+  t.matrix(names::layer(l, "self_attn.q_proj.weight"), q_rows, c.hidden_size, 1.0);
+  t.matrix(names::layer(l, "self_attn.k_proj.weight"), kv_rows, c.hidden_size, 1.0);
+  t.matrix(names::layer(l, "self_attn.v_proj.weight"), kv_rows, c.hidden_size, 1.0);
+  t.matrix(names::layer(l, "self_attn.o_proj.weight"), c.hidden_size, q_rows);
+  if (c.qkv_bias) {
+    t.add(names::layer(l, "self_attn.q_proj.bias"), {q_rows}, 0.0, 0.1);
+    t.add(names::layer(l, "self_attn.k_proj.bias"), {kv_rows}, 0.0, 0.1);
+    t.add(names::layer(l, "self_attn.v_proj.bias"), {kv_rows}, 0.0, 0.1);
+  }
+  if (c.qk_norm != qk_norm_kind::none) {
+    const bool whole = c.qk_norm == qk_norm_kind::whole;
+    t.norm(names::layer(l, "self_attn.q_norm.weight"), whole ? q_rows : c.head_dim);
+    t.norm(names::layer(l, "self_attn.k_norm.weight"), whole ? kv_rows : c.head_dim);
+  }
+}
+
 // DeepSeek-V3's latent attention tensors, with Hugging Face's names and shapes.
 void add_latent_attention(tensor_maker& t, const model_config& c, int l) {
   const mla_dims& m = c.mla;
@@ -270,47 +290,13 @@ status write_random_model(const model_spec& s, const std::string& dir) {
 
   tensor_maker t(type, s.seed);
   t.add(names::embed(), {c.vocab_size, c.hidden_size}, 0.0, 1.0);
-  const int q_rows = c.num_heads * c.head_dim;
-  const int kv_rows = c.num_kv_heads * c.head_dim;
   for (int l = 0; l < c.num_layers; ++l) {
     t.norm(names::layer(l, "input_layernorm.weight"), c.hidden_size);
     t.norm(names::layer(l, "post_attention_layernorm.weight"), c.hidden_size);
     if (c.mla.enabled()) {
       add_latent_attention(t, c, l);
-      if (!c.is_moe_layer(l)) {
-        add_ffn(
-            t, [&](const std::string& p) { return names::dense_mlp(l, p); }, c.hidden_size,
-            c.dense_intermediate);
-        continue;
-      }
-      t.matrix(names::router(c, l), c.num_experts, c.hidden_size, 2.0);
-      // A visible bias, so that the biased choice sometimes differs from the unbiased scores.
-      t.add(names::router_bias(l), {c.num_experts}, 0.0, 0.3);
-      for (int e = 0; e < c.num_experts; ++e) {
-        add_ffn(
-            t, [&](const std::string& p) { return names::expert(c, l, e, p); }, c.hidden_size,
-            c.expert_intermediate);
-      }
-      if (shared_inter > 0) {
-        add_ffn(
-            t, [&](const std::string& p) { return names::shared_expert(c, l, p); }, c.hidden_size,
-            shared_inter);
-      }
-      continue;
-    }
-    t.matrix(names::layer(l, "self_attn.q_proj.weight"), q_rows, c.hidden_size, 1.0);
-    t.matrix(names::layer(l, "self_attn.k_proj.weight"), kv_rows, c.hidden_size, 1.0);
-    t.matrix(names::layer(l, "self_attn.v_proj.weight"), kv_rows, c.hidden_size, 1.0);
-    t.matrix(names::layer(l, "self_attn.o_proj.weight"), c.hidden_size, q_rows);
-    if (c.qkv_bias) {
-      t.add(names::layer(l, "self_attn.q_proj.bias"), {q_rows}, 0.0, 0.1);
-      t.add(names::layer(l, "self_attn.k_proj.bias"), {kv_rows}, 0.0, 0.1);
-      t.add(names::layer(l, "self_attn.v_proj.bias"), {kv_rows}, 0.0, 0.1);
-    }
-    if (c.qk_norm != qk_norm_kind::none) {
-      const bool whole = c.qk_norm == qk_norm_kind::whole;
-      t.norm(names::layer(l, "self_attn.q_norm.weight"), whole ? q_rows : c.head_dim);
-      t.norm(names::layer(l, "self_attn.k_norm.weight"), whole ? kv_rows : c.head_dim);
+    } else {
+      add_attention(t, c, l);
     }
     if (!c.is_moe_layer(l)) {
       add_ffn(
@@ -319,6 +305,8 @@ status write_random_model(const model_spec& s, const std::string& dir) {
       continue;
     }
     t.matrix(names::router(c, l), c.num_experts, c.hidden_size, 2.0);
+    // DeepSeek-V3: a visible bias, so that the biased choice sometimes differs from the scores.
+    if (c.sigmoid_router) t.add(names::router_bias(l), {c.num_experts}, 0.0, 0.3);
     for (int e = 0; e < c.num_experts; ++e) {
       add_ffn(
           t, [&](const std::string& p) { return names::expert(c, l, e, p); }, c.hidden_size,
@@ -328,7 +316,7 @@ status write_random_model(const model_spec& s, const std::string& dir) {
       add_ffn(
           t, [&](const std::string& p) { return names::shared_expert(c, l, p); }, c.hidden_size,
           shared_inter);
-      t.matrix(names::shared_expert_gate(l), 1, c.hidden_size, 1.0);
+      if (c.shared_expert_gated) t.matrix(names::shared_expert_gate(l), 1, c.hidden_size, 1.0);
     }
   }
   t.norm(names::final_norm(), c.hidden_size);
