@@ -101,6 +101,18 @@ void scatter_rows(const tensor& src, const int32_t* rows, const tensor& dst) {
 
 namespace {
 
+// The index of the largest value[i] with available[i] set, the lowest on ties (and when values
+// do not compare, as NaN does): the one selection rule of both routers.
+int best_available(const std::vector<float>& value, const std::vector<char>& available) {
+  int best = -1;
+  for (size_t i = 0; i < value.size(); ++i) {
+    if (available[i] && (best < 0 || value[i] > value[static_cast<size_t>(best)])) {
+      best = static_cast<int>(i);
+    }
+  }
+  return best;
+}
+
 // DeepSeek-V3: sigmoid scores; the choice by score + bias within the best groups, the weights the
 // unbiased scores. Ties go to the lower group and the lower expert.
 void sigmoid_topk(const tensor& logits, const router_spec& spec, int32_t* experts, float* weights) {
@@ -111,7 +123,7 @@ void sigmoid_topk(const tensor& logits, const router_spec& spec, int32_t* expert
   std::vector<float> choice(static_cast<size_t>(n));
   std::vector<float> group_score(static_cast<size_t>(spec.groups));
   std::vector<char> open(static_cast<size_t>(n));
-  std::vector<char> group_taken(static_cast<size_t>(spec.groups));
+  std::vector<char> group_open(static_cast<size_t>(spec.groups));
   for (int r = 0; r < logits.rows; ++r) {
     const float* l = logits.row(r);
     for (int i = 0; i < n; ++i) {
@@ -133,18 +145,11 @@ void sigmoid_topk(const tensor& logits, const router_spec& spec, int32_t* expert
       }
       group_score[static_cast<size_t>(g)] = per_group > 1 ? first + second : first;
     }
-    std::fill(group_taken.begin(), group_taken.end(), 0);
+    std::fill(group_open.begin(), group_open.end(), 1);
     std::fill(open.begin(), open.end(), 0);
     for (int j = 0; j < spec.top_groups; ++j) {
-      int best = -1;
-      for (int g = 0; g < spec.groups; ++g) {
-        if (!group_taken[static_cast<size_t>(g)] &&
-            (best < 0 ||
-             group_score[static_cast<size_t>(g)] > group_score[static_cast<size_t>(best)])) {
-          best = g;
-        }
-      }
-      group_taken[static_cast<size_t>(best)] = 1;
+      const int best = best_available(group_score, group_open);
+      group_open[static_cast<size_t>(best)] = 0;
       for (int i = best * per_group; i < (best + 1) * per_group; ++i)
         open[static_cast<size_t>(i)] = 1;
     }
@@ -152,13 +157,7 @@ void sigmoid_topk(const tensor& logits, const router_spec& spec, int32_t* expert
     float* w = weights + static_cast<ptrdiff_t>(r) * k;
     float selected = 0.0f;
     for (int j = 0; j < k; ++j) {
-      int best = -1;
-      for (int i = 0; i < n; ++i) {
-        if (open[static_cast<size_t>(i)] &&
-            (best < 0 || choice[static_cast<size_t>(i)] > choice[static_cast<size_t>(best)])) {
-          best = i;
-        }
-      }
+      const int best = best_available(choice, open);
       open[static_cast<size_t>(best)] = 0;
       ids[j] = best;
       w[j] = score[static_cast<size_t>(best)];
@@ -178,7 +177,7 @@ void router_topk(const tensor& logits, const router_spec& spec, int32_t* experts
   const int n = logits.cols;
   const int k = spec.top_k;
   std::vector<float> prob(static_cast<size_t>(n));
-  std::vector<char> taken(static_cast<size_t>(n));
+  std::vector<char> open(static_cast<size_t>(n));
   for (int r = 0; r < logits.rows; ++r) {
     const float* l = logits.row(r);
     const float max = *std::max_element(l, l + n);
@@ -189,19 +188,13 @@ void router_topk(const tensor& logits, const router_spec& spec, int32_t* experts
     }
     for (int i = 0; i < n; ++i)
       prob[static_cast<size_t>(i)] /= sum;
-    std::fill(taken.begin(), taken.end(), 0);
+    std::fill(open.begin(), open.end(), 1);
     int32_t* ids = experts + static_cast<ptrdiff_t>(r) * k;
     float* w = weights + static_cast<ptrdiff_t>(r) * k;
     float selected = 0.0f;
     for (int j = 0; j < k; ++j) {
-      int best = -1;
-      for (int i = 0; i < n; ++i) {
-        if (!taken[static_cast<size_t>(i)] &&
-            (best < 0 || prob[static_cast<size_t>(i)] > prob[static_cast<size_t>(best)])) {
-          best = i;
-        }
-      }
-      taken[static_cast<size_t>(best)] = 1;
+      const int best = best_available(prob, open);
+      open[static_cast<size_t>(best)] = 0;
       ids[j] = best;
       w[j] = prob[static_cast<size_t>(best)];
       selected += w[j];
