@@ -44,8 +44,9 @@ struct kv_handoff {
   /// Prompt and generated tokens; the last one was just sampled and is not in the KV yet.
   std::vector<int32_t> tokens;
   int32_t block_tokens = 0;
-  /// Per block, per layer: keys then values, each [block_tokens, kv_heads * head_dim]; blocks
-  /// cover positions [0, tokens.size() - 1).
+  /// Per block, per layer: keys then values, each [block_tokens, kv_heads * head_dim] (keys only
+  /// when the model's values alias its keys, as MLA's do); blocks cover positions
+  /// [0, tokens.size() - 1).
   shared_floats kv;
   /// draw_offset is the generation index of tokens.back(); max_tokens counts it.
   generation_params params;

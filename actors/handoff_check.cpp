@@ -62,7 +62,8 @@ status check_handoff(const kv_handoff& h, const model::model_config& config, int
   const size_t block_floats = static_cast<size_t>(block_tokens) *
                               static_cast<size_t>(config.num_kv_heads) *
                               static_cast<size_t>(config.head_dim);
-  const size_t expected = blocks * static_cast<size_t>(config.num_layers) * 2 * block_floats;
+  const size_t expected = blocks * static_cast<size_t>(config.num_layers) *
+                          static_cast<size_t>(config.kv_planes()) * block_floats;
   if (h.kv.size() != expected) {
     return refuse(std::to_string(h.kv.size()) + " KV values for " + std::to_string(context) +
                   " tokens, which need " + std::to_string(expected));

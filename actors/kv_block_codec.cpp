@@ -8,6 +8,7 @@ namespace brigade::actors {
 kv_block_codec::kv_block_codec(gpu::backend& dev, gpu::kv_storage& kv) : dev_(&dev), kv_(&kv) {
   const gpu::kv_layout& l = kv.layout();
   layers_ = static_cast<size_t>(l.layers);
+  planes_ = static_cast<size_t>(l.planes());
   half_floats_ = static_cast<size_t>(l.block_tokens) * static_cast<size_t>(l.kv_heads) *
                  static_cast<size_t>(l.head_dim);
 }
@@ -15,8 +16,9 @@ kv_block_codec::kv_block_codec(gpu::backend& dev, gpu::kv_storage& kv) : dev_(&d
 void kv_block_codec::pack(const int32_t* blocks, size_t count, float* out) const {
   for (size_t b = 0; b < count; ++b) {
     for (size_t l = 0; l < layers_; ++l) {
-      dev_->read_kv_block(*kv_, static_cast<int>(l), blocks[b], out, out + half_floats_);
-      out += 2 * half_floats_;
+      dev_->read_kv_block(*kv_, static_cast<int>(l), blocks[b], out,
+                          planes_ == 2 ? out + half_floats_ : nullptr);
+      out += planes_ * half_floats_;
     }
   }
 }
@@ -24,8 +26,9 @@ void kv_block_codec::pack(const int32_t* blocks, size_t count, float* out) const
 void kv_block_codec::unpack(const float* in, const int32_t* blocks, size_t count) const {
   for (size_t b = 0; b < count; ++b) {
     for (size_t l = 0; l < layers_; ++l) {
-      dev_->write_kv_block(*kv_, static_cast<int>(l), blocks[b], in, in + half_floats_);
-      in += 2 * half_floats_;
+      dev_->write_kv_block(*kv_, static_cast<int>(l), blocks[b], in,
+                           planes_ == 2 ? in + half_floats_ : nullptr);
+      in += planes_ * half_floats_;
     }
   }
 }

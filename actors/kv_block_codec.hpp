@@ -2,9 +2,10 @@
 //
 // A packed block covers block_tokens tokens of every layer: for layer 0, 1, ... its keys then its
 // values, each [block_tokens, kv_heads * head_dim] float32 (what gpu::backend::read_kv_block
-// copies out, one layer at a time). Hand-offs from prefill to decode workers, demotions to the KV
-// store and blocks fetched back from it all travel in this layout (kvcache/block_payload.hpp
-// keeps the same bytes on the host and SSD tiers).
+// copies out, one layer at a time); only the keys when the layout's values alias its keys (MLA).
+// Hand-offs from prefill to decode workers, demotions to the KV store and blocks fetched back from
+// it all travel in this layout (kvcache/block_payload.hpp keeps the same bytes on the host and SSD
+// tiers).
 #pragma once
 
 #include <cstddef>
@@ -20,7 +21,7 @@ class kv_block_codec {
   kv_block_codec(gpu::backend& dev, gpu::kv_storage& kv);
 
   /// Floats of one packed block (all layers, keys and values).
-  size_t block_floats() const { return 2 * layers_ * half_floats_; }
+  size_t block_floats() const { return planes_ * layers_ * half_floats_; }
   size_t block_bytes() const { return block_floats() * sizeof(float); }
 
   /// Copies `count` blocks out of the storage into `out` (count * block_floats() floats).
@@ -34,6 +35,7 @@ class kv_block_codec {
   gpu::backend* dev_;
   gpu::kv_storage* kv_;
   size_t layers_ = 0;
+  size_t planes_ = 2;       // 1 when values alias keys
   size_t half_floats_ = 0;  // keys (or values) of one layer of one block
 };
 

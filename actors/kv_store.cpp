@@ -175,6 +175,10 @@ kv_store_status status_of(const kv_store_state& st) {
   out.demotion_batches = st.demotions_received;
   out.open = st.store != nullptr;
   out.open_error = st.open_error;
+  if (st.model) {
+    out.block_bytes = st.model->block_bytes();
+    out.block_tokens = st.model->shape().block_tokens;
+  }
   if (st.store) {
     out.store = st.store->stats();
     out.load.queue_depth = static_cast<int32_t>(out.store.queue_depth);
@@ -191,6 +195,7 @@ kv_store_impl::behavior_type kv_store_behavior(kv_store_pointer self, kv_store_c
   shape.block_tokens = st.config.block_tokens;
   shape.kv_heads = st.config.kv_heads;
   shape.head_dim = st.config.head_dim;
+  shape.values_alias_keys = st.config.values_alias_keys;
   auto model = kvcache::model_fingerprint::make(st.config.model_id, shape);
   if (model.ok()) {
     st.model = model.value();

@@ -101,12 +101,17 @@ struct kv_store_status {
   bool open = false;       ///< The tiers are open (see open_error otherwise).
   std::string open_error;  ///< Why they are not (an SSD directory another store holds, ...).
   kvcache::store_stats store;
+  /// The bytes of one block of the model and the tokens it covers: block_bytes / block_tokens
+  /// is what a cached token costs in every tier (half as much for MLA, whose rows serve as keys
+  /// and values).
+  uint64_t block_bytes = 0;
+  int32_t block_tokens = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_store_status& x) {
   return f(caf::meta::type_name("kv_store_status"), x.load, x.lookups, x.demotion_batches, x.open,
-           x.open_error, x.store);
+           x.open_error, x.store, x.block_bytes, x.block_tokens);
 }
 
 /// What a KV store accepts: demotions and lookups from the prefill workers of its node.
@@ -123,6 +128,7 @@ struct kv_store_config {
   int block_tokens = 16;
   int kv_heads = 0;
   int head_dim = 0;
+  bool values_alias_keys = false;  ///< The model caches one row as key and value (MLA).
   uint64_t host_bytes = 0;
   uint64_t ssd_bytes = 0;
   std::string ssd_dir;  ///< Empty: no SSD tier.
@@ -141,8 +147,8 @@ struct kv_store_config {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_store_config& x) {
   return f(caf::meta::type_name("kv_store_config"), x.name, x.model_id, x.layers, x.block_tokens,
-           x.kv_heads, x.head_dim, x.host_bytes, x.ssd_bytes, x.ssd_dir, x.hash_key_id, x.scenarios,
-           x.promotion_timeout);
+           x.kv_heads, x.head_dim, x.values_alias_keys, x.host_bytes, x.ssd_bytes, x.ssd_dir,
+           x.hash_key_id, x.scenarios, x.promotion_timeout);
 }
 
 /// A null clock means the system clock.

@@ -48,9 +48,7 @@ checker& common(checker& c, int block_tokens, int kv_tokens, int64_t stall_timeo
 uint64_t kv_storage_bytes(const model::model_config& model, int kv_tokens, int block_tokens) {
   if (kv_tokens <= 0 || block_tokens <= 0) return 0;
   const auto blocks = static_cast<uint64_t>((kv_tokens + block_tokens - 1) / block_tokens);
-  const uint64_t per_token = 2 * sizeof(float) * static_cast<uint64_t>(model.num_layers) *
-                             static_cast<uint64_t>(model.num_kv_heads) *
-                             static_cast<uint64_t>(model.head_dim);
+  const uint64_t per_token = model.kv_bytes_per_token();
   return blocks * static_cast<uint64_t>(block_tokens) * per_token;
 }
 

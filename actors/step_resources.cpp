@@ -1,16 +1,13 @@
 #include "actors/step_resources.hpp"
+#include "model/kv_layout.hpp"
 
 namespace brigade::actors {
 
 step_resources make_step_resources(const model_context& ctx, int kv_tokens, int block_tokens,
                                    int max_rows) {
   const auto& c = ctx.config;
-  gpu::kv_layout layout;
-  layout.layers = c.num_layers;
-  layout.blocks = blocks_for(kv_tokens, block_tokens);
-  layout.block_tokens = block_tokens;
-  layout.kv_heads = c.num_kv_heads;
-  layout.head_dim = c.head_dim;
+  const gpu::kv_layout layout =
+      model::kv_layout_for(c, blocks_for(kv_tokens, block_tokens), block_tokens);
   step_resources r;
   r.kv = ctx.dev->make_kv(layout);
   r.pool = std::make_unique<kvcache::block_pool>(layout.blocks);

@@ -9,20 +9,19 @@
 //     worker's pool, the KV store's host memory and its SSD (a third topology whose pool keeps
 //     one block and whose host tier holds about one prefix: a filler prompt pushes the prefix
 //     out to SSD before each SSD measurement), beside a miss.
+//   - What a cached token costs: an MLA model beside a GQA one of about the same size
+//     (cache_footprint.hpp).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "bench/block_hash_timing.hpp"
+#include "bench/cache_footprint.hpp"
+#include "bench/cache_requests.hpp"
 #include "bench/table.hpp"
 #include "config/manifest.hpp"
 #include "deploy/topology.hpp"
@@ -30,8 +29,6 @@
 
 namespace brigade::bench {
 namespace {
-
-using steady = std::chrono::steady_clock;
 
 // The cached side runs this many times as many requests as the uncached one: at a ~20x speedup
 // it still finishes sooner, and its figure then spans hundreds of steps instead of a handful.
@@ -52,56 +49,8 @@ struct cache_bench_options {
   int moe_inter = 1024;
   int top_k = 2;
   std::string ssd_dir;  // empty: a directory under /tmp
+  bool footprint_only = false;
 };
-
-// A sink that records when the first token arrived and when the request ended.
-class timing_sink final : public serve::generation_sink {
- public:
-  void on_tokens(const std::vector<int32_t>&) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!first_) first_ = steady::now();
-  }
-  void on_finished(serve::finish_reason, const serve::generation_usage& usage) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    usage_ = usage;
-    done_ = true;
-    cv_.notify_all();
-  }
-  void on_error(const error& err) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    error_ = err.message;
-    done_ = true;
-    cv_.notify_all();
-  }
-  void wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [&] { return done_; });
-  }
-  steady::time_point first() const { return *first_; }
-  const serve::generation_usage& usage() const { return usage_; }
-  const std::string& failure() const { return error_; }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::optional<steady::time_point> first_;
-  serve::generation_usage usage_;
-  std::string error_;
-  bool done_ = false;
-};
-
-// Token ids from a seeded mix: `stream` names the sequence, so equal streams give equal tokens.
-std::vector<int32_t> tokens_of(uint64_t stream, int count, int vocab) {
-  std::vector<int32_t> out;
-  uint64_t x = 0x9e3779b97f4a7c15ull * (stream + 1);
-  for (int i = 0; i < count; ++i) {
-    x ^= x >> 31;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    out.push_back(static_cast<int32_t>(3 + x % static_cast<uint64_t>(vocab - 3)));
-  }
-  return out;
-}
 
 struct workload {
   cache_bench_options o;
@@ -121,79 +70,6 @@ struct workload {
   }
 };
 
-// The prefill workers' own account: steps, tokens computed, and time spent in steps.
-struct worker_account {
-  int64_t steps = 0;
-  int64_t computed_tokens = 0;
-  double busy_s = 0;
-};
-
-worker_account prefill_account(const deploy::topology& topo) {
-  worker_account out;
-  for (const auto& s : nlohmann::json::parse(topo.statuses_json())) {
-    if (s["role"] != "prefill") continue;
-    out.steps += s["steps"].get<int64_t>();
-    out.computed_tokens += s["detail"]["tokens_prefilled"].get<int64_t>();
-    out.busy_s += s["detail"]["busy_s"].get<double>();
-  }
-  return out;
-}
-
-struct run_result {
-  worker_account worker;  // during the run
-  double wall_s = 0;
-  int64_t prompt_tokens = 0;
-  int64_t cached_tokens = 0;
-  std::vector<double> ttft_ms;
-  std::string failure;
-};
-
-// Runs `prompts` through `concurrency` closed-loop clients: each submits its next prompt as soon
-// as its previous one finished, so the worker always has the same number of prompts to batch (no
-// waves that drain and refill). One output token each.
-run_result run_requests(deploy::topology& topo, const std::vector<std::vector<int32_t>>& prompts,
-                        int concurrency) {
-  static std::atomic<int64_t> next_id{1};
-  run_result out;
-  std::mutex mutex;  // guards out
-  std::atomic<size_t> next{0};
-  auto client = [&] {
-    for (size_t i = next++; i < prompts.size(); i = next++) {
-      serve::generation_request r;
-      r.id = next_id++;
-      r.prompt = prompts[i];
-      r.max_tokens = 1;
-      r.scenario = "agent";
-      auto sink = std::make_shared<timing_sink>();
-      const auto submitted = steady::now();
-      status s = topo.service().submit(std::move(r), sink);
-      if (s) sink->wait();
-      std::lock_guard<std::mutex> lock(mutex);
-      if (!s || !sink->failure().empty()) {
-        out.failure = s ? sink->failure() : s.err().message;
-        continue;
-      }
-      out.ttft_ms.push_back(
-          std::chrono::duration<double, std::milli>(sink->first() - submitted).count());
-      out.prompt_tokens += sink->usage().prompt_tokens;
-      out.cached_tokens += sink->usage().cached_tokens;
-    }
-  };
-  const worker_account before = prefill_account(topo);
-  const auto start = steady::now();
-  std::vector<std::thread> clients;
-  for (int c = 0; c < concurrency; ++c)
-    clients.emplace_back(client);
-  for (auto& t : clients)
-    t.join();
-  out.wall_s = std::chrono::duration<double>(steady::now() - start).count();
-  const worker_account after = prefill_account(topo);
-  out.worker.steps = after.steps - before.steps;
-  out.worker.computed_tokens = after.computed_tokens - before.computed_tokens;
-  out.worker.busy_s = after.busy_s - before.busy_s;
-  return out;
-}
-
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -212,24 +88,6 @@ std::array<int64_t, 3> tier_hits(const deploy::topology& topo) {
     }
   }
   return out;
-}
-
-// Waits until the KV store has received what the prefill workers sent and written it all
-// (demotions run in the background).
-void wait_store_idle(const deploy::topology& topo) {
-  for (int tries = 0; tries < 6000; ++tries) {
-    int64_t sent = 0, received = -1;
-    bool idle = false;
-    for (const auto& s : nlohmann::json::parse(topo.statuses_json())) {
-      const auto& d = s["detail"];
-      if (s["role"] == "prefill") sent += d["cache"].value("demotion_batches", int64_t{0});
-      if (s["role"] != "kv_store") continue;
-      received = d.value("demotion_batches", int64_t{-1});
-      idle = d.value("queue_depth", 1) == 0 && d.value("pending_demotions", 1) == 0;
-    }
-    if (idle && sent == received) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
 }
 
 config::manifest base_manifest(const std::string& model_dir, const cache_bench_options& o) {
@@ -524,6 +382,8 @@ int cache(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--top-k", o.top_k, "experts per token (of 8)")->capture_default_str();
   app.add_option("--ssd-dir", o.ssd_dir, "directory for the SSD tier (default: under /tmp)");
+  app.add_flag("--footprint-only", o.footprint_only,
+               "only the KV bytes per token of an MLA model beside a GQA one");
   CLI11_PARSE(app, argc, argv);
   if (o.prefix_tokens < 16 || o.unique_tokens < 1 || o.requests < 2 || o.concurrency < 1 ||
       o.reps < 1 || o.layers < 1 || o.hidden < 128 || o.hidden % 128 != 0 || o.moe_inter < 1 ||
@@ -532,6 +392,23 @@ int cache(int argc, char** argv) {
                  "bench cache: prefix >= 16, requests >= 2, hidden a multiple of 128, "
                  "other counts positive\n");
     return 2;
+  }
+  kv_footprint_options fo;
+  fo.layers = o.layers;
+  fo.hidden = o.hidden;
+  fo.moe_inter = o.moe_inter;
+  auto footprint = measure_kv_footprint(fo);
+  if (!footprint) {
+    std::fprintf(stderr, "bench cache: %s\n", footprint.err().message.c_str());
+    return 1;
+  }
+  if (o.footprint_only) {
+    if (o.json) {
+      std::printf("%s\n", nlohmann::json{{"kv_footprint", footprint.value()}}.dump().c_str());
+    } else {
+      print_kv_footprint(footprint.value());
+    }
+    return 0;
   }
   bench_setup b;
   if (status s = start(o, b); !s) {
@@ -555,10 +432,12 @@ int cache(int argc, char** argv) {
                                  ", CPU backend";
   nlohmann::json j = to_json(o, t.value(), tiers.value(), model_line, b.spec);
   j["block_hash"] = to_json(time_block_hashes(16));
+  j["kv_footprint"] = footprint.value();
   if (o.json) {
     std::printf("%s\n", j.dump().c_str());
   } else {
     print_table(j);
+    print_kv_footprint(j["kv_footprint"]);
   }
   return 0;
 }

@@ -21,6 +21,7 @@
 #include "bench/table.hpp"
 #include "common/thread_pool.hpp"
 #include "model/engine.hpp"
+#include "model/kv_layout.hpp"
 #include "model/loaded_model.hpp"
 #include "model/transformer.hpp"
 
@@ -126,12 +127,7 @@ double verify_step_seconds(const model::loaded_model& m, gpu::backend& dev, int 
   const model::model_config& c = m.config;
   const int block_tokens = 16;
   const int blocks_per_seq = (context + drafts + 1 + block_tokens - 1) / block_tokens;
-  gpu::kv_layout layout;
-  layout.layers = c.num_layers;
-  layout.blocks = batch * blocks_per_seq;
-  layout.block_tokens = block_tokens;
-  layout.kv_heads = c.num_kv_heads;
-  layout.head_dim = c.head_dim;
+  const gpu::kv_layout layout = model::kv_layout_for(c, batch * blocks_per_seq, block_tokens);
   auto kv = dev.make_kv(layout);
   model::workspace ws(c, dev, batch * (drafts + 1));
   std::mt19937 rng(static_cast<uint32_t>(batch * 100 + drafts));

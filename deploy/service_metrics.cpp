@@ -53,6 +53,12 @@ void collect_store_metrics(const kv_store_status& s, metrics::registry& into) {
       into.add_gauge("brigade_kv_store_bytes", "Bytes held by a KV store tier.", {"tier"});
   auto& budget = into.add_gauge("brigade_kv_store_budget_bytes",
                                 "The byte budget of a KV store tier.", {"tier"});
+  if (s.block_tokens > 0) {
+    into.add_gauge("brigade_kv_store_bytes_per_token",
+                   "Bytes one cached token takes in a KV store tier (all layers).")
+        .get()
+        .set(static_cast<double>(s.block_bytes) / static_cast<double>(s.block_tokens));
+  }
   for (const auto& [tier, t] :
        {std::pair<const char*, const kvcache::tier_stats&>{"host", s.store.host},
         {"ssd", s.store.ssd}}) {

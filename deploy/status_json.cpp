@@ -68,7 +68,11 @@ json detail_of(const kv_store_status& s) {
   json d{{"lookups", s.lookups},
          {"demotion_batches", s.demotion_batches},
          {"open", s.open},
-         {"open_error", s.open_error}};
+         {"open_error", s.open_error},
+         {"block_bytes", s.block_bytes},
+         {"bytes_per_token", s.block_tokens > 0 ? static_cast<double>(s.block_bytes) /
+                                                      static_cast<double>(s.block_tokens)
+                                                : 0.0}};
   if (!s.open) return d;
   const kvcache::store_stats& t = s.store;
   d["host"] = tier_json(t.host);

@@ -47,6 +47,12 @@ struct kv_layout {
   int block_tokens = 16;
   int kv_heads = 0;
   int head_dim = 0;
+  /// The values are the keys (multi-head latent attention caches one row that serves as both):
+  /// the storage holds each row once, and attention reads values from the key rows.
+  bool values_alias_keys = false;
+
+  /// Stored rows per token and layer: 1 when values alias keys, else 2 (keys and values).
+  int planes() const { return values_alias_keys ? 1 : 2; }
 };
 
 /// The KV cache memory of one worker.
@@ -115,11 +121,13 @@ class backend {
   /// cos/sin tables are [max_positions, head_dim / 2].
   virtual void rope(const tensor& x, const int32_t* host_positions, int heads, int head_dim,
                     const float* cos_table, const float* sin_table) = 0;
-  /// Stores each token's keys and values at its position in its sequence's blocks.
+  /// Stores each token's keys and values at its position in its sequence's blocks (only `k`
+  /// when the layout's values alias its keys).
   virtual void kv_write(kv_storage& kv, int layer, const tensor& k, const tensor& v,
                         const attention_batch& batch) = 0;
   /// Copies one block of one layer to the host: keys, then values, each
-  /// [block_tokens, kv_heads * head_dim]. Used to hand KV blocks from worker to worker.
+  /// [block_tokens, kv_heads * head_dim]. Used to hand KV blocks from worker to worker. When the
+  /// layout's values alias its keys, only the keys are copied and `host_values` is unused.
   virtual void read_kv_block(const kv_storage& kv, int layer, int block, float* host_keys,
                              float* host_values) = 0;
   virtual void write_kv_block(kv_storage& kv, int layer, int block, const float* host_keys,

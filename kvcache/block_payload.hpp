@@ -2,7 +2,8 @@
 //
 // A block covers block_tokens tokens of every layer: for layer 0, 1, ... its keys then its values,
 // each [block_tokens, kv_heads * head_dim] elements of the model's dtype (the layout
-// gpu::backend::read_kv_block copies out, one layer at a time). A payload is immutable once made
+// gpu::backend::read_kv_block copies out, one layer at a time); only the keys when the model's
+// values alias its keys (MLA). A payload is immutable once made
 // and shared by pointer: a reader that fetched one keeps it valid while a tier evicts it.
 #pragma once
 

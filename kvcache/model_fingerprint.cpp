@@ -51,7 +51,8 @@ result<model_fingerprint> model_fingerprint::make(std::string_view model_id,
   s->text = "model=" + std::string(model_id) + " layers=" + std::to_string(shape.layers) +
             " block_tokens=" + std::to_string(shape.block_tokens) +
             " kv_heads=" + std::to_string(shape.kv_heads) +
-            " head_dim=" + std::to_string(shape.head_dim) + " dtype=" + to_string(shape.dtype);
+            " head_dim=" + std::to_string(shape.head_dim) + " dtype=" + to_string(shape.dtype) +
+            (shape.values_alias_keys ? " rows=once" : "");
   s->digest = XXH3_64bits(s->text.data(), s->text.size());
   return model_fingerprint(std::move(s));
 }

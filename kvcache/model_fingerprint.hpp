@@ -26,6 +26,10 @@ struct kv_block_shape {
   int kv_heads = 0;
   int head_dim = 0;
   kv_dtype dtype = kv_dtype::f32;
+  /// One row per token serves as key and value (MLA): a block holds each layer's keys only.
+  bool values_alias_keys = false;
+
+  int planes() const { return values_alias_keys ? 1 : 2; }
 };
 
 class model_fingerprint {
@@ -38,24 +42,28 @@ class model_fingerprint {
   /// `shape`; every dimension positive.
   static result<model_fingerprint> make(std::string_view model_id, const kv_block_shape& shape);
 
-  /// "model=<id> layers=16 block_tokens=16 kv_heads=8 head_dim=64 dtype=f32": what block files
-  /// store and compare.
+  /// "model=<id> layers=16 block_tokens=16 kv_heads=8 head_dim=64 dtype=f32" (with " rows=once"
+  /// when values alias keys): what block files store and compare.
   const std::string& text() const { return state_->text; }
   /// XXH3 of text(): the key tiers index blocks by.
   std::uint64_t digest() const { return state_->digest; }
   const kv_block_shape& shape() const { return state_->shape; }
 
-  /// The bytes of one block: every layer's keys then values.
+  /// The bytes of one block: every layer's keys then values (keys only when values alias keys).
   std::size_t block_bytes() const {
-    return 2 * static_cast<std::size_t>(shape().layers) * half_bytes();
+    return static_cast<std::size_t>(shape().planes()) * static_cast<std::size_t>(shape().layers) *
+           half_bytes();
   }
   /// The bytes of one layer's keys (or values): [block_tokens, kv_heads * head_dim].
   std::size_t half_bytes() const;
-  /// Where layer `layer`'s keys start in a block; its values follow them.
+  /// Where layer `layer`'s keys start in a block; its values follow them (or are them).
   std::size_t keys_offset(int layer) const {
-    return 2 * static_cast<std::size_t>(layer) * half_bytes();
+    return static_cast<std::size_t>(shape().planes()) * static_cast<std::size_t>(layer) *
+           half_bytes();
   }
-  std::size_t values_offset(int layer) const { return keys_offset(layer) + half_bytes(); }
+  std::size_t values_offset(int layer) const {
+    return keys_offset(layer) + (shape().values_alias_keys ? 0 : half_bytes());
+  }
 
   friend bool operator==(const model_fingerprint& a, const model_fingerprint& b) {
     return a.state_ == b.state_ || a.text() == b.text();

@@ -1,6 +1,7 @@
 // A model's configuration, read from a Hugging Face config.json with its exact field names.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -99,6 +100,18 @@ struct model_config {
   /// Approximate parameter counts, for reports.
   double total_params() const;
   double active_params() const;
+
+  /// MLA caches one row per token and layer that attention reads as both key and value, so the
+  /// KV cache stores it once.
+  bool kv_values_alias_keys() const { return mla.enabled(); }
+  /// Rows stored per token and layer: 1 when values alias keys, else 2 (keys and values).
+  int kv_planes() const { return kv_values_alias_keys() ? 1 : 2; }
+  /// Bytes of float32 KV cache per token over all layers.
+  std::uint64_t kv_bytes_per_token() const {
+    return static_cast<std::uint64_t>(kv_planes()) * sizeof(float) *
+           static_cast<std::uint64_t>(num_layers) * static_cast<std::uint64_t>(num_kv_heads) *
+           static_cast<std::uint64_t>(head_dim);
+  }
 };
 
 /// Parses config.json text; `source` names the file in error messages.

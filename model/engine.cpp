@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "model/kv_layout.hpp"
 #include "model/speculation.hpp"
 #include "model/transformer.hpp"
 
@@ -27,13 +28,7 @@ engine::engine(const loaded_model& model, gpu::backend& dev, const engine_option
       options_(options),
       pool_((options.kv_tokens + options.block_tokens - 1) / options.block_tokens),
       ws_(model.config, dev, options.max_step_tokens) {
-  gpu::kv_layout layout;
-  layout.layers = model.config.num_layers;
-  layout.blocks = pool_.capacity();
-  layout.block_tokens = options.block_tokens;
-  layout.kv_heads = model.config.num_kv_heads;
-  layout.head_dim = model.config.head_dim;
-  kv_ = dev.make_kv(layout);
+  kv_ = dev.make_kv(kv_layout_for(model.config, pool_.capacity(), options.block_tokens));
 }
 
 engine::~engine() = default;

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "model/kv_layout.hpp"
 #include "model/step_batch.hpp"
 #include "model/transformer.hpp"
 #include "model/workspace.hpp"
@@ -26,12 +27,8 @@ result<std::vector<std::vector<int64_t>>> profile_routing(const loaded_model& m,
   }
   constexpr int block_tokens = 16;
   const int tokens = static_cast<int>(prompt.size());
-  gpu::kv_layout layout;
-  layout.layers = c.num_layers;
-  layout.blocks = (tokens + block_tokens - 1) / block_tokens;
-  layout.block_tokens = block_tokens;
-  layout.kv_heads = c.num_kv_heads;
-  layout.head_dim = c.head_dim;
+  const gpu::kv_layout layout =
+      kv_layout_for(c, (tokens + block_tokens - 1) / block_tokens, block_tokens);
   auto kv = dev.make_kv(layout);
   std::vector<int32_t> blocks(static_cast<size_t>(layout.blocks));
   for (int i = 0; i < layout.blocks; ++i)

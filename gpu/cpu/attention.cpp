@@ -18,7 +18,7 @@ cpu_kv_storage::cpu_kv_storage(const kv_layout& layout)
   const size_t total = static_cast<size_t>(layout.layers) * static_cast<size_t>(layout.blocks) *
                        static_cast<size_t>(layout.block_tokens) * row_floats_;
   keys_.assign(total, 0.0f);
-  values_.assign(total, 0.0f);
+  if (!layout.values_alias_keys) values_.assign(total, 0.0f);
 }
 
 namespace {
@@ -42,7 +42,9 @@ void kv_write(cpu_kv_storage& kv, int layer, const tensor& k, const tensor& v,
   for (int t = 0; t < batch.tokens; ++t) {
     const slot_ref s = locate(batch, batch.token_seq[t], batch.positions[t], bt);
     std::memcpy(kv.key(layer, s.block, s.slot), k.row(t), row_bytes);
-    std::memcpy(kv.value(layer, s.block, s.slot), v.row(t), row_bytes);
+    if (!kv.layout().values_alias_keys) {
+      std::memcpy(kv.value(layer, s.block, s.slot), v.row(t), row_bytes);
+    }
   }
 }
 

@@ -102,14 +102,18 @@ class cpu_backend final : public backend {
     const auto& c = static_cast<const cpu::cpu_kv_storage&>(kv);
     const size_t n = block_floats(kv.layout());
     std::memcpy(keys, c.key(layer, block, 0), n * sizeof(float));
-    std::memcpy(values, c.value(layer, block, 0), n * sizeof(float));
+    if (!kv.layout().values_alias_keys) {
+      std::memcpy(values, c.value(layer, block, 0), n * sizeof(float));
+    }
   }
   void write_kv_block(kv_storage& kv, int layer, int block, const float* keys,
                       const float* values) override {
     auto& c = static_cast<cpu::cpu_kv_storage&>(kv);
     const size_t n = block_floats(kv.layout());
     std::memcpy(c.key(layer, block, 0), keys, n * sizeof(float));
-    std::memcpy(c.value(layer, block, 0), values, n * sizeof(float));
+    if (!kv.layout().values_alias_keys) {
+      std::memcpy(c.value(layer, block, 0), values, n * sizeof(float));
+    }
   }
   void attention(const tensor& q, const kv_storage& kv, int layer, const attention_batch& batch,
                  int heads, float scale, int window, const tensor& out) override {

@@ -25,26 +25,28 @@ void router_topk(const tensor& logits, const router_spec& spec, int32_t* experts
 void combine(const tensor& x, const tensor& y, const float* weights, int k, const tensor* shared,
              const tensor* shared_gate);
 
-/// Keys and values of every layer, block, slot and KV head, in one allocation.
+/// Keys and values of every layer, block, slot and KV head, in one allocation each (keys only
+/// when the layout's values alias its keys: value() then reads the key rows).
 class cpu_kv_storage final : public kv_storage {
  public:
   explicit cpu_kv_storage(const kv_layout& layout);
   const kv_layout& layout() const override { return layout_; }
-  size_t bytes() const override { return keys_.size() * sizeof(float) * 2; }
+  size_t bytes() const override { return (keys_.size() + values_.size()) * sizeof(float); }
 
   /// The keys (or values) of all KV heads at `slot` of `block` in `layer`.
   float* key(int layer, int block, int slot) { return keys_.data() + offset(layer, block, slot); }
   float* value(int layer, int block, int slot) {
-    return values_.data() + offset(layer, block, slot);
+    return values_base() + offset(layer, block, slot);
   }
   const float* key(int layer, int block, int slot) const {
     return keys_.data() + offset(layer, block, slot);
   }
   const float* value(int layer, int block, int slot) const {
-    return values_.data() + offset(layer, block, slot);
+    return const_cast<cpu_kv_storage*>(this)->values_base() + offset(layer, block, slot);
   }
 
  private:
+  float* values_base() { return layout_.values_alias_keys ? keys_.data() : values_.data(); }
   size_t offset(int layer, int block, int slot) const {
     return ((static_cast<size_t>(layer) * layout_.blocks + static_cast<size_t>(block)) *
                 static_cast<size_t>(layout_.block_tokens) +

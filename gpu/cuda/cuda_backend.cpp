@@ -179,8 +179,11 @@ void cuda_backend::read_kv_block(const kv_storage& kv, int layer, int block, flo
   const size_t bytes = sizeof(float) * s.floats;
   check(cudaMemcpyAsync(host_keys, d.keys() + s.offset, bytes, cudaMemcpyDeviceToHost, stream_),
         "cudaMemcpyAsync (KV block keys)");
-  check(cudaMemcpyAsync(host_values, d.values() + s.offset, bytes, cudaMemcpyDeviceToHost, stream_),
+  if (!kv.layout().values_alias_keys) {
+    check(
+        cudaMemcpyAsync(host_values, d.values() + s.offset, bytes, cudaMemcpyDeviceToHost, stream_),
         "cudaMemcpyAsync (KV block values)");
+  }
   synchronize();
 }
 
@@ -192,8 +195,11 @@ void cuda_backend::write_kv_block(kv_storage& kv, int layer, int block, const fl
   const size_t bytes = sizeof(float) * s.floats;
   check(cudaMemcpyAsync(d.keys() + s.offset, host_keys, bytes, cudaMemcpyHostToDevice, stream_),
         "cudaMemcpyAsync (KV block keys)");
-  check(cudaMemcpyAsync(d.values() + s.offset, host_values, bytes, cudaMemcpyHostToDevice, stream_),
+  if (!kv.layout().values_alias_keys) {
+    check(
+        cudaMemcpyAsync(d.values() + s.offset, host_values, bytes, cudaMemcpyHostToDevice, stream_),
         "cudaMemcpyAsync (KV block values)");
+  }
   // The host arrays may be reused as soon as this returns.
   synchronize();
 }

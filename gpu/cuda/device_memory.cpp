@@ -79,6 +79,6 @@ device_matrix::device_matrix(int device, cudaStream_t stream, const std::vector<
 device_kv::device_kv(int device, cudaStream_t stream, const kv_layout& layout)
     : layout_(layout),
       keys_(device, stream, sizeof(float) * kv_floats(layout)),
-      values_(device, stream, sizeof(float) * kv_floats(layout)) {}
+      values_(device, stream, layout.values_alias_keys ? 0 : sizeof(float) * kv_floats(layout)) {}
 
 }  // namespace brigade::gpu::cuda

@@ -56,7 +56,8 @@ class device_matrix final : public matrix {
 };
 
 /// Keys and values of every layer, block, slot and KV head, laid out as the CPU backend does:
-/// [layer][block][slot][kv_head * head_dim], keys and values in two allocations.
+/// [layer][block][slot][kv_head * head_dim], keys and values in two allocations (keys only when
+/// the layout's values alias its keys: values() then points at the keys).
 class device_kv final : public kv_storage {
  public:
   device_kv(int device, cudaStream_t stream, const kv_layout& layout);
@@ -65,9 +66,13 @@ class device_kv final : public kv_storage {
   size_t bytes() const override { return keys_.bytes() + values_.bytes(); }
 
   float* keys() { return static_cast<float*>(keys_.data()); }
-  float* values() { return static_cast<float*>(values_.data()); }
+  float* values() {
+    return layout_.values_alias_keys ? keys() : static_cast<float*>(values_.data());
+  }
   const float* keys() const { return static_cast<const float*>(keys_.data()); }
-  const float* values() const { return static_cast<const float*>(values_.data()); }
+  const float* values() const {
+    return layout_.values_alias_keys ? keys() : static_cast<const float*>(values_.data());
+  }
 
  private:
   kv_layout layout_;

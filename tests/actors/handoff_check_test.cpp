@@ -131,3 +131,23 @@ TEST_CASE("a prefill job is checked like a handoff before its tokens index anyth
              Catch::Contains("top_p"));
   caf::anon_send_exit(some, caf::exit_reason::user_shutdown);
 }
+
+TEST_CASE("an MLA model's KV handoff carries each cached row once", "[actors][handoff][mla]") {
+  model::model_config c = small_config();
+  c.num_kv_heads = 1;
+  c.mla.kv_lora_rank = 6;
+  c.mla.qk_rope_head_dim = 2;
+  c.mla.qk_nope_head_dim = 4;
+  c.mla.v_head_dim = 4;
+  c.head_dim = c.mla.cache_dim();
+  REQUIRE(c.kv_planes() == 1);
+  kv_handoff h = valid_handoff();
+  // Two blocks of four tokens, two layers, one row of 8 per token.
+  h.kv = shared_floats::adopt(std::vector<float>(2 * 2 * block_tokens * 8, 0.5f));
+  CHECK(check_handoff(h, c, block_tokens).ok());
+  // Keys and values both, as a model without MLA sends them: refused.
+  h.kv = shared_floats::adopt(std::vector<float>(2 * 2 * 2 * block_tokens * 8, 0.5f));
+  const status s = check_handoff(h, c, block_tokens);
+  REQUIRE_FALSE(s.ok());
+  CHECK_THAT(s.err().message, Catch::Contains("256 KV values for 9 tokens, which need 128"));
+}

@@ -168,6 +168,31 @@ TEST_CASE("SSD tier never serves a file holding another model's block", "[ssd_ti
   REQUIRE(tier->check_invariants().ok());
 }
 
+TEST_CASE("SSD tier never serves keys-and-values blocks to a model whose rows are stored once",
+          "[ssd_tier][mla]") {
+  temp_dir dir("ssd-rows-once");
+  manual_clock clk(test_epoch_ns);
+  retention policy;
+  kv_block_shape shape{2, 4, 1, 8, kv_dtype::f32};
+  const auto twice = *model_fingerprint::make("model-a", shape);
+  shape.values_alias_keys = true;
+  const auto once = *model_fingerprint::make("model-a", shape);
+  CHECK(once.block_bytes() * 2 == twice.block_bytes());
+  CHECK(once.values_offset(1) == once.keys_offset(1));
+  CHECK(once.digest() != twice.digest());
+  CHECK_THAT(once.text(), Catch::EndsWith(" rows=once"));
+  auto tier = open_tier(dir.path(), 64 * file_alloc_bytes, clk, policy);
+  REQUIRE(tier->put(block_at(twice, 7, clk.now())).ok());
+  REQUIRE(tier->put(block_at(once, 8, clk.now())).ok());
+  CHECK(tier->get(once, 7, retention::chat).payload == nullptr);
+  CHECK(intact(tier->get(once, 8, retention::chat).payload, once, 8));
+  // A two-plane file copied under the once-stored block's name is caught by its header.
+  fs::copy_file(tier->path_of({twice.digest(), 7}), tier->path_of({once.digest(), 8}),
+                fs::copy_options::overwrite_existing);
+  CHECK(tier->get(once, 8, retention::chat).payload == nullptr);
+  REQUIRE(tier->check_invariants().ok());
+}
+
 TEST_CASE("SSD tier drops, at open, a cache written under another block-hash key or scheme",
           "[ssd_tier]") {
   temp_dir dir("ssd-identity");
