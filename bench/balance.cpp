@@ -9,7 +9,9 @@
 //
 // With --migrations N (default 100) it also times decode steps through N live migrations of a
 // real topology (bench/migration_stall.cpp). With --forecast it instead compares planning from a
-// forecast of the next interval with planning from the last one (bench/balance_forecast.cpp).
+// forecast of the next interval with planning from the last one (bench/balance_forecast.cpp);
+// with --groups, layouts that keep each expert group on one node with free ones, for a
+// group-limited router (bench/balance_groups.cpp).
 #include <time.h>
 
 #include <CLI/CLI.hpp>
@@ -27,6 +29,7 @@
 
 #include "bench/balance_common.hpp"
 #include "bench/balance_forecast.hpp"
+#include "bench/balance_groups.hpp"
 #include "bench/expert_load_generator.hpp"
 #include "bench/migration_stall.hpp"
 #include "bench/table.hpp"
@@ -58,6 +61,8 @@ struct balance_options {
   std::string steps_svg;                  // where to draw the timed steps; empty: nowhere
   bool forecast = false;                  // the forecast comparison instead of the figures above
   forecast_bench_options forecast_bench;  // its own options; the shared ones are copied in
+  bool groups = false;                    // the group placement comparison instead
+  group_bench_options group_bench;        // its own options; --seed and --json are copied in
 };
 
 const load_scenario scenarios[] = {load_scenario::steady, load_scenario::slow_drift,
@@ -530,12 +535,24 @@ int balance(int argc, char** argv) {
                  "also draw every timed decode step, with the migration windows, into this SVG "
                  "file");
   add_forecast_options(app, o.forecast, o.forecast_bench);
+  add_group_options(app, o.groups, o.group_bench);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  if (o.forecast && o.groups) {
+    std::fprintf(stderr,
+                 "brigade bench balance: --forecast and --groups are two benchmarks; "
+                 "ask for one\n");
+    return 2;
+  }
   if (o.forecast) return run_balance_forecast(forecast_options_of(o));
+  if (o.groups) {
+    o.group_bench.seed = o.seed;
+    o.group_bench.json = o.json;
+    return run_balance_groups(o.group_bench);
+  }
   if (!o.steps_svg.empty() && o.migrations == 0) {
     std::fprintf(stderr, "brigade bench balance: --steps-svg needs --migrations above 0\n");
     return 2;

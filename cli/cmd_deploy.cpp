@@ -11,6 +11,7 @@
 #include "common/progress.hpp"
 #include "config/manifest.hpp"
 #include "config/role_placement.hpp"
+#include "deploy/group_placement_check.hpp"
 #include "deploy/topology.hpp"
 #include "model/config.hpp"
 
@@ -35,6 +36,11 @@ int check_slots(const config::manifest& m) {
   if (!layout) {
     std::fprintf(stderr, "brigade deploy: %s: %s\n", m.source.c_str(),
                  layout.err().message.c_str());
+    return 1;
+  }
+  if (status groups = deploy::check_group_placement(m, c.value(), layout.value()); !groups) {
+    std::fprintf(stderr, "brigade deploy: %s: %s\n", m.source.c_str(),
+                 groups.err().message.c_str());
     return 1;
   }
   const int slots = layout->slots();

@@ -1,5 +1,6 @@
 // `brigade plan-experts`: plans a layout of logical experts onto physical expert slots from a
-// file of measured loads, the way the supervisor does every re-plan interval.
+// file of measured loads, the way the supervisor does every re-plan interval; with --groups, each
+// expert group of a group-limited router stays on one node.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +12,7 @@
 
 #include "cli/commands.hpp"
 #include "eplb/balance_metrics.hpp"
+#include "eplb/expert_groups.hpp"
 #include "eplb/layout.hpp"
 #include "eplb/load_matrix.hpp"
 #include "eplb/planner.hpp"
@@ -34,8 +36,24 @@ int fail(const error& e) {
   return 1;
 }
 
-void print_json(const eplb::layout& planned, const eplb::balance_report& b, int moved,
-                double plan_ms) {
+/// With groups per node: how many groups each node holds, and which node each group is on.
+void add_groups_json(const eplb::layout& planned, const eplb::planner_options& o,
+                     nlohmann::json& out) {
+  out["expert_groups"] = o.expert_groups;
+  out["nodes"] = o.nodes;
+  if (!o.groups_per_node) {
+    out["groups_per_node"] = nullptr;
+    return;
+  }
+  out["groups_per_node"] = o.expert_groups / o.nodes;
+  nlohmann::json group_node = nlohmann::json::array();
+  for (int layer = 0; layer < planned.layers(); ++layer)
+    group_node.push_back(eplb::group_nodes_of(planned, layer, o.nodes, o.expert_groups));
+  out["group_node"] = std::move(group_node);
+}
+
+void print_json(const eplb::layout& planned, const eplb::planner_options& o,
+                const eplb::balance_report& b, int moved, double plan_ms) {
   nlohmann::json out;
   out["phy2log"] = planned.phy2log();
   nlohmann::json counts = nlohmann::json::array();
@@ -56,11 +74,12 @@ void print_json(const eplb::layout& planned, const eplb::balance_report& b, int 
   out["worst_layer_max_over_mean"] = b.worst_layer_max_over_mean;
   out["moved_slots"] = moved;
   out["plan_ms"] = plan_ms;
+  add_groups_json(planned, o, out);
   std::printf("%s\n", out.dump().c_str());
 }
 
-void print_summary(const eplb::layout& planned, const eplb::balance_report& b, int moved,
-                   double plan_ms) {
+void print_summary(const eplb::layout& planned, const eplb::planner_options& o,
+                   const eplb::balance_report& b, int moved, double plan_ms) {
   std::printf("planned %d layers x %d experts onto %d shards x %d slots (epoch %llu)\n",
               planned.layers(), planned.experts(), planned.shards(), planned.slots_per_shard(),
               static_cast<unsigned long long>(planned.epoch()));
@@ -71,6 +90,12 @@ void print_summary(const eplb::layout& planned, const eplb::balance_report& b, i
   std::printf("  slots moved                          %d of %d\n", moved,
               planned.layers() * planned.slots());
   std::printf("  planner time                         %.2f ms\n", plan_ms);
+  if (o.groups_per_node) {
+    std::printf(
+        "  groups per node                      %d (%d groups on %d nodes, each group's "
+        "replicas on one node)\n",
+        o.expert_groups / o.nodes, o.expert_groups, o.nodes);
+  }
   std::printf("(--json prints the layout)\n");
 }
 
@@ -92,7 +117,8 @@ int plan_experts(int argc, char** argv) {
       ->required()
       ->default_str("");
   app.add_option("--nodes", options.nodes,
-                 "nodes the shards are spread over; replicas of an expert are spread over them");
+                 "nodes the shards are spread over; replicas of an expert are spread over them "
+                 "(with --groups, a group's replicas all stay on one)");
   app.add_option("--current", current_path,
                  "layout in use (JSON with \"phy2log\", e.g. an earlier --json output); the "
                  "plan then moves only the slots the balance gain needs");
@@ -101,12 +127,19 @@ int plan_experts(int argc, char** argv) {
                  "load) a layer may stay to keep its slots");
   app.add_option("--max-moved", options.max_moved_fraction,
                  "with --current, the largest fraction of each layer's slots one plan may move");
+  auto* groups =
+      app.add_option("--groups", options.expert_groups,
+                     "expert groups of a group-limited router (the model's n_group), each kept "
+                     "with all its replicas on one node, groups balanced over --nodes")
+          ->check(CLI::PositiveNumber)
+          ->default_str("");
   app.add_flag("--json", json, "print one JSON object with the layout and its figures");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  options.groups_per_node = groups->count() > 0;
 
   auto text = read_text(load_path, "load");
   if (!text) return fail(text.err());
@@ -135,9 +168,9 @@ int plan_experts(int argc, char** argv) {
   const eplb::balance_report balance = eplb::measure_balance(*planned, *load);
   const int moved = current ? eplb::moved_slots(*current, *planned) : 0;
   if (json) {
-    print_json(*planned, balance, moved, plan_ms);
+    print_json(*planned, options, balance, moved, plan_ms);
   } else {
-    print_summary(*planned, balance, moved, plan_ms);
+    print_summary(*planned, options, balance, moved, plan_ms);
   }
   return 0;
 }

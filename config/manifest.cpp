@@ -190,6 +190,48 @@ void read_liveness(yaml_section& s, liveness_policy& l) {
   }
 }
 
+// eplb.group_placement: node or free.
+void read_group_placement(yaml_section& s, group_placement& out) {
+  std::string name;
+  s.text("group_placement", name);
+  if (name.empty()) return;
+  if (name == "node" || name == "free") {
+    out = name == "node" ? group_placement::node : group_placement::free;
+    return;
+  }
+  s.invalid("group_placement", "is '" + name + "'; it must be node or free");
+}
+
+// eplb.group_placement: node gives every node hosting expert shards the same number of groups,
+// and the planner's nodes are blocks of as many contiguous shards: it needs two such nodes or
+// more, each hosting as many shards.
+status check_group_placement(const manifest& m, const std::string& source) {
+  if (m.eplb.placement != group_placement::node) return ok_status();
+  const std::string field = source + ": field 'eplb.group_placement' is node, but ";
+  std::vector<const node_spec*> hosts;
+  for (const auto& n : m.nodes) {
+    if (n.expert_shards > 0) hosts.push_back(&n);
+  }
+  if (hosts.size() < 2) {
+    const std::string found = m.nodes.empty()
+                                  ? "the manifest lists no nodes"
+                                  : std::to_string(hosts.size()) + " node hosts expert shards";
+    return error(errc::bad_format, field + found +
+                                       ": a group is kept on one node only where two nodes or "
+                                       "more host expert shards (use free)");
+  }
+  for (const node_spec* n : hosts) {
+    if (n->expert_shards == hosts.front()->expert_shards) continue;
+    return error(errc::bad_format,
+                 field + "node '" + hosts.front()->name + "' hosts " +
+                     std::to_string(hosts.front()->expert_shards) + " expert shards and node '" +
+                     n->name + "' " + std::to_string(n->expert_shards) +
+                     ": every node hosting expert shards must host as many, to hold as many "
+                     "groups");
+  }
+  return ok_status();
+}
+
 // chat_format: one of the formats brigade renders, named as model::parse_chat_format reads them.
 void read_chat_format(yaml_section& s, std::optional<model::chat_format>& out) {
   std::string name;
@@ -258,6 +300,7 @@ result<manifest> parse_manifest(const std::string& yaml, const std::string& sour
     s.number("move_budget", m.eplb.move_budget, 0.0);
     s.number("cross_node_copy_cost", m.eplb.cross_node_copy_cost, 1.0);
     s.number("early_replan_above", m.eplb.early_replan_above, 0.0);
+    read_group_placement(s, m.eplb.placement);
   });
   top.text("join_secret_file", m.join_secret_file);
   top.child("transport", [&](yaml_section& s) {
@@ -281,6 +324,8 @@ result<manifest> parse_manifest(const std::string& yaml, const std::string& sour
   }
   status nodes = check_nodes(m, source);
   if (!nodes) return nodes.err();
+  status groups = check_group_placement(m, source);
+  if (!groups) return groups.err();
   status keys = check_keys(m);
   if (!keys) return keys.err();
   status listen = check_listen(m.listen, source);

@@ -57,6 +57,10 @@ struct expert_shard_role {
   int slots_per_shard = 0;
 };
 
+/// Where the replicas of one expert group (the model's n_group, for group-limited routing) may
+/// live: anywhere, or all on one node, so that a token's experts sit on at most topk_group nodes.
+enum class group_placement { free, node };
+
 /// Expert load balancing: samples, re-plans and the gain a plan must promise to be adopted.
 struct eplb_policy {
   bool enabled = true;
@@ -79,6 +83,11 @@ struct eplb_policy {
   /// default) keeps to the cadence. Off by default: small or noisy windows cross any such
   /// threshold by chance, and each crossing would be a re-plan and often a migration.
   double early_replan_above = 0;
+  /// group_placement: node keeps every replica of an expert group on one of the nodes hosting
+  /// expert shards, groups balanced over them; it needs at least two such nodes hosting as many
+  /// shards each, and a model whose n_group they divide (checked when the model is read).
+  /// free (the default) places each expert anywhere.
+  group_placement placement = group_placement::free;
 };
 
 /// How the coordinator watches its nodes, and how a node waits for its coordinator. A node whose

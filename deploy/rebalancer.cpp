@@ -8,6 +8,7 @@
 #include "common/wall_clock.hpp"
 #include "eplb/adoption.hpp"
 #include "eplb/balance_metrics.hpp"
+#include "eplb/expert_groups.hpp"
 #include "eplb/node_alignment.hpp"
 #include "eplb/planner.hpp"
 
@@ -16,8 +17,27 @@ rebalancer::rebalancer(const model::model_config& config, eplb::layout initial,
                        rebalance_options options)
     : current_(std::move(initial)), options_(options) {
   moe_layers_ = config.moe_layers();
+  expert_groups_ = config.expert_groups;
   since_plan_.assign(moe_layers_.size(),
                      std::vector<double>(static_cast<size_t>(config.num_experts)));
+  if (!options_.groups_per_node) return;
+  status s = options_.nodes > 0 && current_.shards() % options_.nodes == 0
+                 ? eplb::validate_expert_groups(current_.experts(), current_.shards(),
+                                                current_.slots_per_shard(), options_.nodes,
+                                                expert_groups_, true)
+                 : status(error(errc::invalid_argument,
+                                std::to_string(options_.nodes) + " nodes do not divide " +
+                                    std::to_string(current_.shards()) + " shards"));
+  if (s) return;
+  options_.groups_per_node = false;
+  rebalance_event ev;
+  ev.kind = "group_placement_refused";
+  ev.detail = "eplb.group_placement is node, but the model's " + std::to_string(expert_groups_) +
+              " expert groups (n_group) cannot be kept on " + std::to_string(options_.nodes) +
+              " nodes of " + std::to_string(current_.shards()) + " shards x " +
+              std::to_string(current_.slots_per_shard()) + " slots: " + s.err().message +
+              "; experts are placed freely";
+  record(std::move(ev));
 }
 
 bool rebalancer::add_sample(int shard, uint64_t window_id,
@@ -121,6 +141,11 @@ std::optional<eplb::layout> rebalancer::plan_if_due(const std::vector<int>& shar
   opt.shards = current_.shards();
   opt.slots_per_shard = current_.slots_per_shard();
   opt.max_moved_fraction = options_.move_budget;
+  if (options_.groups_per_node) {
+    opt.nodes = options_.nodes;
+    opt.expert_groups = expert_groups_;
+    opt.groups_per_node = true;
+  }
   const double budget = options_.move_budget * current_.slots() * current_.layers();
   // Plan, number the shards for the nodes, and charge the copies; a plan over the budget (its
   // copies cross nodes) is made again with fewer moves allowed, in proportion.
@@ -131,6 +156,12 @@ std::optional<eplb::layout> rebalancer::plan_if_due(const std::vector<int>& shar
     if (!planned) return std::nullopt;
     proposal =
         eplb::align_to_nodes(current_, planned.value(), shard_node, options_.cross_node_copy_cost);
+    // Numbered for cheap copies, a grouped plan may split a group over nodes; the planner's own
+    // numbering never does.
+    if (opt.groups_per_node &&
+        !eplb::groups_stay_on_nodes(*proposal, opt.nodes, opt.expert_groups)) {
+      proposal = std::move(planned.value());
+    }
     cost = eplb::measure_moves(current_, *proposal, shard_node, options_.cross_node_copy_cost);
     if (cost.units <= budget) break;
     opt.max_moved_fraction *= budget / cost.units;
@@ -138,18 +169,23 @@ std::optional<eplb::layout> rebalancer::plan_if_due(const std::vector<int>& shar
   // As in the planner, the budget bounds the moves a plan chooses, not the ones its new replica
   // counts need: a plan still over it after the retries is judged on its gain alone.
   const auto decision = eplb::judge_adoption(current_, *proposal, load, options_.margin);
-  const bool adopt = decision.adopt;
+  // A layout that splits groups over nodes (the initial one) is left whatever the gain: the
+  // placement asks for it, and a token's all-to-all reaches fewer nodes once it is done.
+  const bool regroup = opt.groups_per_node && decision.moved_slots > 0 &&
+                       !eplb::groups_stay_on_nodes(current_, opt.nodes, opt.expert_groups);
+  const bool adopt = decision.adopt || regroup;
   rebalance_event ev;
   ev.kind = adopt ? "plan_adopted" : "plan_rejected";
   ev.epoch = proposal->epoch();
   ev.predicted_balancedness = eplb::measure_balance(*proposal, load).balancedness;
   ev.moved_slots = decision.moved_slots;
-  ev.detail =
-      "imbalance " + std::to_string(decision.current_imbalance) + " -> " +
-      std::to_string(decision.proposed_imbalance) + "; copies " + std::to_string(cost.within_node) +
-      " within a node, " + std::to_string(cost.across_nodes) + " across nodes (" +
-      std::to_string(cost.units) + " of a budget of " + std::to_string(budget) +
-      (cost.units > budget ? ", over it: the new replica counts need these copies" : "") + ")";
+  ev.detail = "imbalance " + std::to_string(decision.current_imbalance) + " -> " +
+              std::to_string(decision.proposed_imbalance) + "; copies " +
+              std::to_string(cost.within_node) + " within a node, " +
+              std::to_string(cost.across_nodes) + " across nodes (" + std::to_string(cost.units) +
+              " of a budget of " + std::to_string(budget) +
+              (cost.units > budget ? ", over it: the new replica counts need these copies" : "") +
+              ")" + (regroup ? "; brings every expert group onto one node" : "");
   record(ev);
   if (!adopt) {
     ++rejected_;

@@ -33,6 +33,10 @@ struct rebalance_options {
   /// A window whose busiest shard counted more than this over the mean brings the next plan
   /// forward (drift outran the cadence); 0 plans on the cadence alone.
   double early_replan_above = 0;
+  /// The manifest's eplb.group_placement: node. Every replica of each of the model's expert
+  /// groups then stays on one of `nodes` nodes, the shards of a node contiguous (manifest order).
+  bool groups_per_node = false;
+  int nodes = 1;  ///< Nodes hosting expert shards, as many each; read with groups_per_node.
 };
 
 /// Something introspection shows on /v1/events: expert balancing, and the cluster's faults and
@@ -40,7 +44,8 @@ struct rebalance_options {
 struct rebalance_event {
   int64_t unix_ms = 0;
   std::string kind;  ///< plan_adopted, plan_rejected, migration_started, migration_finished,
-                     ///< migration_rolled_back, balance_measured; node_suspected, node_alive,
+                     ///< migration_rolled_back, balance_measured, group_placement_refused;
+                     ///< node_suspected, node_alive,
                      ///< node_lost, node_rejoined, role_died, role_restarted, role_adopted,
                      ///< role_moved_home, role_gave_up
   uint64_t epoch = 0;
@@ -66,6 +71,8 @@ struct migration_progress {
 
 class rebalancer {
  public:
+  /// With groups_per_node that the model or the shards cannot satisfy (n_group not divisible by
+  /// the nodes, ...), experts are placed freely and a group_placement_refused event says why.
   rebalancer(const model::model_config& config, eplb::layout initial, rebalance_options options);
 
   /// A shard's token counts [layer][expert] for one window. Returns true when this sample
@@ -123,6 +130,7 @@ class rebalancer {
   void record(rebalance_event ev);
 
   std::vector<int> moe_layers_;
+  int expert_groups_ = 1;  ///< The model's n_group.
   eplb::layout current_;
   rebalance_options options_;
   std::map<uint64_t, window> open_;

@@ -9,6 +9,7 @@
 #include "actors/sender_check.hpp"
 #include "common/log.hpp"
 #include "common/wall_clock.hpp"
+#include "deploy/group_placement_check.hpp"
 #include "deploy/supervisor_state.hpp"
 
 namespace brigade::deploy {
@@ -451,11 +452,18 @@ static supervisor_impl::behavior_type supervisor_behavior(supervisor_pointer sel
   st.registry = std::move(registry);
   st.router = std::move(router);
   const auto& e = st.config.manifest.eplb;
-  st.balance = std::make_unique<rebalancer>(
-      st.ctx->config, st.config.layout,
-      rebalance_options{e.sample_interval_steps, e.replan_interval_steps, e.margin, 64,
-                        e.copy_interval_ms, e.move_budget, e.cross_node_copy_cost,
-                        e.early_replan_above});
+  rebalance_options balance{e.sample_interval_steps,
+                            e.replan_interval_steps,
+                            e.margin,
+                            64,
+                            e.copy_interval_ms,
+                            e.move_budget,
+                            e.cross_node_copy_cost,
+                            e.early_replan_above};
+  // Shards are numbered in node order, so the nodes hosting shards are the planner's nodes.
+  balance.groups_per_node = e.placement == config::group_placement::node;
+  balance.nodes = expert_shard_nodes(st.config.manifest);
+  st.balance = std::make_unique<rebalancer>(st.ctx->config, st.config.layout, balance);
   st.shards.layout = st.config.layout;
   self->set_down_handler([self](caf::down_msg& dm) { on_child_down(self, dm); });
   self->set_exit_handler([self](caf::exit_msg& msg) {

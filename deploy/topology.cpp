@@ -13,6 +13,7 @@
 #include "config/middleman_config.hpp"
 #include "config/role_placement.hpp"
 #include "config/scheduler_config.hpp"
+#include "deploy/group_placement_check.hpp"
 #include "deploy/membership.hpp"
 #include "deploy/message_types.hpp"
 #include "deploy/role_configs.hpp"
@@ -123,6 +124,9 @@ result<std::unique_ptr<topology>> topology::start(
   }
   auto layout = initial_layout(c, m.experts.count, m.experts.slots_per_shard);
   if (!layout) return error(errc::invalid_argument, m.source + ": " + layout.err().message);
+  if (status groups = check_group_placement(m, c, layout.value()); !groups) {
+    return error(errc::invalid_argument, m.source + ": " + groups.err().message);
+  }
   // Workers allocate their KV storage as they start: found too large there, they would crash
   // and restart until given up while the server looked up. In one process all workers share
   // its memory; on nodes, each node checks its own spawns.

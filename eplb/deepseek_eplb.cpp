@@ -109,22 +109,31 @@ bool replicate_and_pack(const std::vector<double>& load, const std::vector<int>&
   return true;
 }
 
-/// One layer under the hierarchical policy; false when its preconditions do not hold.
-bool plan_hierarchical(const std::vector<double>& load, int shards, int k, int nodes,
+/// One layer under the hierarchical policy with `groups` groups of contiguous experts; false
+/// when its preconditions do not hold.
+bool plan_hierarchical(const std::vector<double>& load, int shards, int k, int nodes, int groups,
                        std::vector<int32_t>& row) {
   const int experts = static_cast<int>(load.size());
   const int per_node = shards / nodes;
-  // Each node must be able to hold its experts once and no more replicas than it has shards.
-  if (experts % nodes != 0 || experts / nodes < k) return false;
-  std::vector<std::pair<int, double>> groups;
-  for (int e = 0; e < experts; ++e)
-    groups.emplace_back(e, load[e]);
-  balanced_packer node_packer(nodes, experts / nodes);
-  if (!node_packer.pack(std::move(groups))) return false;
+  const int per_group = experts / groups;
+  // Each node must hold the same number of groups, each of its experts once, and no more
+  // replicas of one than it has shards.
+  if (groups % nodes != 0 || experts / nodes < k) return false;
+  std::vector<std::pair<int, double>> group_load;
+  for (int g = 0; g < groups; ++g) {
+    double sum = 0;
+    for (int e = g * per_group; e < (g + 1) * per_group; ++e)
+      sum += load[e];
+    group_load.emplace_back(g, sum);
+  }
+  balanced_packer node_packer(nodes, groups / nodes);
+  if (!node_packer.pack(std::move(group_load))) return false;
   for (int n = 0; n < nodes; ++n) {
     std::vector<int> members;
-    for (const auto& item : node_packer.bin(n))
-      members.push_back(item.first);
+    for (const auto& item : node_packer.bin(n)) {
+      for (int e = item.first * per_group; e < (item.first + 1) * per_group; ++e)
+        members.push_back(e);
+    }
     if (!replicate_and_pack(load, members, n * per_node, per_node, k, row)) return false;
   }
   return true;
@@ -133,21 +142,28 @@ bool plan_hierarchical(const std::vector<double>& load, int shards, int k, int n
 }  // namespace
 
 result<layout> plan_deepseek_eplb(const load_matrix& load, int shards, int slots_per_shard,
-                                  int nodes) {
+                                  int nodes, int expert_groups) {
   planner_options options;
   options.shards = shards;
   options.slots_per_shard = slots_per_shard;
   options.nodes = nodes;
+  // Given groups are each kept on one node, as the planner's groups_per_node keeps them.
+  const bool grouped = expert_groups > 0 && nodes > 1;
+  if (expert_groups > 0) options.expert_groups = expert_groups;
+  options.groups_per_node = grouped;
   if (status s = validate_plan_input(load, options, nullptr); !s) return s.err();
   const int experts = static_cast<int>(load.front().size());
+  const int groups = expert_groups > 0 ? expert_groups : experts;
   std::vector<int> all(experts);
   std::iota(all.begin(), all.end(), 0);
   std::vector<std::vector<int32_t>> phy2log(load.size());
   for (size_t layer = 0; layer < load.size(); ++layer) {
     auto& row = phy2log[layer];
     row.assign(static_cast<size_t>(shards) * slots_per_shard, -1);
-    if (nodes > 1 && plan_hierarchical(load[layer], shards, slots_per_shard, nodes, row)) continue;
-    if (!replicate_and_pack(load[layer], all, 0, shards, slots_per_shard, row)) {
+    if (nodes > 1 && plan_hierarchical(load[layer], shards, slots_per_shard, nodes, groups, row)) {
+      continue;
+    }
+    if (grouped || !replicate_and_pack(load[layer], all, 0, shards, slots_per_shard, row)) {
       return error(errc::internal,
                    "deepseek-eplb found no legal packing for layer " + std::to_string(layer));
     }

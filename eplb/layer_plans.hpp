@@ -1,5 +1,6 @@
-// The per-layer plans the planner chooses between: a fresh plan from the loads alone, and a repair
-// of the current layout. Internal to the planner and its tests.
+// The per-layer plans the planner chooses between: a fresh plan from the loads alone, a repair of
+// the current layout, and the re-plan near the current layout that picks among them
+// (layer_near.cpp). Internal to the planner and its tests.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,18 @@ constexpr double fresh_plan_tolerance = 1e-3;
 /// A fresh plan of one layer from its loads alone; `counts` receives the replica counts.
 shard_assignment plan_layer_fresh(const double* load, const layer_dims& dims,
                                   std::vector<int32_t>& counts);
+
+/// What a re-plan near the current layout may leave and spend (see planner_options).
+struct near_terms {
+  double keep_slack = 0.01;
+  double max_moved_fraction = 0.25;
+};
+
+/// The plan of one layer that moves the fewest slots from `current_row` while its busiest shard
+/// stays within the slack above what a fresh plan reaches, moving at most the budget (never fewer
+/// than its replica count changes need).
+std::vector<int32_t> plan_layer_near(const double* load, const layer_dims& dims,
+                                     const int32_t* current_row, const near_terms& terms);
 
 /// Starts from a current phy2log row, changes replica counts to `counts` (removing surplus
 /// replicas, placing new ones in the freed slots), then swaps until the busiest shard is at most

@@ -16,6 +16,15 @@
 // the lightest shards, then swaps) down to the middle of the slack, so that drift does not push it
 // straight back, moving at most `max_moved_fraction` of its slots; the fresh plan, renumbered to
 // overlap the current layout, is the fallback when repairs fall short.
+//
+// With `groups_per_node` (group-limited routing, see expert_groups.hpp), every replica of a
+// group's experts stays on one node: whole groups are packed onto nodes by load, the same number
+// on each, and each node's part of the layer is then planned as above, as a layer of its own. With
+// a current layout, groups stay on their nodes while the heaviest node is within `keep_slack` of a
+// fresh packing's; otherwise groups swap nodes (down to the middle of the slack), the slots they
+// held counting in the move budget, and each node is repaired with what the budget has left. A
+// current layout that spreads groups over nodes is first brought to one node per group, moving
+// what that needs whatever the budget.
 #pragma once
 
 #include "common/result.hpp"
@@ -36,11 +45,19 @@ struct planner_options {
   /// With a current layout, at most this fraction of each layer's slots moves in one plan (never
   /// fewer than the replica count changes need); a larger change takes several plans.
   double max_moved_fraction = 0.25;
+  /// Expert groups of the model's router (n_group): group g holds the experts
+  /// [g * E / G, (g + 1) * E / G). Must divide the experts; read only with groups_per_node.
+  int expert_groups = 1;
+  /// Keeps every replica of a group's experts on one node, so that a token of a group-limited
+  /// router touches at most topk_group nodes. Needs nodes > 1, expert_groups divisible by nodes
+  /// and slots_per_shard at most experts / nodes; the node caps above then do not apply.
+  bool groups_per_node = false;
 };
 
 /// Plans a layout for `load` ([layers][experts]). `current`, when given, must have the same shape;
 /// the new layout then carries its epoch + 1, and otherwise epoch 0. Invalid input (bad loads,
-/// shapes that cannot hold a layout, nodes that do not divide shards) returns an error.
+/// shapes that cannot hold a layout, nodes that do not divide shards, groups that cannot be
+/// placed) returns an error naming the option at fault.
 result<layout> plan_layout(const load_matrix& load, const planner_options& options,
                            const layout* current);
 

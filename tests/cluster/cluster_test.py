@@ -485,7 +485,20 @@ def check_dry_run(brigade, workdir):
         print(f"  deploy --dry-run, 4 shards x {slots} slots: "
               f"{('accepted' if fits else 'refused') if good else 'WRONG: ' + said}")
         ok = ok and good
-    return ok
+    # Expert groups kept per node need the model's n_group (1 here) divisible by the shard nodes.
+    path = os.path.join(workdir, "dry-groups.yaml")
+    with open(path, "w") as f:
+        f.write(f"model: {model}\njoin_secret_file: /dev/null\neplb: {{group_placement: node}}\n"
+                "nodes:\n"
+                "  - {name: a, address: '10.0.0.1:7000', roles: {prefill: 1, decode: 1, expert_shard: 2}}\n"
+                "  - {name: b, address: '10.0.0.2:7000', roles: {expert_shard: 2}}\n")
+    r = subprocess.run([brigade, "deploy", "--dry-run", path], capture_output=True, text=True)
+    said = r.stdout + r.stderr
+    good = (r.returncode == 1 and "eplb.group_placement: node cannot hold" in said
+            and "n_group 1" in said)
+    print(f"  deploy --dry-run, group_placement node on a model of one group: "
+          f"{'refused' if good else 'WRONG: ' + said}")
+    return ok and good
 
 
 class namespaces:

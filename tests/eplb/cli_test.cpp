@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "tests/eplb/random_loads.hpp"
 #include "tests/support/run_brigade.hpp"
@@ -115,4 +116,69 @@ TEST_CASE("bench balance refuses forecast options without --forecast", "[eplb][c
   INFO(r.all());
   CHECK(r.exit_code != 0);
   CHECK(r.all().find("--forecast") != std::string::npos);
+}
+
+TEST_CASE("plan-experts keeps each expert group on one node with --groups", "[eplb][cli]") {
+  const std::string load = write_file("grouped_load.json", load_json(3, 32, 3));
+  const std::string shape = " --shards 8 --slots-per-shard 5 --nodes 4";
+  const auto r = run_brigade("plan-experts --load " + load + shape + " --groups 8 --json");
+  INFO(r.all());
+  REQUIRE(r.exit_code == 0);
+  const auto doc = nlohmann::json::parse(r.out);
+  CHECK(doc["expert_groups"] == 8);
+  CHECK(doc["nodes"] == 4);
+  CHECK(doc["groups_per_node"] == 2);
+  REQUIRE(doc["group_node"].size() == 3);
+  for (const auto& layer : doc["group_node"]) {
+    std::vector<int> per_node(4, 0);
+    for (int node : layer.get<std::vector<int>>()) {
+      REQUIRE(node >= 0);
+      ++per_node[static_cast<size_t>(node)];
+    }
+    CHECK(per_node == std::vector<int>(4, 2));
+  }
+  // Without --groups the JSON says so.
+  const auto free = run_brigade("plan-experts --load " + load + shape + " --json");
+  INFO(free.all());
+  REQUIRE(free.exit_code == 0);
+  CHECK(nlohmann::json::parse(free.out)["groups_per_node"].is_null());
+  const auto summary = run_brigade("plan-experts --load " + load + shape + " --groups 8");
+  CHECK(summary.out.find("groups per node                      2") != std::string::npos);
+}
+
+TEST_CASE("plan-experts refuses groups it cannot keep on nodes", "[eplb][cli]") {
+  const std::string load = write_file("grouped_bad.json", load_json(1, 32, 4));
+  const std::string shape = " --shards 8 --slots-per-shard 5";
+  require_error("--load " + load + shape + " --groups 8", "more than one node");
+  require_error("--load " + load + shape + " --nodes 4 --groups 6", "expert_groups (6)");
+  require_error("--load " + load + shape + " --nodes 4 --groups 2", "divisible by nodes (4)");
+  require_error("--load " + load + shape + " --nodes 4 --groups 0", "--groups");
+}
+
+TEST_CASE("bench balance --groups compares grouped and free placements as JSON", "[eplb][cli]") {
+  const auto r = run_brigade(
+      "bench balance --groups --json --group-layers 2 --group-tokens 2000 --group-seeds 1");
+  INFO(r.all());
+  REQUIRE(r.exit_code == 0);
+  const auto doc = nlohmann::json::parse(r.out);
+  CHECK(doc["benchmark"] == "balance_groups");
+  // Two clusters by the planner and the baseline, each grouped and free.
+  REQUIRE(doc["results"].size() == 8);
+  for (const auto& row : doc["results"]) {
+    INFO(row.dump());
+    const double nodes = row["nodes_per_token"].get<double>();
+    CHECK(nodes >= 1);
+    if (row["groups_per_node"].get<bool>()) CHECK(nodes <= doc["topk_groups"].get<double>());
+    CHECK(row["layer_max_over_mean"].get<double>() >= 1);
+  }
+  REQUIRE(doc["grouped_over_free"].size() == 4);
+  for (const auto& ratio : doc["grouped_over_free"])
+    CHECK(ratio["nodes_per_token"].get<double>() < 1);
+}
+
+TEST_CASE("bench balance refuses --groups with --forecast", "[eplb][cli]") {
+  const auto r = run_brigade("bench balance --groups --forecast");
+  INFO(r.all());
+  CHECK(r.exit_code != 0);
+  CHECK(r.all().find("ask for one") != std::string::npos);
 }
