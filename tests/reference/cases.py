@@ -53,7 +53,13 @@ def _deepseek(name, dtype, seed, quick=False, shards=1, tensor_scales=None, **co
     return case
 
 
+# The committed default pair (models/default, scripts/train_default_pair.py): a trained qwen3_moe
+# target and its dense qwen3 draft, checked as they ship. "path" is relative to the repository.
+COMMITTED_MODELS = "models/default"
+
 CASES = [
+    _case("default_target", "committed", "qwen3_moe", "bfloat16", 1101, quick=True),
+    _case("default_draft", "committed", "qwen3", "bfloat16", 1102, quick=True),
     # Checkpoints written by `brigade make-model`.
     _case("make_qwen3_moe_gqa4_bf16", "make-model", "qwen3_moe", "bfloat16", 101, quick=True,
           layers=3, hidden=64, heads=8, kv_heads=2, head_dim=16, experts=8, top_k=2,

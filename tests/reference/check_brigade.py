@@ -34,11 +34,13 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cases import COMMITTED_MODELS  # noqa: E402
 from cases import CASES, MAKE_MODEL_FLAGS, PENDING_FAMILIES  # noqa: E402
 from random_checkpoint import build_config, write_random_checkpoint  # noqa: E402
 from reference_model import ReferenceModel  # noqa: E402
 from safetensors_np import checkpoint_files, read_header  # noqa: E402
 
+REPO_ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 LOGIT_TOLERANCE = 1e-4
 TIE_TOLERANCE = 1e-4
 # Router logits of the k-th and (k+1)-th expert closer than this are a near tie: float32 rounding
@@ -265,6 +267,9 @@ def run_case(case, brigade, workdir, steps, speculate, strict=False):
     if case["source"] == "make-model":
         model_dir = os.path.join(case_dir, "model")
         run_brigade(brigade, make_model_args(case, model_dir), log_path)
+        check_written_model(case, model_dir)
+    elif case["source"] == "committed":
+        model_dir = os.path.join(REPO_ROOT, COMMITTED_MODELS, case["name"].split("_", 1)[1])
         check_written_model(case, model_dir)
     else:
         model_dir = write_own_model(case, brigade, case_dir, log_path)

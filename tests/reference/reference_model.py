@@ -29,7 +29,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from safetensors_np import load_checkpoint  # noqa: E402
 
-FAMILIES = ("qwen3_moe", "mixtral", "olmoe", "qwen2_moe", "deepseek_v3")
+# qwen3 (dense) is Qwen3-MoE's attention with a plain MLP in every layer: the draft models.
+FAMILIES = ("qwen3_moe", "mixtral", "olmoe", "qwen2_moe", "deepseek_v3", "qwen3")
 
 # Hugging Face's configuration defaults for every field the forward pass reads; a config.json
 # that omits a field gets the value transformers would give it.
@@ -41,6 +42,11 @@ _FAMILY_DEFAULTS = {
         "rms_norm_eps": 1e-6, "attention_bias": False, "use_sliding_window": False,
         "decoder_sparse_step": 1, "moe_intermediate_size": 768, "num_experts_per_tok": 8,
         "num_experts": 128, "norm_topk_prob": False, "mlp_only_layers": [],
+    },
+    "qwen3": {
+        "vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+        "rms_norm_eps": 1e-6, "attention_bias": False, "use_sliding_window": False,
     },
     "mixtral": {
         "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336,
@@ -146,13 +152,18 @@ class ModelSpec:
         # OLMoE put attention_bias on all four projections, Mixtral has none.
         if self.family == "qwen2_moe":
             self.qkv_bias, self.o_bias = bool(cfg["qkv_bias"]), False
-        elif self.family in ("qwen3_moe", "olmoe"):
+        elif self.family in ("qwen3_moe", "qwen3", "olmoe"):
             self.qkv_bias = self.o_bias = bool(cfg["attention_bias"])
         else:
             self.qkv_bias = self.o_bias = False
 
     def _read_moe(self, cfg):
         f = self.family
+        if f == "qwen3":  # dense: every layer's MLP is "mlp" of intermediate_size
+            self.experts, self.top_k, self.norm_topk = 0, 0, False
+            self.expert_inter, self.shared_inter = None, None
+            self.dense_inter, self.sparse_step, self.mlp_only = int(cfg["intermediate_size"]), 1, set()
+            return
         self.experts = int(cfg["num_local_experts"] if f == "mixtral" else cfg["num_experts"])
         self.top_k = int(cfg["num_experts_per_tok"])
         # Mixtral always renormalizes the selected weights (a softmax over the top-k logits).
@@ -522,7 +533,7 @@ class ReferenceModel:
             "v": self._linear(p + "self_attn.v_proj", kv_width, s.hidden, s.qkv_bias),
             "o": self._linear(p + "self_attn.o_proj", s.hidden, q_width, s.o_bias),
         }
-        if s.family == "qwen3_moe":
+        if s.family in ("qwen3_moe", "qwen3"):
             layer["q_norm"] = self._take(p + "self_attn.q_norm.weight", (s.head_dim,))
             layer["k_norm"] = self._take(p + "self_attn.k_norm.weight", (s.head_dim,))
         elif s.family == "olmoe":
@@ -645,7 +656,7 @@ class ReferenceModel:
         q = q.reshape(n, s.heads, s.head_dim).transpose(1, 0, 2)
         k = k.reshape(n, s.kv_heads, s.head_dim).transpose(1, 0, 2)
         v = v.reshape(n, s.kv_heads, s.head_dim).transpose(1, 0, 2)
-        if s.family == "qwen3_moe":
+        if s.family in ("qwen3_moe", "qwen3"):
             # Qwen3 normalizes each head's q and k over head_dim before RoPE.
             q = rms_norm(q, layer["q_norm"], s.eps)
             k = rms_norm(k, layer["k_norm"], s.eps)
