@@ -11,6 +11,7 @@
 #include "actors/step_loop.hpp"
 #include "common/log.hpp"
 #include "kvcache/block_pool.hpp"
+#include "model/draft_source.hpp"
 #include "model/finish_rules.hpp"
 #include "model/sampler.hpp"
 #include "model/speculation.hpp"
@@ -37,8 +38,9 @@ struct decode_state {
   decode_worker_config config;
   step_loop loop;
   std::map<uint64_t, running_sequence> seqs;
-  std::vector<uint64_t> in_step;          // requests of the step in flight, in batch order
-  std::vector<std::vector<int32_t>> fed;  // per request in_step: its last token, then its drafts
+  std::vector<uint64_t> in_step;                 // requests of the step in flight, in batch order
+  std::vector<model::draft_proposal> proposals;  // per request in_step: its drafts
+  std::unique_ptr<model::draft_source> drafts;   // null while speculation is off
   model::speculation_stats speculation;
   static inline const char* name = "decode_worker";
 };
@@ -51,11 +53,17 @@ model::finish_reason finish_for(const running_sequence& s, int32_t token, int ma
                              static_cast<int>(s.tokens.size()), max_positions);
 }
 
+// Frees a sequence's KV blocks and its draft state; the iterator is past it afterwards.
+std::map<uint64_t, running_sequence>::iterator forget(
+    decode_state& st, std::map<uint64_t, running_sequence>::iterator it) {
+  st.loop.run.pool->release_all(it->second.blocks);
+  if (st.drafts) st.drafts->release(static_cast<int64_t>(it->first));
+  return st.seqs.erase(it);
+}
+
 void release(decode_state& st, uint64_t request) {
   auto it = st.seqs.find(request);
-  if (it == st.seqs.end()) return;
-  st.loop.run.pool->release_all(it->second.blocks);
-  st.seqs.erase(it);
+  if (it != st.seqs.end()) forget(st, it);
 }
 
 // Drops a sequence now, or at the end of the step that runs it.
@@ -127,11 +135,11 @@ void step_done(decode_pointer self) {
   const auto& c = st.ctx->config;
   const std::vector<float>& logits = st.loop.run.driver->logits();
   std::vector<token_update> updates;
-  size_t row = 0;  // each sequence has a row per fed token
+  size_t row = 0;  // each sequence has a row per fed token: its last one, then its drafts
   for (size_t i = 0; i < st.in_step.size(); ++i) {
-    const std::vector<int32_t>& fed = st.fed[i];
+    const std::vector<int32_t>& drafts = st.proposals[i].tokens;
     const float* rows = logits.data() + row * static_cast<size_t>(c.vocab_size);
-    row += fed.size();
+    row += 1 + drafts.size();
     auto it = st.seqs.find(st.in_step[i]);
     if (it == st.seqs.end()) continue;
     running_sequence& s = it->second;
@@ -139,7 +147,6 @@ void step_done(decode_pointer self) {
       release(st, s.request);
       continue;
     }
-    const std::vector<int32_t> drafts(fed.begin() + 1, fed.end());
     // The rows follow every token of the sequence: its last next_index ones were generated.
     const model::logits_rules rules(s.params.sampling, s.tokens, s.next_index, s.params.stop_ids);
     model::verified_tokens verified = model::verify_drafts(rows, c.vocab_size, s.params.sampling,
@@ -149,6 +156,9 @@ void step_done(decode_pointer self) {
     st.speculation.add(static_cast<int>(drafts.size()), static_cast<int>(produced.size()));
     s.drafts.record(st.config.speculation, static_cast<int>(drafts.size()),
                     static_cast<int>(produced.size()) - 1);
+    if (st.drafts && !drafts.empty()) {
+      st.drafts->accepted(static_cast<int64_t>(s.request), static_cast<int>(produced.size()) - 1);
+    }
     // The last token and the accepted drafts now have their keys and values stored.
     s.computed += static_cast<int>(produced.size());
     token_update u{
@@ -188,33 +198,50 @@ int draft_limit(const decode_state& st, running_sequence& s) {
   return std::max(0, std::min({s.drafts.take(), left, positions}));
 }
 
+// The drafts of the sequences that may draft, asked of the source at once.
+void propose_drafts(decode_state& st) {
+  st.proposals.assign(st.in_step.size(), {});
+  const bool drafting = st.config.speculation.drafts_at(static_cast<int>(st.seqs.size()));
+  if (st.config.speculation.enabled() && !drafting && !st.seqs.empty()) {
+    ++st.speculation.batch_limited_steps;
+  }
+  if (!drafting || !st.drafts) return;
+  std::vector<model::draft_sequence> asking;
+  std::vector<size_t> slots;  // each asking sequence's place in the batch
+  for (size_t i = 0; i < st.in_step.size(); ++i) {
+    running_sequence& s = st.seqs.at(st.in_step[i]);
+    const int limit = draft_limit(st, s);
+    if (limit == 0) continue;
+    asking.push_back({static_cast<int64_t>(s.request), &s.tokens, limit});
+    slots.push_back(i);
+  }
+  if (asking.empty()) return;
+  std::vector<model::draft_proposal> proposed;
+  st.drafts->propose(asking, proposed);
+  for (size_t k = 0; k < slots.size(); ++k)
+    st.proposals[slots[k]] = std::move(proposed[k]);
+}
+
 // Every running sequence feeds its last token, and its drafts while the batch is small enough.
 bool fill_batch(decode_pointer self) {
   auto& st = self->state;
   st.loop.batch.clear();
   st.in_step.clear();
-  st.fed.clear();
   for (auto it = st.seqs.begin(); it != st.seqs.end();) {
-    if (it->second.cancelled) {
-      st.loop.run.pool->release_all(it->second.blocks);
-      it = st.seqs.erase(it);
-    } else {
-      ++it;
-    }
+    it = it->second.cancelled ? forget(st, it) : std::next(it);
   }
-  const bool drafting = st.config.speculation.drafts_at(static_cast<int>(st.seqs.size()));
-  if (st.config.speculation.enabled() && !drafting && !st.seqs.empty()) {
-    ++st.speculation.batch_limited_steps;
-  }
-  for (auto& [request, s] : st.seqs) {
-    const int limit = drafting ? draft_limit(st, s) : 0;
-    std::vector<int32_t> fed =
-        model::tokens_to_feed(s.tokens, s.computed, limit, st.config.speculation);
+  for (const auto& [request, s] : st.seqs)
+    st.in_step.push_back(request);
+  propose_drafts(st);
+  std::vector<int32_t> fed;
+  for (size_t i = 0; i < st.in_step.size(); ++i) {
+    running_sequence& s = st.seqs.at(st.in_step[i]);
+    const std::vector<int32_t>& drafts = st.proposals[i].tokens;
+    fed.assign(1, s.tokens[static_cast<size_t>(s.computed)]);
+    fed.insert(fed.end(), drafts.begin(), drafts.end());
     const int count = static_cast<int>(fed.size());
     st.loop.batch.add_sequence(fed.data(), count, s.computed, s.blocks.data(),
                                static_cast<int>(s.blocks.size()), count);
-    st.in_step.push_back(request);
-    st.fed.push_back(std::move(fed));
   }
   return !st.in_step.empty();
 }
@@ -229,8 +256,32 @@ decode_status status_of(const decode_state& st) {
   out.stalled = st.loop.experts.stalled;
   out.epoch = st.loop.experts.shards.layout.epoch();
   out.max_draft = st.config.speculation.max_draft;
+  out.draft = st.config.speculation.draft;
   out.speculation = st.speculation;
   return out;
+}
+
+// The worker's draft source. A draft model was checked when the worker was spawned
+// (role_spawner), so its weights are loaded already; were they to fail now, the worker drafts
+// nothing rather than fail its sequences.
+std::unique_ptr<model::draft_source> make_drafts(const model_context& ctx,
+                                                 const decode_worker_config& config) {
+  std::shared_ptr<const model::loaded_model> weights;
+  model::speculation_options speculation = config.speculation;
+  if (speculation.enabled() && speculation.draft == model::draft_kind::model) {
+    auto loaded = ctx.draft(speculation.draft_model);
+    if (loaded) {
+      weights = loaded.value();
+    } else {
+      log::error(config.name, "drafts nothing: " + loaded.err().message);
+      speculation.draft = model::draft_kind::none;
+    }
+  }
+  // A draft forward takes every running sequence at once, and a context catches up in chunks
+  // of as many tokens.
+  const model::draft_source_limits limits{config.kv_tokens, config.block_tokens,
+                                          std::max(256, config.max_running)};
+  return model::make_draft_source(speculation, std::move(weights), limits);
 }
 
 decode_worker_impl::behavior_type decode_behavior(decode_pointer self,
@@ -244,6 +295,7 @@ decode_worker_impl::behavior_type decode_behavior(decode_pointer self,
   hooks.step_done = [self] { step_done(self); };
   hooks.step_abandoned = [self](const std::string& why) { step_abandoned(self, why); };
   hooks.has_work = [self] { return !self->state.seqs.empty(); };
+  st.drafts = make_drafts(*st.ctx, st.config);
   // Every running sequence may feed its drafts after its last token.
   start_loop(self, st.ctx->config, st.config.name, st.config.layout_acks,
              st.config.stall_timeout_ms, std::move(shards),

@@ -8,9 +8,11 @@
 //                                      \--no room--> refused (the router retries elsewhere)
 //   cancel --> gone at the next step boundary
 //
-// With speculation on, each running sequence feeds its prompt-lookup drafts after its last token
-// and keeps those its own samples confirm (model/speculation.hpp): one step may then yield several
-// tokens of a sequence, the same tokens plain decoding yields.
+// With speculation on, each running sequence feeds drafts after its last token and keeps those its
+// own samples confirm (model/speculation.hpp): one step may then yield several tokens of a
+// sequence, the same tokens plain decoding yields. Drafts come from prompt lookup or from a draft
+// model (model/draft_model.hpp) that runs here, beside the worker's sequences, with a KV cache of
+// its own; its weights are loaded once per process (model_context::draft).
 //
 // If an expert shard fails mid-step, the step waits at that layer for the supervisor's new shard
 // set and resends the layer (expert FFNs are pure: resending changes nothing); after
@@ -66,15 +68,17 @@ struct decode_status {
   bool stalled = false;        ///< A step waits for a failed shard's replacement.
   uint64_t epoch = 0;          ///< The layout epoch it routes with.
   int32_t max_draft = 0;
+  model::draft_kind draft = model::draft_kind::lookup;  ///< Where the drafts come from.
   model::speculation_stats speculation;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, decode_status& x) {
   return f(caf::meta::type_name("decode_status"), x.load, x.free_kv_blocks, x.kv_blocks,
-           x.step_ms_total, x.stalled, x.epoch, x.max_draft, x.speculation.verify_steps,
+           x.step_ms_total, x.stalled, x.epoch, x.max_draft, x.draft, x.speculation.verify_steps,
            x.speculation.drafted_tokens, x.speculation.accepted_tokens,
-           x.speculation.emitted_tokens, x.speculation.batch_limited_steps);
+           x.speculation.emitted_tokens, x.speculation.batch_limited_steps,
+           x.speculation.drafted_at, x.speculation.accepted_at);
 }
 
 /// What a decode worker accepts. It sends token updates and failures to its config's `reports`
@@ -99,9 +103,11 @@ struct decode_worker_config {
   int kv_tokens = 65536;
   int block_tokens = 16;
   int64_t stall_timeout_ms = 10000;  ///< How long a layer waits for a failed shard's replacement.
-  model::speculation_options speculation;  ///< Drafts per step; off when max_draft is 0.
-  layout_ack_actor layout_acks;            ///< Told when the worker switches layout epochs.
-  generation_report_actor reports;         ///< Where token updates and failures go.
+  /// Drafts per step and their source; off when max_draft is 0. A draft model's directory must
+  /// exist on the worker's node.
+  model::speculation_options speculation;
+  layout_ack_actor layout_acks;     ///< Told when the worker switches layout epochs.
+  generation_report_actor reports;  ///< Where token updates and failures go.
 };
 
 template <class Inspector>

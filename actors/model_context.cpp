@@ -2,6 +2,7 @@
 
 #include "actors/expert_share_index.hpp"
 #include "common/thread_pool.hpp"
+#include "model/draft_model.hpp"
 
 namespace brigade::actors {
 
@@ -37,6 +38,17 @@ result<std::shared_ptr<const model_context>> model_context::load_config(
   if (!config) return config.err();
   ctx->config = config.value();
   return std::shared_ptr<const model_context>(std::move(ctx));
+}
+
+result<std::shared_ptr<const model::loaded_model>> model_context::draft(
+    const std::string& draft_dir) const {
+  if (!dev) return error(errc::internal, "no model is loaded here to draft for");
+  std::lock_guard<std::mutex> lock(draft_mutex_);
+  if (auto it = drafts_.find(draft_dir); it != drafts_.end()) return it->second;
+  auto loaded = model::draft_model::load(draft_dir, config, dir, *dev);
+  if (!loaded) return loaded.err();
+  drafts_.emplace(draft_dir, loaded.value());
+  return loaded.value();
 }
 
 }  // namespace brigade::actors

@@ -2,7 +2,9 @@
 // and the dense weights (read-only after loading). Expert weights belong to expert shards.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "common/result.hpp"
@@ -10,6 +12,7 @@
 #include "kvcache/block_hash.hpp"
 #include "model/checkpoint.hpp"
 #include "model/config.hpp"
+#include "model/loaded_model.hpp"
 #include "model/transformer.hpp"
 #include "model/weights.hpp"
 
@@ -42,6 +45,17 @@ struct model_context {
   /// Only the config: for a coordinator whose roles all run on nodes.
   static result<std::shared_ptr<const model_context>> load_config(
       const std::string& dir, const kvcache::hash_key_bytes& block_key);
+
+  /// The draft model in `draft_dir` (model/draft_model.hpp), checked against this model and
+  /// loaded onto `dev` the first time a decode worker here asks for it; later asks share it.
+  /// Needs the weights (not a config-only context). A failure is not kept: the next ask tries
+  /// again.
+  result<std::shared_ptr<const model::loaded_model>> draft(const std::string& draft_dir) const;
+
+ private:
+  mutable std::mutex draft_mutex_;
+  /// Draft models by directory: as many as the manifest names, in practice one.
+  mutable std::map<std::string, std::shared_ptr<const model::loaded_model>> drafts_;
 };
 
 }  // namespace brigade::actors

@@ -31,8 +31,9 @@ typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, speculation_options& x) {
-  return f(caf::meta::type_name("speculation_options"), x.max_draft, x.max_ngram, x.min_ngram,
-           x.min_trust, x.lookback_tokens, x.adaptive, x.disable_above_batch);
+  return f(caf::meta::type_name("speculation_options"), x.max_draft, x.draft, x.draft_model,
+           x.max_ngram, x.min_ngram, x.min_trust, x.lookback_tokens, x.adaptive,
+           x.disable_above_batch);
 }
 
 template <class Inspector>

@@ -46,7 +46,9 @@ const role_spawner table[] = {
     {role_kind::decode, true,
      [](const model_context* ctx, const role_spec& spec) {
        if (status ok = needs_context(ctx); !ok) return ok;
-       return check_spawn(ctx->config, config_of<decode_worker_config>(spec), spec.shards);
+       const auto& config = config_of<decode_worker_config>(spec);
+       if (status ok = check_spawn(ctx->config, config, spec.shards); !ok) return ok;
+       return check_draft(*ctx, config);
      },
      [](caf::actor_system& sys, std::shared_ptr<const model_context> ctx, role_spec spec) {
        return caf::actor_cast<caf::actor>(spawn_decode_worker(

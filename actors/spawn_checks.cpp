@@ -94,6 +94,7 @@ status check_spawn(const model::model_config& model, const decode_worker_config&
   common(c, config.block_tokens, config.kv_tokens, config.stall_timeout_ms)
       .in_range("max_running", config.max_running, 1, 4096)
       .in_range("speculation.max_draft", config.speculation.max_draft, 0, 64)
+      .in_range("speculation.draft", static_cast<int64_t>(config.speculation.draft), 0, 2)
       .ok(check_shards(shards, model))
       .ok(check_kv_fits(kv_storage_bytes(model, config.kv_tokens, config.block_tokens),
                         "KV storage for kv_tokens " + std::to_string(config.kv_tokens)));
@@ -109,6 +110,24 @@ status check_spawn(const model::model_config& model, const prefill_worker_config
       .ok(check_shards(shards, model))
       .ok(check_kv_fits(kv_storage_bytes(model, config.kv_tokens, config.block_tokens),
                         "KV storage for kv_tokens " + std::to_string(config.kv_tokens)));
+  return c.result();
+}
+
+status check_draft(const model_context& ctx, const decode_worker_config& config) {
+  const model::speculation_options& o = config.speculation;
+  if (!o.enabled() || o.draft != model::draft_kind::model) return ok_status();
+  checker c(config.name);
+  if (o.draft_model.empty()) {
+    return c
+        .ok(error(errc::invalid_argument,
+                  "speculation.draft_model is empty: a draft model "
+                  "source needs the draft's directory"))
+        .result();
+  }
+  auto loaded = ctx.draft(o.draft_model);
+  if (!loaded) {
+    c.ok(error(loaded.err().code, "speculation.draft_model: " + loaded.err().message));
+  }
   return c.result();
 }
 

@@ -5,6 +5,7 @@
 
 #include "actors/decode_worker.hpp"
 #include "actors/expert_shard.hpp"
+#include "actors/model_context.hpp"
 #include "actors/prefill_worker.hpp"
 #include "actors/shard_set.hpp"
 #include "common/result.hpp"
@@ -25,5 +26,9 @@ status check_spawn(const model::model_config& model, const decode_worker_config&
                    const shard_set& shards);
 status check_spawn(const model::model_config& model, const prefill_worker_config& config,
                    const shard_set& shards);
+/// A decode worker that drafts with a draft model needs it on this node: the directory must
+/// exist here and hold a dense model of the target's tokenizer. Loads it (once per process) so
+/// that the worker finds it ready.
+status check_draft(const model_context& ctx, const decode_worker_config& config);
 
 }  // namespace brigade::actors

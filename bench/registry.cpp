@@ -42,7 +42,8 @@ const bench_entry* registered_benchmarks(int* count) {
        "time to fetch one KV block from host memory, SSD and the tiered store"},
       {"cache", cache, "prefix KV cache: prefill tokens/s with and without it, TTFT per tier"},
       {"speculation", speculation,
-       "decode tokens/s with prompt-lookup speculation beside plain decoding, same output"},
+       "decode tokens/s with speculation (prompt lookup; the trained pair's draft model and "
+       "confidence head) beside plain decoding, same output"},
   };
   *count = static_cast<int>(sizeof entries / sizeof entries[0]);
   return entries;

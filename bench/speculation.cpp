@@ -6,7 +6,8 @@
 //
 // The model has random weights, so how often drafts are right says little about a trained model;
 // what carries over is the cost side: what a step verifying several tokens costs beside a plain
-// one, and what drafting costs when nothing is trusted.
+// one, and what drafting costs when nothing is trusted. The trained pair in models/default, when
+// there is one, then gets rows of its own (bench/speculation_pair.hpp).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -18,6 +19,7 @@
 #include <set>
 
 #include "bench/engine_model.hpp"
+#include "bench/speculation_pair.hpp"
 #include "bench/table.hpp"
 #include "common/thread_pool.hpp"
 #include "model/engine.hpp"
@@ -120,8 +122,31 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Seconds of one forward step in which each of `batch` sequences, `context` tokens long, feeds
-// 1 + drafts tokens and gets a logits row for each: the cost of a verify step (median of `reps`).
+struct config_figures {
+  std::string workload;
+  int batch = 0;
+  int max_draft = 0;
+  bool adaptive = true;
+  std::vector<double> tokens_per_s, ratios;
+  double tokens_per_sequence_step = 0, acceptance = 0;
+  bool same_tokens = true;
+};
+
+// Only the trained pair: its rows, or its fitting events.
+int run_pair_section(const pair_options& pair, gpu::backend& dev, bool as_json) {
+  json j;
+  std::string text;
+  if (status s = run_pair_bench(pair, dev, j, text); !s)
+    return std::fprintf(stderr, "%s\n", s.err().message.c_str()), 1;
+  if (as_json || !pair.record_events.empty())
+    std::printf("%s\n", j.dump(2).c_str());
+  else
+    std::printf("trained pair %s\n\n%s", pair.dir.c_str(), text.c_str());
+  return 0;
+}
+
+}  // namespace
+
 double verify_step_seconds(const model::loaded_model& m, gpu::backend& dev, int batch, int context,
                            int drafts, int reps) {
   const model::model_config& c = m.config;
@@ -153,24 +178,15 @@ double verify_step_seconds(const model::loaded_model& m, gpu::backend& dev, int 
   return median(times);
 }
 
-struct config_figures {
-  std::string workload;
-  int batch = 0;
-  int max_draft = 0;
-  bool adaptive = true;
-  std::vector<double> tokens_per_s, ratios;
-  double tokens_per_sequence_step = 0, acceptance = 0;
-  bool same_tokens = true;
-};
-
-}  // namespace
-
 int speculation(int argc, char** argv) {
   bool as_json = false, quick = false;
   int rounds = 3, max_tokens = 64, prompt_tokens = 192;
   std::vector<int> drafts{2, 5, 8};
   std::vector<int> batches{1, 8};
   std::string work_dir = (std::filesystem::temp_directory_path() / "brigade-bench").string();
+  pair_options pair;
+  pair.dir = "models/default";
+  bool pair_only = false;
   CLI::App app{"Decode speed with prompt-lookup speculation beside plain decoding",
                "brigade bench speculation"};
   app.option_defaults()->always_capture_default();
@@ -184,8 +200,31 @@ int speculation(int argc, char** argv) {
       ->check(CLI::Range(1, 64));
   app.add_option("--batches", batches, "sequences decoding together")->check(CLI::Range(1, 256));
   app.add_option("--work-dir", work_dir, "where the generated benchmark model is kept");
+  app.add_option("--pair", pair.dir,
+                 "a trained pair's directory (target/, draft/, heldout.txt); none skips it");
+  app.add_option("--confidence-head", pair.head_path,
+                 "the draft's confidence head JSON, or none (default: the draft directory's)");
+  app.add_option("--record-events", pair.record_events,
+                 "record the draft's verify steps on the fitting prompts to this JSON-lines file "
+                 "(for scripts/fit_confidence_head.py) and stop");
+  app.add_option("--concurrency", pair.concurrency, "sequences decoding together, pair rows")
+      ->check(CLI::Range(1, 256));
+  app.add_option("--pair-prompts", pair.prompts, "single-stream prompts of the pair")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--pair-rounds", pair.rounds, "passes over the pair's prompts")
+      ->check(CLI::Range(1, 100));
+  app.add_flag("--pair-only", pair_only, "only the trained pair, not the engine benchmark model");
   CLI11_PARSE(app, argc, argv);
-  if (quick) rounds = 1, max_tokens = 16;
+  if (quick) rounds = 1, max_tokens = 16, pair.prompts = 2, pair.max_tokens = 16;
+  // The default pair is optional: a checkout run elsewhere than its root skips it.
+  const bool pair_asked = app.count("--pair") > 0;
+  const bool run_pair =
+      pair.dir != "none" && (pair_asked || std::filesystem::exists(pair.dir + "/target"));
+  if (!pair.record_events.empty() || pair_only) {
+    if (!run_pair) return std::fprintf(stderr, "no trained pair: set --pair DIR\n"), 1;
+    auto dev = gpu::make_cpu_backend(&thread_pool::shared());
+    return run_pair_section(pair, *dev, as_json);
+  }
 
   thread_pool& pool = thread_pool::shared();
   auto dev = gpu::make_cpu_backend(&pool);
@@ -311,6 +350,13 @@ int speculation(int argc, char** argv) {
                     fixed(over, 2) + "x", fixed(expected / over, 2) + "x",
                     reaches ? fixed(3.2 / over, 2) + "x" : "-"});
     }
+  }
+  if (run_pair) {
+    std::string text;
+    if (status s = run_pair_bench(pair, *dev, j["pair"], text); !s)
+      return std::fprintf(stderr, "%s\n", s.err().message.c_str()), 1;
+    j["rows"] = j["pair"]["rows"];
+    if (!as_json) std::printf("trained pair %s\n\n%s\n", pair.dir.c_str(), text.c_str());
   }
   if (as_json) {
     std::printf("%s\n", j.dump(2).c_str());

@@ -10,6 +10,7 @@
 #include "common/npy.hpp"
 #include "common/progress.hpp"
 #include "gpu/backend.hpp"
+#include "model/draft_model.hpp"
 #include "model/engine.hpp"
 #include "model/loaded_model.hpp"
 #include "model/tokenizer.hpp"
@@ -54,10 +55,20 @@ int generate(int argc, char** argv) {
   text_opt->excludes(ids_opt);
   app.add_option("--max-tokens", request.max_tokens, "tokens to generate")->capture_default_str();
   int speculate = 0;
-  app.add_option("--speculate", speculate,
-                 "draft up to N tokens per step by prompt lookup and verify them (same output)")
-      ->check(CLI::Range(0, 64))
-      ->capture_default_str();
+  auto* speculate_opt =
+      app.add_option("--speculate", speculate,
+                     "draft up to N tokens per step and verify them (same output); by prompt "
+                     "lookup unless --draft-model is given")
+          ->check(CLI::Range(0, 64))
+          ->capture_default_str();
+  std::string draft_dir;
+  app.add_option("--draft-model", draft_dir,
+                 "draft with this small dense model of the same tokenizer (up to 5 tokens per "
+                 "step unless --speculate says otherwise)");
+  std::string head_choice;
+  app.add_option("--confidence-head", head_choice,
+                 "with --draft-model: verify only the drafts this head trusts (PATH, or none; "
+                 "default: the draft directory's confidence_head.json when present)");
   app.add_option("--temperature", request.sampling.temperature, "0 is greedy")
       ->capture_default_str();
   app.add_option("--top-k", request.sampling.top_k, "keep the k most likely tokens (0: all)");
@@ -119,6 +130,17 @@ int generate(int argc, char** argv) {
   request.keep_logits = !logits_out.empty();
   model::engine_options options;
   options.speculation.max_draft = speculate;
+  if (!draft_dir.empty()) {
+    options.speculation.draft = model::draft_kind::model;
+    options.speculation.draft_model = draft_dir;
+    if (speculate_opt->count() == 0) options.speculation.max_draft = model::default_model_drafts;
+    auto draft = model::draft_model::load(draft_dir, config, model_dir, *dev);
+    if (!draft) return fail(draft.err().message);
+    options.draft_weights = draft.value();
+    auto head = model::confidence_head::for_draft(draft_dir, head_choice);
+    if (!head) return fail(head.err().message);
+    options.confidence_head = head.value();
+  }
   options.kv_tokens =
       std::min(config.max_positions, static_cast<int>(ids.size()) + request.max_tokens + 16);
   model::engine eng(*loaded.value(), *dev, options);
@@ -149,10 +171,13 @@ int generate(int argc, char** argv) {
     j["finish_reason"] = model::to_string(eng.finished(id.value()));
     if (request.top_logprobs >= 0) j["logprobs"] = logprobs;
     const model::speculation_stats& spec = eng.speculation();
-    j["speculation"] = {{"max_draft", speculate},
+    j["speculation"] = {{"max_draft", options.speculation.max_draft},
+                        {"draft", model::to_string(options.speculation.draft)},
                         {"verify_steps", spec.verify_steps},
                         {"drafted_tokens", spec.drafted_tokens},
-                        {"accepted_tokens", spec.accepted_tokens}};
+                        {"accepted_tokens", spec.accepted_tokens},
+                        {"drafted_by_position", spec.drafted_at},
+                        {"accepted_by_position", spec.accepted_at}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%s\n", text.c_str());

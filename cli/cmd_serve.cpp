@@ -14,6 +14,7 @@
 #include "deploy/topology.hpp"
 #include "gpu/backend.hpp"
 #include "model/chat_template.hpp"
+#include "model/draft_model.hpp"
 #include "model/loaded_model.hpp"
 #include "model/tokenizer.hpp"
 #include "serve/api_handler.hpp"
@@ -58,6 +59,7 @@ struct serve_options {
   bool engine = false;
   // Overrides of the manifest's values; -1 keeps the manifest's.
   int speculate = -1;
+  std::string draft_model;
   int max_queued = -1;
   int max_running = -1;
   int kv_tokens = -1;
@@ -84,10 +86,16 @@ void add_options(CLI::App& app, serve_options& o) {
                  "serve.admin_keys; docs/serve.md has the rule without one)")
       ->default_str("");
   app.add_option("--speculate", o.speculate,
-                 "draft up to N tokens per decode step by prompt lookup, 0 turns it off "
-                 "(overrides the manifest's roles.decode.speculation.max_draft)")
+                 "draft up to N tokens per decode step, 0 turns it off (overrides the "
+                 "manifest's roles.decode.speculation.max_draft)")
       ->check(CLI::Range(0, 64))
       ->default_str("the manifest's");
+  app.add_option("--draft-model", o.draft_model,
+                 "draft with this small dense model of the same tokenizer instead of prompt "
+                 "lookup, up to 5 tokens per step unless --speculate or the manifest says "
+                 "otherwise (overrides roles.decode.speculation.draft_model; on nodes, the "
+                 "directory must exist on each node that runs a decode worker)")
+      ->default_str("");
   app.add_option("--served-model-name", o.served_model_name,
                  "the name clients send as \"model\" (overrides serve.model_name; default the "
                  "model directory's name)")
@@ -147,6 +155,13 @@ result<config::manifest> manifest_for(const serve_options& o) {
   if (!o.api_keys.empty()) m.api_keys = serve::unbound_keys(o.api_keys);
   if (!o.admin_keys.empty()) m.admin_keys = o.admin_keys;
   if (!o.served_model_name.empty()) m.served_model_name = o.served_model_name;
+  if (!o.draft_model.empty()) {
+    m.decode.speculation.draft = model::draft_kind::model;
+    m.decode.speculation.draft_model = o.draft_model;
+    if (m.decode.speculation.max_draft == 0) {
+      m.decode.speculation.max_draft = model::default_model_drafts;
+    }
+  }
   if (o.speculate >= 0) m.decode.speculation.max_draft = o.speculate;
   if (o.max_queued > 0) m.admission_queue = o.max_queued;
   if (o.max_running > 0) m.decode.max_running = o.max_running;
@@ -197,6 +212,16 @@ result<backend_service> start_service(const serve_options& o, const config::mani
     opt.engine.max_step_tokens = m.prefill.max_step_tokens;
     opt.engine.block_tokens = m.block_tokens;
     opt.engine.speculation = m.decode.speculation;
+    if (m.decode.speculation.enabled() && m.decode.speculation.draft == model::draft_kind::model) {
+      auto draft = model::draft_model::load(m.decode.speculation.draft_model, b.model->config,
+                                            m.model, *b.dev);
+      if (!draft) {
+        return error(
+            draft.err().code,
+            m.source + ": field 'roles.decode.speculation.draft_model': " + draft.err().message);
+      }
+      opt.engine.draft_weights = draft.value();
+    }
     b.engine = std::make_unique<serve::engine_service>(*b.model, *b.dev, opt);
     b.engine->start();
   } else {

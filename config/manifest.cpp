@@ -155,8 +155,43 @@ status check_nodes(manifest& m, const std::string& source) {
   return ok_status();
 }
 
+// speculation.draft: where drafts come from; without it, a draft model when draft_model is set
+// and prompt lookup otherwise.
+void read_draft_kind(yaml_section& s, model::speculation_options& out) {
+  std::string name;
+  s.text("draft", name);
+  s.text("draft_model", out.draft_model);
+  if (!s.ok()) return;
+  if (name.empty()) name = out.draft_model.empty() ? "lookup" : "model";
+  if (name == "lookup") {
+    out.draft = model::draft_kind::lookup;
+  } else if (name == "model") {
+    out.draft = model::draft_kind::model;
+  } else if (name == "none") {
+    out.draft = model::draft_kind::none;
+  } else {
+    return s.invalid("draft", "is '" + name + "'; it must be lookup, model or none");
+  }
+  if (out.draft == model::draft_kind::model && out.draft_model.empty()) {
+    return s.invalid("draft_model",
+                     "is missing: draft: model needs the draft checkpoint's directory");
+  }
+  if (out.draft != model::draft_kind::model && !out.draft_model.empty()) {
+    s.invalid("draft_model", "is set, but draft is " + name + ": set draft: model or drop it");
+  }
+}
+
+// speculation: how many drafts, where from, and prompt lookup's settings. A draft model drafts
+// model::default_model_drafts per step unless max_draft says otherwise.
 void read_speculation(yaml_section& s, model::speculation_options& out) {
-  s.integer("max_draft", out.max_draft, 0, 64);
+  int max_draft = -1;
+  s.integer("max_draft", max_draft, 0, 64);
+  read_draft_kind(s, out);
+  if (max_draft >= 0) {
+    out.max_draft = max_draft;
+  } else if (out.draft == model::draft_kind::model) {
+    out.max_draft = model::default_model_drafts;
+  }
   s.integer("max_ngram", out.max_ngram, 1, 64);
   s.integer("min_ngram", out.min_ngram, 1, 64);
   s.number("min_trust", out.min_trust, 0.0);

@@ -46,7 +46,8 @@ struct decode_role {
   int count = 1;
   int max_running = 32;  ///< Sequences in one decode step.
   int kv_tokens = 65536;
-  /// Prompt-lookup drafts verified in each step; off by default (max_draft 0).
+  /// Drafts verified in each step, by prompt lookup or a draft model; off by default
+  /// (max_draft 0).
   model::speculation_options speculation;
 };
 

@@ -100,11 +100,8 @@ void collect_role_metrics(const role_statuses& roles, metrics::registry& into) {
   for (const auto& s : roles.kv_stores)
     collect_store_metrics(s, into);
   model::speculation_stats totals;
-  for (const auto& s : roles.decode) {
-    totals.drafted_tokens += s.speculation.drafted_tokens;
-    totals.accepted_tokens += s.speculation.accepted_tokens;
-    totals.batch_limited_steps += s.speculation.batch_limited_steps;
-  }
+  for (const auto& s : roles.decode)
+    totals.merge(s.speculation);
   serve::collect_speculation_metrics(totals, into);
 }
 

@@ -129,11 +129,14 @@ json detail_of(const decode_status& s) {
           {"epoch", s.epoch},
           {"speculation",
            {{"max_draft", s.max_draft},
+            {"draft", model::to_string(s.draft)},
             {"verify_steps", x.verify_steps},
             {"drafted_tokens", x.drafted_tokens},
             {"accepted_tokens", x.accepted_tokens},
             {"emitted_tokens", x.emitted_tokens},
-            {"batch_limited_steps", x.batch_limited_steps}}}};
+            {"batch_limited_steps", x.batch_limited_steps},
+            {"drafted_by_position", x.drafted_at},
+            {"accepted_by_position", x.accepted_at}}}};
 }
 
 json detail_of(const node_status& s) {

@@ -68,6 +68,18 @@ result<kvcache::hash_key_bytes> deployment_block_key(const config::manifest& m) 
   return kvcache::random_hash_key();
 }
 
+// A draft model the manifest names is loaded now, in one process: a missing directory or a
+// draft of another tokenizer is then an error of the manifest's field, not decode workers that
+// cannot start. On nodes, each node checks its own when it spawns a decode worker.
+status check_draft_model(const config::manifest& m, const model_context& ctx) {
+  const model::speculation_options& o = m.decode.speculation;
+  if (!o.enabled() || o.draft != model::draft_kind::model) return ok_status();
+  auto loaded = ctx.draft(o.draft_model);
+  if (loaded) return ok_status();
+  return error(loaded.err().code, m.source + ": field 'roles.decode.speculation.draft_model': " +
+                                      loaded.err().message);
+}
+
 std::string last_path_part(const std::string& path) {
   std::string p = path;
   while (p.size() > 1 && p.back() == '/')
@@ -126,6 +138,9 @@ result<std::unique_ptr<topology>> topology::start(
   if (!layout) return error(errc::invalid_argument, m.source + ": " + layout.err().message);
   if (status groups = check_group_placement(m, c, layout.value()); !groups) {
     return error(errc::invalid_argument, m.source + ": " + groups.err().message);
+  }
+  if (!distributed) {
+    if (status draft = check_draft_model(m, *ctx.value()); !draft) return draft.err();
   }
   // Workers allocate their KV storage as they start: found too large there, they would crash
   // and restart until given up while the server looked up. In one process all workers share

@@ -29,6 +29,13 @@ engine::engine(const loaded_model& model, gpu::backend& dev, const engine_option
       pool_((options.kv_tokens + options.block_tokens - 1) / options.block_tokens),
       ws_(model.config, dev, options.max_step_tokens) {
   kv_ = dev.make_kv(kv_layout_for(model.config, pool_.capacity(), options.block_tokens));
+  // A draft forward takes every drafting sequence at once, and a prompt catches up in chunks.
+  const draft_source_limits limits{options.kv_tokens, options.block_tokens,
+                                   std::max(options.max_step_tokens, options.max_running)};
+  drafts_ = make_draft_source(options.speculation, options.draft_weights, limits,
+                              options.confidence_head);
+  if (options.confidence_head && options.speculation.draft == draft_kind::model)
+    options_.speculation.adaptive = false;
 }
 
 engine::~engine() = default;
@@ -105,33 +112,57 @@ int engine::draft_limit(sequence& s, int budget) const {
   return std::max(0, std::min({s.drafts.take(), budget - 1, left, positions}));
 }
 
-void engine::build_batch(std::vector<sequence*>& in_batch, std::vector<int>& fed) {
-  batch_.clear();
-  in_batch.clear();
-  fed.clear();
-  fed_.clear();
+// Adds the decoding sequences to the batch, each with its last token and the drafts its source
+// proposed (asked once for all of them); returns the step budget they used.
+int engine::add_decoding(std::vector<sequence*>& in_batch, std::vector<int>& fed) {
   int budget = options_.max_step_tokens;
   const auto decoding = std::count_if(active_.begin(), active_.end(), [](const auto& s) {
     return s->computed >= s->prompt_tokens;
   });
   const bool drafting = options_.speculation.drafts_at(static_cast<int>(decoding));
   if (options_.speculation.enabled() && !drafting) ++speculation_.batch_limited_steps;
-  // Decoding sequences first: one token each (and its drafts) keeps inter-token latency flat.
+  std::vector<draft_sequence> asking;
+  std::vector<size_t> slots;  // each asking sequence's place in the batch
   for (auto& s : active_) {
     if (s->computed < s->prompt_tokens || budget == 0) continue;
+    // Budget is set aside for every draft allowed; what goes unproposed returns to prefill.
     const int limit = drafting ? draft_limit(*s, budget) : 0;
-    // The last accepted token and the drafts go in together, each with its logits row.
-    fed_.push_back(tokens_to_feed(s->tokens, s->computed, limit, options_.speculation));
-    const int count = static_cast<int>(fed_.back().size());
-    batch_.add_sequence(fed_.back().data(), count, s->computed, s->blocks.data(),
-                        static_cast<int>(s->blocks.size()), count);
+    if (limit > 0) {
+      asking.push_back({s->id, &s->tokens, limit});
+      slots.push_back(in_batch.size());
+    }
     in_batch.push_back(s.get());
     fed.push_back(1);  // drafts count as computed only once accepted
-    budget -= count;
+    budget -= 1 + limit;
   }
+  proposals_.assign(in_batch.size(), {});
+  if (!asking.empty()) {
+    std::vector<draft_proposal> proposed;
+    drafts_->propose(asking, proposed);
+    for (size_t k = 0; k < slots.size(); ++k)
+      proposals_[slots[k]] = std::move(proposed[k]);
+  }
+  // The last accepted token and the drafts go in together, each with its logits row.
+  for (size_t i = 0; i < in_batch.size(); ++i) {
+    sequence& s = *in_batch[i];
+    feed_.assign(1, s.tokens[static_cast<size_t>(s.computed)]);
+    feed_.insert(feed_.end(), proposals_[i].tokens.begin(), proposals_[i].tokens.end());
+    const int count = static_cast<int>(feed_.size());
+    batch_.add_sequence(feed_.data(), count, s.computed, s.blocks.data(),
+                        static_cast<int>(s.blocks.size()), count);
+  }
+  return batch_.tokens();
+}
+
+void engine::build_batch(std::vector<sequence*>& in_batch, std::vector<int>& fed) {
+  batch_.clear();
+  in_batch.clear();
+  fed.clear();
+  // Decoding sequences first: one token each (and its drafts) keeps inter-token latency flat.
+  int budget = options_.max_step_tokens - add_decoding(in_batch, fed);
   // Then prefill chunks in arrival order with what is left of the budget.
   for (auto& s : active_) {
-    if (s->computed >= s->prompt_tokens || budget == 0) continue;
+    if (s->computed >= s->prompt_tokens || budget <= 0) continue;
     const int chunk = std::min(budget, s->prompt_tokens - s->computed);
     const bool last = s->computed + chunk == s->prompt_tokens;
     // Prompt log-probabilities need every row of the chunk; sampling only the last one.
@@ -153,7 +184,7 @@ void engine::finish_step(const std::vector<sequence*>& in_batch, std::vector<tok
     if (count == 0) continue;
     const float* rows =
         logits_.data() + static_cast<size_t>(batch_.logits_begin(seq)) * static_cast<size_t>(vocab);
-    if (i >= fed_.size() && s.options.prompt_logprobs >= 0) {
+    if (i >= proposals_.size() && s.options.prompt_logprobs >= 0) {
       // A prefill chunk with every row: the prompt's own tokens follow its rows, up to the last
       // prompt token, whose row chooses the first output token.
       const int start = s.computed - count;
@@ -163,10 +194,10 @@ void engine::finish_step(const std::vector<sequence*>& in_batch, std::vector<tok
       if (s.computed < s.prompt_tokens) continue;
       rows += static_cast<size_t>(count - 1) * static_cast<size_t>(vocab);
     }
-    // Decoding sequences come first in the batch, each with its fed tokens in fed_: the last
-    // accepted token, then the drafts. A prefill's last chunk drafts nothing.
-    std::vector<int32_t> drafts;
-    if (i < fed_.size()) drafts.assign(fed_[i].begin() + 1, fed_[i].end());
+    // Decoding sequences come first in the batch, each with its drafts in proposals_. A
+    // prefill's last chunk drafts nothing.
+    static const std::vector<int32_t> no_drafts;
+    const std::vector<int32_t>& drafts = i < proposals_.size() ? proposals_[i].tokens : no_drafts;
     const logits_rules rules(s.options.sampling, s.tokens, static_cast<int>(s.generated.size()),
                              s.options.stop_ids);
     verified_tokens verified =
@@ -176,6 +207,9 @@ void engine::finish_step(const std::vector<sequence*>& in_batch, std::vector<tok
     speculation_.add(static_cast<int>(drafts.size()), static_cast<int>(produced.size()));
     s.drafts.record(options_.speculation, static_cast<int>(drafts.size()),
                     static_cast<int>(produced.size()) - 1);
+    if (drafts_ && !drafts.empty()) drafts_->accepted(s.id, static_cast<int>(produced.size()) - 1);
+    if (options_.on_verified && i < proposals_.size())
+      options_.on_verified(proposals_[i], static_cast<int>(produced.size()) - 1);
     // Accepted drafts already have their keys and values in the cache.
     s.computed += static_cast<int>(produced.size()) - 1;
     for (size_t t = 0; t < produced.size() && s.finished == finish_reason::none; ++t)
@@ -211,8 +245,7 @@ bool engine::step(std::vector<token_event>& events) {
   // Retire finished sequences and give back their blocks.
   for (auto it = active_.begin(); it != active_.end();) {
     if ((*it)->finished != finish_reason::none) {
-      pool_.release_all((*it)->blocks);
-      (*it)->blocks.clear();
+      retire(**it);
       done_.push_back(std::move(*it));
       it = active_.erase(it);
     } else {
@@ -220,6 +253,13 @@ bool engine::step(std::vector<token_event>& events) {
     }
   }
   return true;
+}
+
+// A sequence leaves the running batch: its KV blocks, and the draft source's state, go.
+void engine::retire(sequence& s) {
+  pool_.release_all(s.blocks);
+  s.blocks.clear();
+  if (drafts_) drafts_->release(s.id);
 }
 
 void engine::run_until_idle() {
@@ -237,7 +277,7 @@ status engine::cancel(int64_t request) {
   }
   for (auto it = active_.begin(); it != active_.end(); ++it) {
     if ((*it)->id == request) {
-      pool_.release_all((*it)->blocks);
+      retire(**it);
       active_.erase(it);
       return ok_status();
     }

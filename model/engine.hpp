@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +24,8 @@
 #include "common/result.hpp"
 #include "gpu/backend.hpp"
 #include "kvcache/block_pool.hpp"
+#include "model/confidence_head.hpp"
+#include "model/draft_source.hpp"
 #include "model/finish_rules.hpp"
 #include "model/loaded_model.hpp"
 #include "model/sampler.hpp"
@@ -37,9 +40,18 @@ struct engine_options {
   int kv_tokens = 32768;      ///< KV capacity in tokens (rounded up to whole blocks).
   int max_step_tokens = 256;  ///< Token budget of one step (decode tokens + prefill chunks).
   int max_running = 32;       ///< Sequences decoding at once.
-  /// Prompt-lookup drafts verified in the decode steps; off unless max_draft > 0. The output is
-  /// the same either way (model/speculation.hpp).
+  /// Drafts verified in the decode steps, by prompt lookup or a draft model; off unless
+  /// max_draft > 0. The output is the same either way (model/speculation.hpp).
   speculation_options speculation;
+  /// The draft model's weights when speculation.draft is model (draft_model::load for this
+  /// engine's model, on its device).
+  std::shared_ptr<const loaded_model> draft_weights;
+  /// With a draft model: verify only the drafts this head trusts (model/confidence_head.hpp).
+  /// It replaces the adaptive window: every sequence may draft up to max_draft each step.
+  std::shared_ptr<const model::confidence_head> confidence_head;
+  /// Called after every decode step of a sequence with what its source proposed (no tokens when
+  /// it drafted nothing) and how many of the drafts the target kept; for benchmarks and fitting.
+  std::function<void(const draft_proposal& proposal, int kept)> on_verified;
 };
 
 struct request_options {
@@ -100,6 +112,8 @@ class engine {
   struct sequence;
   void admit_waiting();
   void build_batch(std::vector<sequence*>& in_batch, std::vector<int>& fed);
+  int add_decoding(std::vector<sequence*>& in_batch, std::vector<int>& fed);
+  void retire(sequence& s);
   void finish_step(const std::vector<sequence*>& in_batch, std::vector<token_event>& events);
   void append_token(sequence& s, int32_t token, const float* row, position_logprobs logprobs,
                     std::vector<token_event>& events);
@@ -113,7 +127,10 @@ class engine {
   workspace ws_;
   step_batch batch_;
   std::vector<float> logits_;
-  std::vector<std::vector<int32_t>> fed_;  // decoding sequences' last token and drafts, this step
+  std::unique_ptr<draft_source> drafts_;  // null while speculation is off
+  // The step's decoding sequences' drafts, first in the batch and in its order.
+  std::vector<draft_proposal> proposals_;
+  std::vector<int32_t> feed_;  // a decoding sequence's last token and drafts, while batched
   speculation_stats speculation_;
   int64_t next_id_ = 1;
   std::deque<std::unique_ptr<sequence>> waiting_;

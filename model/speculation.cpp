@@ -40,6 +40,18 @@ vote lookup(const std::vector<int32_t>& context, int n, int lookback) {
 
 }  // namespace
 
+const char* to_string(draft_kind k) {
+  switch (k) {
+    case draft_kind::none:
+      return "none";
+    case draft_kind::lookup:
+      return "lookup";
+    case draft_kind::model:
+      return "model";
+  }
+  return "unknown";
+}
+
 std::vector<int32_t> draft_tokens(const std::vector<int32_t>& context, int limit,
                                   const speculation_options& options) {
   std::vector<int32_t> drafts;
@@ -60,14 +72,6 @@ std::vector<int32_t> draft_tokens(const std::vector<int32_t>& context, int limit
   return drafts;
 }
 
-std::vector<int32_t> tokens_to_feed(const std::vector<int32_t>& tokens, int computed, int limit,
-                                    const speculation_options& options) {
-  std::vector<int32_t> fed{tokens[static_cast<size_t>(computed)]};
-  const std::vector<int32_t> drafts = draft_tokens(tokens, limit, options);
-  fed.insert(fed.end(), drafts.begin(), drafts.end());
-  return fed;
-}
-
 verified_tokens verify_drafts(const float* rows, int vocab, const sampling_params& sampling,
                               uint64_t first_draw, const std::vector<int32_t>& drafts,
                               logits_rules rules, int top_logprobs) {
@@ -82,6 +86,38 @@ verified_tokens verify_drafts(const float* rows, int vocab, const sampling_param
     rules.push(d.token);
   }
   return out;
+}
+
+void speculation_stats::add(int drafted, int produced) {
+  if (drafted == 0) return;
+  const int accepted = produced - 1;
+  ++verify_steps;
+  drafted_tokens += drafted;
+  accepted_tokens += accepted;
+  emitted_tokens += produced;
+  if (drafted_at.size() < static_cast<size_t>(drafted)) {
+    drafted_at.resize(static_cast<size_t>(drafted), 0);
+    accepted_at.resize(static_cast<size_t>(drafted), 0);
+  }
+  for (int i = 0; i < drafted; ++i) {
+    drafted_at[static_cast<size_t>(i)] += 1;
+    if (i < accepted) accepted_at[static_cast<size_t>(i)] += 1;
+  }
+}
+
+void speculation_stats::merge(const speculation_stats& other) {
+  verify_steps += other.verify_steps;
+  drafted_tokens += other.drafted_tokens;
+  accepted_tokens += other.accepted_tokens;
+  emitted_tokens += other.emitted_tokens;
+  batch_limited_steps += other.batch_limited_steps;
+  const size_t n = std::max(drafted_at.size(), other.drafted_at.size());
+  drafted_at.resize(n, 0);
+  accepted_at.resize(n, 0);
+  for (size_t i = 0; i < other.drafted_at.size() && i < other.accepted_at.size(); ++i) {
+    drafted_at[i] += other.drafted_at[i];
+    accepted_at[i] += other.accepted_at[i];
+  }
 }
 
 }  // namespace brigade::model

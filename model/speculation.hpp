@@ -1,13 +1,16 @@
-// Speculative decoding by prompt lookup: a decoding sequence drafts the tokens that followed the
-// same few tokens earlier in its own context (agents resend tool output, code repeats names), and
-// one step verifies them all: the last token and every draft are fed together, each gets a logits
-// row, and a draft survives only if it is what plain decoding would have produced there.
+// Speculative decoding: a decoding sequence feeds draft tokens after its last token, and one step
+// verifies them all: each fed token gets a logits row, and a draft survives only if it is what
+// plain decoding would have produced there. Drafts come from a draft_source
+// (model/draft_source.hpp): prompt lookup, here, drafts the tokens that followed the same few
+// tokens earlier in the sequence's own context (agents resend tool output, code repeats names);
+// a small draft model (model/draft_model.hpp) drafts what it would say next.
 //
-// Only trustworthy tokens are drafted: a continuation needs the agreement of at least min_trust of
-// the earlier places its n-gram occurred, so a context that continued differently each time drafts
-// nothing and costs nothing. And a sequence drafts only as far as its drafts have lately held, and
-// rests from drafting while they fail (draft_window): every draft after the first wrong one is
-// computed for nothing, and a verify step of many tokens costs several plain steps on a CPU.
+// Prompt lookup drafts only trustworthy tokens: a continuation needs the agreement of at least
+// min_trust of the earlier places its n-gram occurred, so a context that continued differently each
+// time drafts nothing and costs nothing. And a sequence drafts only as far as its drafts have
+// lately held, and rests from drafting while they fail (draft_window): every draft after the first
+// wrong one is computed for nothing, and a verify step of many tokens costs several plain steps on
+// a CPU.
 //
 // Lossless by construction: every token is sampled from its own row with the draw index it would
 // have had without speculation, and a draft is kept only while it equals that sample. Greedy and
@@ -17,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "model/logits_rules.hpp"
@@ -24,8 +28,22 @@
 
 namespace brigade::model {
 
+/// Where drafts come from.
+enum class draft_kind : int32_t {
+  none = 0,    ///< No drafts: speculation is off whatever max_draft says.
+  lookup = 1,  ///< Prompt lookup in the sequence's own context.
+  model = 2,   ///< A small dense draft model sharing the target's tokenizer.
+};
+
+const char* to_string(draft_kind k);
+
+/// Drafts per step a draft model proposes unless told otherwise.
+constexpr int default_model_drafts = 5;
+
 struct speculation_options {
-  int max_draft = 0;           ///< Tokens drafted per sequence and step; 0 turns speculation off.
+  int max_draft = 0;  ///< Tokens drafted per sequence and step; 0 turns speculation off.
+  draft_kind draft = draft_kind::lookup;  ///< Where the drafts come from.
+  std::string draft_model;     ///< The draft checkpoint's directory, when draft is model.
   int max_ngram = 4;           ///< Longest suffix of the context looked up.
   int min_ngram = 2;           ///< Shortest suffix looked up; shorter matches are too common.
   double min_trust = 0.5;      ///< Share of earlier occurrences that must agree on a draft token.
@@ -36,7 +54,7 @@ struct speculation_options {
   /// far more from speculation than a full cluster does).
   int disable_above_batch = 0;
 
-  bool enabled() const { return max_draft > 0; }
+  bool enabled() const { return max_draft > 0 && draft != draft_kind::none; }
   /// Whether a step with `decoding` sequences may draft at all.
   bool drafts_at(int decoding) const {
     return enabled() && (disable_above_batch == 0 || decoding <= disable_above_batch);
@@ -47,11 +65,6 @@ struct speculation_options {
 /// trusted by at least options.min_trust of the matches of the longest suffix that occurs before.
 std::vector<int32_t> draft_tokens(const std::vector<int32_t>& context, int limit,
                                   const speculation_options& options);
-
-/// What a decoding sequence feeds in its step: its last token, tokens[computed], whose keys and
-/// values are not stored yet, then up to `limit` drafts continuing `tokens`.
-std::vector<int32_t> tokens_to_feed(const std::vector<int32_t>& tokens, int computed, int limit,
-                                    const speculation_options& options);
 
 /// The tokens a verify step yields. Row i of `rows` holds the logits after the i-th fed token (the
 /// last accepted token, then each draft); there are draft_count + 1 rows. Token i is sampled from
@@ -114,14 +127,16 @@ struct speculation_stats {
   int64_t emitted_tokens = 0;   ///< Tokens the verify steps produced (accepted plus one each).
   /// Steps that drafted nothing because more sequences decoded than disable_above_batch.
   int64_t batch_limited_steps = 0;
+  /// Per draft index i (0 is the first draft after the last token): drafts fed there, and those
+  /// kept. A draft is kept only after every draft before it was, so the acceptance at index i,
+  /// accepted_at[i] / drafted_at[i], is conditional on reaching i. At most max_draft entries.
+  std::vector<int64_t> drafted_at;
+  std::vector<int64_t> accepted_at;
 
-  void add(int drafted, int produced) {
-    if (drafted == 0) return;
-    ++verify_steps;
-    drafted_tokens += drafted;
-    accepted_tokens += produced - 1;
-    emitted_tokens += produced;
-  }
+  /// One verify step of a sequence: `drafted` drafts fed, `produced` tokens yielded.
+  void add(int drafted, int produced);
+  /// Adds another decoder's counts (a sum over decode workers).
+  void merge(const speculation_stats& other);
 };
 
 }  // namespace brigade::model

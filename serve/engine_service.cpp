@@ -255,8 +255,8 @@ void engine_service::fail_all(const error& err) {
 void engine_service::publish_counts() {
   engine_waiting_ = engine_.waiting();
   engine_running_ = engine_.running();
-  drafted_tokens_ = engine_.speculation().drafted_tokens;
-  accepted_tokens_ = engine_.speculation().accepted_tokens;
+  std::lock_guard<std::mutex> lock(mutex_);
+  speculation_ = engine_.speculation();
 }
 
 std::string engine_service::actors_json() const {
@@ -282,9 +282,11 @@ std::string engine_service::actors_json() const {
 
 void engine_service::collect_metrics(metrics::registry& into) const {
   int queued = 0;
+  model::speculation_stats speculation;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queued = static_cast<int>(submitted_.size());
+    speculation = speculation_;
   }
   into.add_gauge("brigade_num_requests_running", "Requests in the engine's running batch.")
       .get()
@@ -300,9 +302,6 @@ void engine_service::collect_metrics(metrics::registry& into) const {
               "Requests stopped while in flight: the client left or a stop string matched.")
           .get();
   cancels.inc(static_cast<double>(cancels_applied_.load()) - cancels.value());
-  model::speculation_stats speculation;
-  speculation.drafted_tokens = drafted_tokens_.load();
-  speculation.accepted_tokens = accepted_tokens_.load();
   collect_speculation_metrics(speculation, into);
 }
 

@@ -92,6 +92,7 @@ class engine_service final : public inference_service {
   std::vector<int64_t> cancelled_;         // Guarded by mutex_.
   std::unordered_set<int64_t> known_ids_;  // Guarded by mutex_: submitted and not finished.
   bool stopping_ = false;                  // Guarded by mutex_.
+  model::speculation_stats speculation_;   // Guarded by mutex_: the engine's, as last published.
 
   // Engine thread only.
   std::unordered_map<int64_t, live_request> by_engine_id_;
@@ -103,8 +104,6 @@ class engine_service final : public inference_service {
   std::atomic<int> engine_waiting_{0};
   std::atomic<int> engine_running_{0};
   std::atomic<uint64_t> steps_{0};
-  std::atomic<int64_t> drafted_tokens_{0};
-  std::atomic<int64_t> accepted_tokens_{0};
   std::atomic<uint64_t> cancels_applied_{0};
   std::thread thread_;
 };

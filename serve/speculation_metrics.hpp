@@ -6,8 +6,9 @@
 
 namespace brigade::serve {
 
-/// Sets brigade_speculative_{draft,accepted}_tokens_total to the given totals. A total that went
-/// down (a decode worker restarted with fresh counts) leaves its counter where it was.
+/// Sets brigade_speculative_{draft,accepted}_tokens_total, and the same by draft position
+/// (..._by_position_total{position="i"}), to the given totals. A total that went down (a decode
+/// worker restarted with fresh counts) leaves its counter where it was.
 void collect_speculation_metrics(const model::speculation_stats& totals, metrics::registry& into);
 
 }  // namespace brigade::serve

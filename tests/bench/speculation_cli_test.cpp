@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "tests/support/run_brigade.hpp"
 
@@ -30,6 +31,36 @@ TEST_CASE("bench speculation compares every configuration with plain decoding", 
   CHECK(steps[0].at("over_plain_step").get<double>() ==
         Approx(steps[0].at("verify_step_ms").get<double>() /
                steps[0].at("plain_step_ms").get<double>()));
+}
+
+TEST_CASE("bench speculation on the trained pair has a row per source and concurrency",
+          "[bench][cli]") {
+  const std::string pair = std::string(BRIGADE_SOURCE_DIR) + "/models/default";
+  const auto r = brigade::testing::run_brigade(
+      "bench speculation --quick --json --pair-only --concurrency 2 --pair " + pair);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto doc = nlohmann::json::parse(r.out);
+  const auto& rows = doc.at("rows");
+  std::vector<std::string> sources;
+  for (const auto& row : rows) {
+    INFO(row.dump());
+    sources.push_back(row.at("source").get<std::string>() + "@" +
+                      std::to_string(row.at("concurrency").get<int>()));
+    CHECK(row.at("same_tokens").get<bool>());
+    CHECK(row.at("tokens_per_s").get<double>() > 0);
+    CHECK(row.at("speedup").get<double>() > 0);
+    CHECK(row.at("bound").get<double>() >= 1.0);
+    CHECK(row.at("verified_per_step").get<double>() >= 0);
+    CHECK(row.at("drafted_per_step").get<double>() >= row.at("verified_per_step").get<double>());
+    CHECK(row.at("acceptance").get<double>() >= 0);
+  }
+  const std::vector<std::string> expected{"plain@1",          "lookup@1",     "draft_fixed@1",
+                                          "draft_adaptive@1", "draft_head@1", "plain@2",
+                                          "draft_head@2"};
+  CHECK(sources == expected);
+  CHECK(rows[0].at("speedup").get<double>() == Approx(1.0));
+  CHECK(doc.at("calibration").size() > 0);
 }
 
 TEST_CASE("bench speculation refuses a draft length out of range", "[bench][cli]") {

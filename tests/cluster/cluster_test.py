@@ -10,6 +10,8 @@
   over loopback the first kill also lands mid-migration, which rolls back to the layout before;
 - a node started with another join secret is refused and gets nothing spawned;
 - `brigade deploy --dry-run` prints the placement node by node;
+- serve --speculate 4 drafts by prompt lookup on the decode worker's node, and serve --draft-model
+  DIR with a draft model the node loads from its own disk; the text stays generate's;
 - with --netns, the nodes run in Linux network namespaces joined by veth pairs to a bridge.
 
 Usage: cluster_test.py BRIGADE_BIN WORKDIR [--netns | --shm]
@@ -158,6 +160,27 @@ def check_speculation(c, brigade, model):
           f"{accepted} of {drafted} drafts accepted"
           f"{'' if exercised else ' (drafts must be both kept and rejected)'}")
     return not bad and exercised
+
+
+def check_draft_model(c, brigade, model):
+    """serve --draft-model DIR with the decode worker on another node: the path crosses to the
+    node, which loads the draft from its disk beside the target, and the text is generate's."""
+    tokens = 24
+    prompts = [[(i * 53 + t * 29) % 1900 + 40 for t in range(5 + i % 4)] * 4 for i in range(6)]
+    expected = [generate(brigade, model, p, tokens) for p in prompts]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(prompts)) as pool:
+        answers = list(pool.map(lambda p: c.coord.post(
+            "/v1/completions", {"model": "model", "prompt": p, "max_tokens": tokens,
+                                "temperature": 0, "ignore_eos": True}), prompts))
+    bad = [i for i, a in enumerate(answers) if a["choices"][0]["text"] != expected[i]]
+    drafted = c.coord.metric("brigade_speculative_draft_tokens_total")
+    sources = [r["detail"]["speculation"]["draft"] for r in c.coord.get("/v1/status")
+               if r["role"] == "decode"]
+    fed = bool(drafted) and sources == ["model"]
+    print(f"  draft model over 3 nodes: {len(prompts)} prompts "
+          f"{'identical to generate' if not bad else f'{len(bad)} differ'}; "
+          f"{drafted} drafts fed by {sources}{'' if fed else ' (want drafts from a model)'}")
+    return not bad and fed
 
 
 def check_prompt_logprobs(c, brigade, model):
@@ -591,6 +614,16 @@ def main():
                     serve_args=["--speculate", "4"])
         try:
             ok = check_speculation(c, brigade, model) and ok
+        finally:
+            c.stop()
+        draft = os.path.join(workdir, "draft")
+        subprocess.run([brigade, "make-model", "--family", "qwen3", "--out", draft, "--hidden",
+                        "64", "--heads", "4", "--kv-heads", "2", "--head-dim", "16", "--layers",
+                        "1", "--seed", "4"], check=True, capture_output=True)
+        c = cluster(brigade, model, workdir, "lo-draft", ["127.0.0.1"] * 3, None, "tcp", "lo",
+                    serve_args=["--draft-model", draft])
+        try:
+            ok = check_draft_model(c, brigade, model) and ok
         finally:
             c.stop()
         c = cluster(brigade, model, workdir, "lo-balance", ["127.0.0.1"] * 3, None, "tcp", "lo",

@@ -204,6 +204,28 @@ roles:
   CHECK(m->decode.speculation.disable_above_batch == 8);
 }
 
+TEST_CASE("roles.decode.speculation.draft: prompt lookup, or a draft model drafting 5",
+          "[manifest]") {
+  auto plain = config::parse_manifest("model: m\n", "m.yaml");
+  REQUIRE(plain.ok());
+  CHECK(plain->decode.speculation.draft == model::draft_kind::lookup);
+  const std::string head = "model: m\nroles: {decode: {speculation: ";
+  auto drafting = config::parse_manifest(head + "{draft: model, draft_model: /d}}}", "m.yaml");
+  REQUIRE(drafting.ok());
+  CHECK(drafting->decode.speculation.draft == model::draft_kind::model);
+  CHECK(drafting->decode.speculation.draft_model == "/d");
+  CHECK(drafting->decode.speculation.max_draft == model::default_model_drafts);
+  CHECK(drafting->decode.speculation.enabled());
+  // draft_model alone means a draft model; max_draft still decides how many.
+  auto implied = config::parse_manifest(head + "{draft_model: /d, max_draft: 3}}}", "m.yaml");
+  REQUIRE(implied.ok());
+  CHECK(implied->decode.speculation.draft == model::draft_kind::model);
+  CHECK(implied->decode.speculation.max_draft == 3);
+  auto off = config::parse_manifest(head + "{draft: none, max_draft: 4}}}", "m.yaml");
+  REQUIRE(off.ok());
+  CHECK_FALSE(off->decode.speculation.enabled());
+}
+
 TEST_CASE("bad speculation fields are refused, naming the field", "[manifest]") {
   const std::string head = "model: m\nroles: {decode: {speculation: ";
   CHECK_THAT(parse_error(head + "{max_draft: 65}}}"),
@@ -222,6 +244,15 @@ TEST_CASE("bad speculation fields are refused, naming the field", "[manifest]") 
       Catch::Contains("'roles.decode.speculation.drafts'") && Catch::Contains("not a known field"));
   CHECK_THAT(parse_error(head + "4}}"),
              Catch::Contains("'roles.decode.speculation'") && Catch::Contains("mapping"));
+  CHECK_THAT(parse_error(head + "{draft: eagle}}}"),
+             Catch::Contains("'roles.decode.speculation.draft'") &&
+                 Catch::Contains("lookup, model or none"));
+  CHECK_THAT(
+      parse_error(head + "{draft: model}}}"),
+      Catch::Contains("'roles.decode.speculation.draft_model'") && Catch::Contains("is missing"));
+  CHECK_THAT(parse_error(head + "{draft: lookup, draft_model: /d}}}"),
+             Catch::Contains("'roles.decode.speculation.draft_model'") &&
+                 Catch::Contains("draft is lookup"));
 }
 
 TEST_CASE("restart delays double up to the cap without overflowing", "[manifest]") {

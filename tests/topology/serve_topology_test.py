@@ -3,8 +3,9 @@
 equal `brigade generate` for each prompt, with experts over 1, 2, 4 and 8 shards and 1 and 2
 decode workers; a decode worker killed mid-stream loses and repeats nothing; prefix cache hits
 over HTTP give generate's text and report their cached tokens; and `brigade serve --speculate 4`,
-over the topology and over the engine, answers with plain decoding's text; and serve's
---served-model-name, --max-queued and --max-running take effect in both modes.
+over the topology and over the engine, answers with plain decoding's text, with drafts by prompt
+lookup and by a draft model (`--draft-model DIR`); and serve's --served-model-name, --max-queued
+and --max-running take effect in both modes.
 
 Usage: serve_topology_test.py BRIGADE_BIN WORKDIR [--quick] [--family F]
 """
@@ -260,6 +261,53 @@ def check_speculation(brigade, model, workdir):
     return ok
 
 
+def check_draft_model(brigade, model, workdir, family):
+    """`--draft-model DIR` over HTTP, through the topology's two decode workers and through the
+    engine, and in `brigade generate`: plain decoding's text, with draft tokens fed (a random draft
+    rarely agrees with its target: tests/model and tests/actors cover kept drafts)."""
+    if family != "qwen3_moe":
+        print(f"draft model: skipped for {family} (no dense family shares its tokenizer)")
+        return True
+    draft = os.path.join(workdir, "draft")
+    subprocess.run([brigade, "make-model", "--family", "qwen3", "--out", draft, "--hidden", "64",
+                    "--heads", "4", "--kv-heads", "2", "--head-dim", "16", "--layers", "1",
+                    "--seed", "4"], check=True, capture_output=True)
+    tokens, count = 24, 8
+    expected = [generate(brigade, model, repetitive_ids(i), tokens)["text"] for i in range(count)]
+    manifest = os.path.join(workdir, "draft-model.yaml")
+    write_manifest(manifest, model, 4, 2)
+    ok = True
+    for mode, extra in (("topology", []), ("engine", ["--engine"])):
+        srv = brigade_server(brigade, manifest, os.path.join(workdir, f"draft-{mode}.log"),
+                             extra_args=["--speculate", "3", "--draft-model", draft] + extra)
+        try:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=count) as pool:
+                answers = list(pool.map(
+                    lambda i: srv.post("/v1/completions", {
+                        "model": "model", "prompt": repetitive_ids(i), "max_tokens": tokens,
+                        "temperature": 0, "ignore_eos": True}), range(count)))
+            drafted = srv.metric("brigade_speculative_draft_tokens_total")
+            first = srv.metric('brigade_speculative_draft_tokens_by_position_total{position="0"}')
+        finally:
+            srv.stop()
+        bad = [i for i, a in enumerate(answers) if a["choices"][0]["text"] != expected[i]]
+        fed = bool(drafted) and bool(first)
+        print(f"draft model ({mode}): {count} prompts "
+              f"{'identical to generate' if not bad else f'{len(bad)} differ'}; "
+              f"{drafted} drafts fed{'' if fed else ' (drafts must be fed)'}")
+        ok = ok and not bad and fed
+    ids = repetitive_ids(0)
+    drafted = subprocess.run([brigade, "generate", "--model", model, "--prompt-ids",
+                              ",".join(map(str, ids)), "--max-tokens", str(tokens),
+                              "--temperature", "0", "--ignore-eos", "--json", "--draft-model",
+                              draft], check=True, capture_output=True, text=True).stdout
+    reply = json.loads(drafted.strip().splitlines()[-1])
+    same = reply["text"] == expected[0] and reply["speculation"]["draft"] == "model"
+    print(f"draft model (generate): {'identical to plain' if same else 'DIFFERS'}, "
+          f"{reply['speculation']['drafted_tokens']} drafts fed")
+    return ok and same and reply["speculation"]["drafted_tokens"] > 0
+
+
 def check_serve_flags(brigade, model, workdir):
     """`--served-model-name` names the model and `--max-queued`/`--max-running` bound admission,
     over the topology and over the engine: with one running and one waiting, eight requests sent
@@ -310,6 +358,7 @@ def main():
     ok = check_replan(brigade, model, workdir, expected) and ok
     ok = check_cache(brigade, model, workdir) and ok
     ok = check_speculation(brigade, model, workdir) and ok
+    ok = check_draft_model(brigade, model, workdir, family) and ok
     ok = check_serve_flags(brigade, model, workdir) and ok
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1

@@ -1,0 +1,387 @@
+#include "bench/speculation_pair.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "bench/table.hpp"
+#include "model/confidence_head.hpp"
+#include "model/draft_model.hpp"
+#include "model/engine.hpp"
+#include "model/tokenizer.hpp"
+
+namespace brigade::bench {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using json = nlohmann::json;
+
+// The configurations of a row: where drafts come from and how many a step verifies.
+enum class source { plain, lookup, draft_fixed, draft_adaptive, draft_head };
+
+const char* to_string(source s) {
+  switch (s) {
+    case source::plain:
+      return "plain";
+    case source::lookup:
+      return "lookup";
+    case source::draft_fixed:
+      return "draft_fixed";
+    case source::draft_adaptive:
+      return "draft_adaptive";
+    case source::draft_head:
+      return "draft_head";
+  }
+  return "?";
+}
+
+struct pair_models {
+  std::unique_ptr<model::loaded_model> target;
+  std::shared_ptr<const model::loaded_model> draft;
+  std::shared_ptr<const model::confidence_head> head;  // null when there is none
+  std::vector<int32_t> fit_tokens, eval_tokens;        // the held-out text's two halves
+};
+
+// One verify step of a sequence with a draft model: the features of what the target verified,
+// and how many drafts it kept.
+struct step_record {
+  std::vector<model::draft_feature> features;
+  int kept = 0;
+};
+
+// Sums over the runs of one row.
+struct row_figures {
+  source src = source::plain;
+  int concurrency = 1;
+  int64_t tokens = 0, steps = 0, verified = 0, computed = 0, accepted = 0;
+  double seconds = 0, cost_units = 0;  // cost_units: verify costs over a plain step's, summed
+  std::vector<int64_t> drafted_at, accepted_at;
+  std::vector<step_record> records;
+  bool same_tokens = true;
+
+  double tokens_per_s() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0; }
+  double per_step(int64_t n) const {
+    return steps > 0 ? static_cast<double>(n) / static_cast<double>(steps) : 0;
+  }
+  double acceptance() const {
+    return verified > 0 ? static_cast<double>(accepted) / static_cast<double>(verified) : 0;
+  }
+  std::vector<double> acceptance_by_position() const {
+    std::vector<double> a;
+    for (size_t i = 0; i < drafted_at.size(); ++i)
+      a.push_back(drafted_at[i] > 0
+                      ? static_cast<double>(accepted_at[i]) / static_cast<double>(drafted_at[i])
+                      : 0.0);
+    return a;
+  }
+};
+
+row_figures make_row(source s, int concurrency) {
+  row_figures r;
+  r.src = s;
+  r.concurrency = concurrency;
+  return r;
+}
+
+// `count` windows of `length` tokens spread evenly over `tokens`.
+std::vector<std::vector<int32_t>> windows(const std::vector<int32_t>& tokens, int count,
+                                          int length) {
+  std::vector<std::vector<int32_t>> out;
+  const size_t span = tokens.size() > static_cast<size_t>(length) ? tokens.size() - length : 0;
+  for (int i = 0; i < count; ++i) {
+    const size_t at =
+        count > 1 ? span * static_cast<size_t>(i) / static_cast<size_t>(count - 1) : 0;
+    const size_t end = std::min(tokens.size(), at + static_cast<size_t>(length));
+    out.emplace_back(tokens.begin() + static_cast<std::ptrdiff_t>(at),
+                     tokens.begin() + static_cast<std::ptrdiff_t>(end));
+  }
+  return out;
+}
+
+result<pair_models> load_pair(const pair_options& o, gpu::backend& dev) {
+  namespace fs = std::filesystem;
+  const std::string target_dir = (fs::path(o.dir) / "target").string();
+  const std::string draft_dir = (fs::path(o.dir) / "draft").string();
+  pair_models p;
+  auto target = model::loaded_model::load(target_dir, dev, true);
+  if (!target) return target.err();
+  p.target = std::move(target.value());
+  auto draft = model::draft_model::load(draft_dir, p.target->config, target_dir, dev);
+  if (!draft) return draft.err();
+  p.draft = draft.value();
+  auto head = model::confidence_head::for_draft(draft_dir, o.head_path);
+  if (!head) return head.err();
+  p.head = head.value();
+  auto tok = model::tokenizer::load(target_dir);
+  if (!tok) return tok.err();
+  std::ifstream in((fs::path(o.dir) / "heldout.txt").string());
+  if (!in) return error(errc::not_found, "cannot read " + o.dir + "/heldout.txt");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::vector<int32_t> all = tok->encode(text.str());
+  // The first half fits the head, the second evaluates it: no prompt is in both.
+  const auto half = all.begin() + static_cast<std::ptrdiff_t>(all.size() / 2);
+  p.fit_tokens.assign(all.begin(), half);
+  p.eval_tokens.assign(half, all.end());
+  return p;
+}
+
+model::engine_options options_for(const pair_models& p, source s, int max_draft, int sequences,
+                                  int kv_tokens) {
+  model::engine_options o;
+  o.max_running = sequences;
+  o.max_step_tokens = std::max(256, sequences * (max_draft + 1));
+  o.kv_tokens = kv_tokens;
+  if (s == source::plain) return o;
+  o.speculation.max_draft = max_draft;
+  o.speculation.adaptive = s != source::draft_fixed;
+  if (s == source::lookup) return o;
+  o.speculation.draft = model::draft_kind::model;
+  o.draft_weights = p.draft;
+  if (s == source::draft_head) o.confidence_head = p.head;
+  return o;
+}
+
+// Decodes `prompts` together with the configuration of `row`, adds its figures to the row's
+// sums, and returns the outputs. Times the steps after every sequence has its first token.
+std::vector<std::vector<int32_t>> run_row(const pair_models& p, gpu::backend& dev,
+                                          const std::vector<std::vector<int32_t>>& prompts,
+                                          const pair_options& o, const std::vector<double>& cost,
+                                          row_figures& row) {
+  const int n = static_cast<int>(prompts.size());
+  const int kv = n * (o.prompt_tokens + o.max_tokens + o.max_draft + 32);
+  model::engine_options opt = options_for(p, row.src, o.max_draft, n, kv);
+  bool timing = false;
+  opt.on_verified = [&](const model::draft_proposal& proposal, int kept) {
+    if (!timing) return;
+    const int fed = static_cast<int>(proposal.tokens.size());
+    ++row.steps;
+    row.verified += fed;
+    row.computed += std::max(proposal.computed, fed);
+    row.accepted += kept;
+    row.cost_units += cost[static_cast<size_t>(std::min(fed, o.max_draft))] / cost[0];
+    if (row.drafted_at.size() < static_cast<size_t>(fed)) {
+      row.drafted_at.resize(static_cast<size_t>(fed), 0);
+      row.accepted_at.resize(static_cast<size_t>(fed), 0);
+    }
+    for (int i = 0; i < fed; ++i) {
+      row.drafted_at[static_cast<size_t>(i)] += 1;
+      if (i < kept) row.accepted_at[static_cast<size_t>(i)] += 1;
+    }
+    if (!proposal.features.empty()) row.records.push_back({proposal.features, kept});
+  };
+  model::engine eng(*p.target, dev, opt);
+  model::request_options req;
+  req.max_tokens = o.max_tokens;
+  std::vector<int64_t> ids;
+  for (const auto& prompt : prompts)
+    ids.push_back(eng.submit(prompt, req).value());
+  std::vector<model::token_event> events;
+  std::set<int64_t> started;
+  while (started.size() < prompts.size() && eng.step(events)) {
+    for (const auto& e : events)
+      started.insert(e.request);
+    events.clear();
+  }
+  timing = true;
+  const auto start = clock_type::now();
+  while (eng.step(events)) {
+    row.tokens += static_cast<int64_t>(events.size());
+    events.clear();
+  }
+  row.seconds += std::chrono::duration<double>(clock_type::now() - start).count();
+  std::vector<std::vector<int32_t>> outputs;
+  for (int64_t id : ids)
+    outputs.push_back(eng.output(id));
+  return outputs;
+}
+
+// The best speedup a fixed verify length allows with acceptance `a` per position (conditional)
+// and verify costs `cost` per length (its last element, the draft's step, unused), drafting taken
+// as free.
+double fixed_length_bound(const std::vector<double>& a, const std::vector<double>& cost) {
+  double best = 1.0, tokens = 1.0, reach = 1.0;
+  for (size_t l = 1; l <= a.size() && l + 1 < cost.size(); ++l) {
+    reach *= a[l - 1];
+    tokens += reach;
+    best = std::max(best, tokens / (cost[l] / cost[0]));
+  }
+  return best;
+}
+
+// Predicted beside observed acceptance, in ten buckets of the head's prediction, over the drafts
+// each step reached (draft i is reached when every draft before it was kept).
+json calibration(const model::confidence_head& head, const std::vector<step_record>& records) {
+  std::vector<double> predicted(10, 0.0), kept(10, 0.0), count(10, 0.0);
+  for (const step_record& r : records) {
+    for (int i = 0; i <= r.kept && i < static_cast<int>(r.features.size()); ++i) {
+      const double p = head.predict(r.features[static_cast<size_t>(i)]);
+      const size_t b = std::min<size_t>(9, static_cast<size_t>(p * 10.0));
+      predicted[b] += p;
+      kept[b] += i < r.kept ? 1.0 : 0.0;
+      count[b] += 1.0;
+    }
+  }
+  json out = json::array();
+  for (size_t b = 0; b < 10; ++b) {
+    if (count[b] == 0) continue;
+    out.push_back({{"bucket", fixed(0.1 * static_cast<double>(b), 1) + "-" +
+                                  fixed(0.1 * static_cast<double>(b + 1), 1)},
+                   {"drafts", static_cast<int64_t>(count[b])},
+                   {"predicted", predicted[b] / count[b]},
+                   {"observed", kept[b] / count[b]}});
+  }
+  return out;
+}
+
+// Verify step costs on the target for 0..max_draft drafts at batch 1, and one draft forward,
+// alternating round by round: element max_draft + 1 is the draft's step.
+std::vector<double> measure_costs(const pair_models& p, gpu::backend& dev, int context,
+                                  int max_draft, int rounds) {
+  std::vector<std::vector<double>> s(static_cast<size_t>(max_draft) + 2);
+  for (int r = 0; r < rounds; ++r) {
+    for (int d = 0; d <= max_draft; ++d)
+      s[static_cast<size_t>(d)].push_back(verify_step_seconds(*p.target, dev, 1, context, d, 8));
+    s.back().push_back(verify_step_seconds(*p.draft, dev, 1, context, 0, 8));
+  }
+  std::vector<double> out;
+  for (auto& v : s) {
+    std::sort(v.begin(), v.end());
+    out.push_back(v[v.size() / 2]);
+  }
+  return out;
+}
+
+status record_events(const pair_options& o, const pair_models& p, gpu::backend& dev,
+                     const std::vector<double>& cost, json& out) {
+  std::ofstream file(o.record_events);
+  if (!file) return error(errc::io_error, "cannot write " + o.record_events);
+  const auto prompts = windows(p.fit_tokens, o.prompts, o.prompt_tokens);
+  row_figures row;
+  row.src = source::draft_fixed;
+  for (const auto& prompt : prompts)
+    run_row(p, dev, {prompt}, o, cost, row);
+  // The first line: what verify steps of each length and a draft forward cost, in seconds.
+  file << json{{"verify_step_s", std::vector<double>(cost.begin(), cost.end() - 1)},
+               {"draft_step_s", cost.back()}}
+              .dump()
+       << "\n";
+  for (const step_record& r : row.records) {
+    json probability = json::array(), entropy = json::array();
+    for (const auto& f : r.features)
+      probability.push_back(f.probability), entropy.push_back(f.entropy);
+    file << json{{"probability", probability}, {"entropy", entropy}, {"kept", r.kept}}.dump()
+         << "\n";
+  }
+  out["recorded_steps"] = row.records.size();
+  out["acceptance_by_position"] = row.acceptance_by_position();
+  return ok_status();
+}
+
+json row_json(const row_figures& r, double plain_tokens_per_s, double bound) {
+  return {{"source", to_string(r.src)},
+          {"concurrency", r.concurrency},
+          {"tokens_per_s", r.tokens_per_s()},
+          {"verified_per_step", r.per_step(r.verified)},
+          {"drafted_per_step", r.per_step(r.computed)},
+          {"acceptance", r.acceptance()},
+          {"speedup", plain_tokens_per_s > 0 ? r.tokens_per_s() / plain_tokens_per_s : 0.0},
+          {"bound", bound},
+          {"acceptance_by_position", r.acceptance_by_position()},
+          {"same_tokens", r.same_tokens}};
+}
+
+// Runs every source of `rows` on each prompt group in turn, rotating their order, and checks
+// their tokens against plain decoding's (rows[0]).
+void run_rows(const pair_models& p, gpu::backend& dev,
+              const std::vector<std::vector<std::vector<int32_t>>>& groups, const pair_options& o,
+              const std::vector<double>& cost, std::vector<row_figures>& rows) {
+  for (int round = 0; round < o.rounds; ++round) {
+    for (size_t g = 0; g < groups.size(); ++g) {
+      std::vector<std::vector<std::vector<int32_t>>> outputs(rows.size());
+      for (size_t k = 0; k < rows.size(); ++k) {
+        const size_t r = (k + g + static_cast<size_t>(round)) % rows.size();
+        outputs[r] = run_row(p, dev, groups[g], o, cost, rows[r]);
+      }
+      for (size_t r = 1; r < rows.size(); ++r)
+        rows[r].same_tokens = rows[r].same_tokens && outputs[r] == outputs[0];
+    }
+  }
+}
+
+double row_bound(const row_figures& r, const std::vector<double>& cost) {
+  if (r.src == source::plain) return 1.0;
+  // The head's own policy: the tokens its steps yielded over what their verify steps cost.
+  if (r.src == source::draft_head)
+    return r.cost_units > 0 ? static_cast<double>(r.steps + r.accepted) / r.cost_units : 1.0;
+  return fixed_length_bound(r.acceptance_by_position(), cost);
+}
+
+void add_rows(const std::vector<row_figures>& rows, const std::vector<double>& cost, json& out,
+              table& t) {
+  const double plain = rows[0].tokens_per_s();
+  for (const row_figures& r : rows) {
+    const double bound = row_bound(r, cost);
+    out["rows"].push_back(row_json(r, plain, bound));
+    t.add_row({to_string(r.src), std::to_string(r.concurrency), fixed(r.tokens_per_s(), 1),
+               fixed(r.per_step(r.verified), 2), fixed(r.per_step(r.computed), 2),
+               fixed(100.0 * r.acceptance(), 1) + "%", fixed(r.tokens_per_s() / plain, 2) + "x",
+               fixed(bound, 2) + "x", r.same_tokens ? "yes" : "NO"});
+  }
+}
+
+}  // namespace
+
+status run_pair_bench(const pair_options& o, gpu::backend& dev, json& out, std::string& text) {
+  auto loaded = load_pair(o, dev);
+  if (!loaded) return loaded.err();
+  const pair_models& p = loaded.value();
+  const std::vector<double> cost =
+      measure_costs(p, dev, o.prompt_tokens + o.max_tokens / 2, o.max_draft, 5);
+  out["verify_step_ms"] = json::array();
+  for (size_t d = 0; d + 1 < cost.size(); ++d)
+    out["verify_step_ms"].push_back(1e3 * cost[d]);
+  out["draft_step_ms"] = 1e3 * cost.back();
+  if (!o.record_events.empty()) return record_events(o, p, dev, cost, out);
+
+  std::vector<source> sources{source::plain, source::lookup, source::draft_fixed,
+                              source::draft_adaptive};
+  if (p.head) sources.push_back(source::draft_head);
+  std::vector<row_figures> single;
+  for (source s : sources)
+    single.push_back(make_row(s, 1));
+  std::vector<std::vector<std::vector<int32_t>>> groups;
+  for (auto& prompt : windows(p.eval_tokens, o.prompts, o.prompt_tokens))
+    groups.push_back({prompt});
+  run_rows(p, dev, groups, o, cost, single);
+
+  table t({"source", "concurrency", "tokens/s", "verified/step", "drafted/step", "acceptance",
+           "speedup", "bound", "same tokens"});
+  out["rows"] = json::array();
+  add_rows(single, cost, out, t);
+  for (int c : o.concurrency) {
+    std::vector<row_figures> rows{make_row(source::plain, c),
+                                  make_row(p.head ? source::draft_head : source::draft_fixed, c)};
+    run_rows(p, dev, {windows(p.eval_tokens, c, o.prompt_tokens)}, o, cost, rows);
+    add_rows(rows, cost, out, t);
+  }
+  text = t.render();
+  if (p.head) {
+    // Calibration on the fixed window's steps: every draft reached there was verified, whatever
+    // the head would have said.
+    out["calibration"] = calibration(*p.head, single[2].records);
+    table cal({"predicted bucket", "drafts", "mean predicted", "observed"});
+    for (const auto& b : out["calibration"])
+      cal.add_row({b["bucket"].get<std::string>(), std::to_string(b["drafts"].get<int64_t>()),
+                   fixed(b["predicted"].get<double>(), 3), fixed(b["observed"].get<double>(), 3)});
+    text += "\ncalibration of the confidence head (draft_fixed steps)\n\n" + cal.render();
+    out["threshold"] = p.head->threshold;
+  }
+  return ok_status();
+}
+
+}  // namespace brigade::bench

@@ -1,0 +1,41 @@
+// `brigade bench speculation` on a trained target and draft pair (models/default): single-stream
+// greedy decoding with plain decoding, prompt lookup, the draft model with a fixed and an
+// adaptive window, and the draft model with its confidence head (model/confidence_head.hpp);
+// then plain beside the head at higher concurrency. With --record-events it instead records the
+// draft's verified steps on the fitting half of the held-out text, for
+// scripts/fit_confidence_head.py.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/result.hpp"
+#include "gpu/backend.hpp"
+#include "model/loaded_model.hpp"
+
+namespace brigade::bench {
+
+struct pair_options {
+  std::string dir;            ///< Holds target/, draft/ and heldout.txt.
+  std::string head_path;      ///< The head's JSON; empty: draft/confidence_head.json if present.
+  std::string record_events;  ///< When set, only record the fitting events there (JSON lines).
+  int rounds = 1;             ///< Passes over the prompts, every configuration once per prompt.
+  int prompts = 8;            ///< Single-stream prompts, from the evaluation half.
+  int prompt_tokens = 64;
+  int max_tokens = 64;
+  int max_draft = 5;
+  std::vector<int> concurrency{8};  ///< Sequences decoding together in the throughput rows.
+};
+
+/// Runs the pair benchmark; fills `out` (rows, acceptance per position, calibration, verify
+/// costs) and `text` (the tables), or records events when options.record_events is set.
+status run_pair_bench(const pair_options& options, gpu::backend& dev, nlohmann::json& out,
+                      std::string& text);
+
+/// Seconds of one forward step in which each of `batch` sequences, `context` tokens long, feeds
+/// 1 + drafts tokens and gets a logits row for each: the cost of a verify step (median of `reps`).
+double verify_step_seconds(const model::loaded_model& m, gpu::backend& dev, int batch, int context,
+                           int drafts, int reps);
+
+}  // namespace brigade::bench

@@ -1,0 +1,62 @@
+// A confidence head: a small logistic model of how far a draft model's drafts will hold. For draft
+// i of a step it predicts P(the target keeps draft i | it kept every draft before), from what the
+// draft knew when it chose the token (draft_feature):
+//
+//   p_i = sigmoid(bias + w_log_probability * log(probability) + w_probability * probability
+//                 + w_entropy * entropy + w_index * index)
+//
+// Both the probability and its log: a small draft's distribution over a large vocabulary is flat,
+// and its drafts hold almost always from a probability of about 0.3 up, which a logistic in the
+// log alone cannot follow.
+//
+// The product p_0 * ... * p_i is the chance that draft i is kept. A step feeds only the leading
+// drafts whose product clears `threshold`: the rest would mostly be verified for nothing. The head
+// only chooses how many drafts the target verifies, never a token (model/speculation.hpp).
+//
+// It is fitted offline (scripts/fit_confidence_head.py, from `brigade bench speculation
+// --record-events`) and kept beside its draft as confidence_head.json:
+//
+//   {"weights": {"bias": -8.3, "log_probability": -0.6, "probability": 19.1, "entropy": 0.7,
+//                "index": 0.03},
+//    "threshold": 0.5}
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/result.hpp"
+#include "model/draft_source.hpp"
+
+namespace brigade::model {
+
+/// The file a draft directory's confidence head is kept in.
+constexpr const char* confidence_head_file = "confidence_head.json";
+
+struct confidence_head {
+  double bias = 0.0;
+  double log_probability = 0.0;  ///< Weight of log(draft probability of its token).
+  double probability = 0.0;      ///< Weight of the draft probability itself.
+  double entropy = 0.0;          ///< Weight of the draft distribution's entropy (nats).
+  double index = 0.0;            ///< Weight of the draft's index in its step.
+  /// Drafts are verified while the predicted chance of keeping them is at least this.
+  double threshold = 0.4;
+
+  /// P(draft `f` is kept | every draft before it was).
+  double predict(const draft_feature& f) const;
+  /// How many leading drafts of `features` to verify: those whose cumulative prediction (the
+  /// product of predict() up to and including them) is at least threshold.
+  int keep(const std::vector<draft_feature>& features) const;
+
+  /// Parses the JSON text of a head; errors name `origin` and the field at fault.
+  static result<confidence_head> parse(const std::string& text, const std::string& origin);
+  /// Reads and parses the file at `path`.
+  static result<confidence_head> load(const std::string& path);
+  /// The head a draft in `draft_dir` runs with: `choice` "none" none; empty, the draft
+  /// directory's confidence_head.json when there is one (none otherwise); else the file at
+  /// `choice`.
+  static result<std::shared_ptr<const confidence_head>> for_draft(const std::string& draft_dir,
+                                                                  const std::string& choice);
+};
+
+}  // namespace brigade::model

@@ -1,0 +1,215 @@
+#include "model/draft_model.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/kv_layout.hpp"
+#include "model/tokenizer.hpp"
+#include "model/transformer.hpp"
+
+namespace brigade::model {
+namespace {
+
+bool is_directory(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// Both checkpoints' tokenizers, when both have one, must give every id the same token: a draft
+// of another tokenizer proposes ids that mean other text to the target, and nothing it drafts
+// would hold.
+status check_same_tokenizer(const std::string& dir, const std::string& target_dir) {
+  auto draft = tokenizer::load(dir);
+  auto target = tokenizer::load(target_dir);
+  if (!draft || !target) return ok_status();
+  if (draft->size() != target->size()) {
+    return error(errc::invalid_argument, "the draft model " + dir + " has a tokenizer of " +
+                                             std::to_string(draft->size()) +
+                                             " ids and the target " + target_dir + " one of " +
+                                             std::to_string(target->size()) +
+                                             ": a draft must share the target's tokenizer");
+  }
+  for (int32_t id = 0; id < target->size(); ++id) {
+    const auto ours = draft->token_text(id);
+    const auto theirs = target->token_text(id);
+    if (ours == theirs) continue;
+    return error(errc::invalid_argument,
+                 "the draft model " + dir + " and the target " + target_dir +
+                     " have different tokenizers: token " + std::to_string(id) + " is '" +
+                     ours.value_or("") + "' in the draft and '" + theirs.value_or("") +
+                     "' in the target; a draft must share the target's tokenizer");
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+result<std::shared_ptr<const loaded_model>> draft_model::load(const std::string& dir,
+                                                              const model_config& target,
+                                                              const std::string& target_dir,
+                                                              gpu::backend& dev) {
+  if (!is_directory(dir)) {
+    return error(errc::not_found, "the draft model directory " + dir + " does not exist");
+  }
+  auto config = load_config(dir);
+  if (!config) return error(config.err().code, "draft model: " + config.err().message);
+  if (config->is_moe()) {
+    return error(errc::unsupported, "the draft model " + dir + " (" + config->model_type +
+                                        ") is a mixture of experts; a draft must be a dense "
+                                        "model (qwen3, qwen2, llama)");
+  }
+  if (config->vocab_size != target.vocab_size) {
+    return error(errc::invalid_argument, "the draft model " + dir + " has a vocabulary of " +
+                                             std::to_string(config->vocab_size) +
+                                             " tokens and the target " + target_dir + " one of " +
+                                             std::to_string(target.vocab_size) +
+                                             ": a draft must share the target's tokenizer");
+  }
+  if (status same = check_same_tokenizer(dir, target_dir); !same) return same.err();
+  auto loaded = loaded_model::load(dir, dev, true);
+  if (!loaded) return error(loaded.err().code, "draft model: " + loaded.err().message);
+  return std::shared_ptr<const loaded_model>(std::move(loaded.value()));
+}
+
+draft_model::draft_model(std::shared_ptr<const loaded_model> weights,
+                         const draft_source_limits& limits,
+                         std::shared_ptr<const confidence_head> head)
+    : weights_(std::move(weights)),
+      head_(std::move(head)),
+      block_tokens_(limits.block_tokens),
+      pool_((limits.kv_tokens + limits.block_tokens - 1) / limits.block_tokens),
+      ws_(weights_->config, weights_->forward->device(), limits.max_step_tokens) {
+  kv_ = weights_->forward->device().make_kv(
+      kv_layout_for(weights_->config, pool_.capacity(), block_tokens_));
+}
+
+draft_model::~draft_model() = default;
+
+int draft_model::stored_tokens(int64_t id) const {
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? 0 : it->second.stored;
+}
+
+bool draft_model::reserve(sequence& s, int positions) {
+  const int needed = (positions + block_tokens_ - 1) / block_tokens_;
+  const int more = needed - static_cast<int>(s.blocks.size());
+  return more <= 0 || pool_.allocate(more, s.blocks);
+}
+
+void draft_model::propose(const std::vector<draft_sequence>& sequences,
+                          std::vector<draft_proposal>& out) {
+  out.assign(sequences.size(), {});
+  in_step_.assign(sequences.size(), nullptr);
+  confidence_.assign(sequences.size(), 1.0);
+  std::vector<int> limits(sequences.size(), 0);
+  std::vector<feed> feeds;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const draft_sequence& q = sequences[i];
+    const int n = static_cast<int>(q.tokens->size());
+    // Draft j follows position n - 1 + j; the last draft's own keys are never written.
+    const int limit = std::min(q.limit, weights_->config.max_positions - n + 1);
+    if (n == 0 || limit < 1) continue;
+    sequence& s = seqs_[q.id];
+    // The last token is always fed: its row gives draft 0.
+    s.stored = std::min(s.stored, n - 1);
+    s.fed_drafts = 0;
+    if (!reserve(s, n + limit - 1)) continue;
+    in_step_[i] = &s;
+    limits[i] = limit;
+    feeds.push_back({i, q.tokens->data() + s.stored, n - s.stored, s.stored});
+    s.stored = n;
+  }
+  run(std::move(feeds), out);
+  for (int j = 1;; ++j) {
+    feeds.clear();
+    for (size_t i = 0; i < sequences.size(); ++i) {
+      if (limits[i] <= j || out[i].tokens.size() != static_cast<size_t>(j)) continue;
+      const int n = static_cast<int>(sequences[i].tokens->size());
+      feeds.push_back({i, &out[i].tokens[static_cast<size_t>(j) - 1], 1, n - 1 + j});
+      in_step_[i]->fed_drafts = j;
+    }
+    if (feeds.empty()) break;
+    run(std::move(feeds), out);
+  }
+}
+
+void draft_model::run(std::vector<feed> feeds, std::vector<draft_proposal>& out) {
+  const size_t vocab = static_cast<size_t>(weights_->config.vocab_size);
+  std::vector<std::pair<size_t, int>> chosen;  // slot, and the chosen token's position
+  size_t next = 0;                             // the first feed not wholly fed yet
+  while (next < feeds.size()) {
+    batch_.clear();
+    chosen.clear();
+    int budget = ws_.max_tokens();
+    while (next < feeds.size() && budget > 0) {
+      feed& f = feeds[next];
+      const int chunk = std::min(f.count, budget);
+      const bool last = chunk == f.count;
+      const sequence& s = *in_step_[f.slot];
+      batch_.add_sequence(f.tokens, chunk, f.start, s.blocks.data(),
+                          static_cast<int>(s.blocks.size()), last ? 1 : 0);
+      f.tokens += chunk;
+      f.count -= chunk;
+      f.start += chunk;
+      budget -= chunk;
+      if (!last) break;
+      chosen.emplace_back(f.slot, f.start);
+      ++next;
+    }
+    run_step(*weights_->forward, *weights_->experts, *kv_, ws_, batch_, logits_);
+    for (size_t k = 0; k < chosen.size(); ++k)
+      choose(logits_.data() + k * vocab, chosen[k].first, chosen[k].second, out);
+  }
+}
+
+void draft_model::choose(const float* row, size_t slot, int position,
+                         std::vector<draft_proposal>& out) {
+  const int vocab = weights_->config.vocab_size;
+  int best = 0;
+  for (int v = 1; v < vocab; ++v) {
+    if (row[v] > row[best]) best = v;
+  }
+  // Softmax relative to the largest logit: p(best) = 1 / sum, and the entropy
+  // -sum p log p = log(sum) - sum p (z - max).
+  double sum = 0.0, weighted = 0.0;
+  for (int v = 0; v < vocab; ++v) {
+    const double shifted = static_cast<double>(row[v]) - static_cast<double>(row[best]);
+    const double e = std::exp(shifted);
+    sum += e;
+    weighted += e * shifted;
+  }
+  draft_proposal& p = out[slot];
+  draft_feature f;
+  f.probability = static_cast<float>(1.0 / sum);
+  f.entropy = static_cast<float>(std::log(sum) - weighted / sum);
+  f.index = static_cast<int32_t>(p.tokens.size());
+  f.position = position;
+  ++p.computed;
+  if (head_) {
+    // A dropped draft ends the sequence's drafting: propose() feeds only sequences whose last
+    // draft was kept here.
+    confidence_[slot] *= head_->predict(f);
+    if (confidence_[slot] < head_->threshold) return;
+  }
+  p.tokens.push_back(best);
+  p.features.push_back(f);
+}
+
+void draft_model::accepted(int64_t id, int kept) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return;
+  sequence& s = it->second;
+  s.stored += std::min(kept, s.fed_drafts);
+  s.fed_drafts = 0;
+}
+
+void draft_model::release(int64_t id) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return;
+  pool_.release_all(it->second.blocks);
+  seqs_.erase(it);
+}
+
+}  // namespace brigade::model

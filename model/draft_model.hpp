@@ -1,0 +1,105 @@
+// A small dense model (qwen3, qwen2, llama) drafting for a larger target that shares its
+// tokenizer. It runs beside the target's sequences with a KV cache and block pool of its own, on
+// the target's device, and drafts greedily.
+//
+// One step, for the sequences that may draft (a sequence resting from drafting costs nothing):
+//
+//   catch up  every sequence feeds the tokens the draft has not stored yet: a new sequence its
+//             whole context; afterwards the token verification added, and the last kept draft
+//             when it was never fed. All sequences go in one forward (more when they exceed
+//             max_step_tokens); the row after each one's last token gives its draft 0.
+//   draft     one forward per further draft index: every sequence still under its limit feeds
+//             its previous draft and takes the argmax of the row.
+//   accepted  the sequence's stored length becomes its tokens plus the kept drafts whose keys
+//             and values were written. Those of rejected drafts stay past it in the blocks; the
+//             next catch-up writes over them before anything reads them (attention reads only
+//             earlier positions), so nothing is copied or freed on a rejection.
+//   release   the sequence's blocks go back to the draft's pool.
+//
+// Blocks are taken as a sequence grows. The pool holds as many tokens as the decoder's, and a
+// sequence never stores more positions in the draft than in the target, so it does not run out
+// while the decoder does not; if it did, the sequence would draft nothing until blocks freed.
+//
+// With a confidence head (model/confidence_head.hpp) a sequence stops drafting at the first draft
+// whose cumulative predicted acceptance falls below the head's threshold: that draft is dropped
+// before it is fed, so neither the draft nor the target spends a forward row on what follows.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/result.hpp"
+#include "kvcache/block_pool.hpp"
+#include "model/confidence_head.hpp"
+#include "model/draft_source.hpp"
+#include "model/loaded_model.hpp"
+#include "model/step_batch.hpp"
+#include "model/workspace.hpp"
+
+namespace brigade::model {
+
+class draft_model final : public draft_source {
+ public:
+  /// `weights` from load(); its forward pass runs on the device it was loaded onto. With a `head`,
+  /// drafting stops where the head would not verify (see above).
+  draft_model(std::shared_ptr<const loaded_model> weights, const draft_source_limits& limits,
+              std::shared_ptr<const confidence_head> head = nullptr);
+  ~draft_model() override;
+  draft_model(const draft_model&) = delete;
+  draft_model& operator=(const draft_model&) = delete;
+
+  void propose(const std::vector<draft_sequence>& sequences,
+               std::vector<draft_proposal>& out) override;
+  void accepted(int64_t id, int kept) override;
+  void release(int64_t id) override;
+
+  /// Sequences with state here.
+  int sequences() const { return static_cast<int>(seqs_.size()); }
+  /// Positions of sequence `id` whose keys and values the draft holds (0 when it has none).
+  int stored_tokens(int64_t id) const;
+  int free_kv_blocks() const { return pool_.free_blocks(); }
+
+  /// Loads the draft checkpoint in `dir` onto `dev` for the target whose config is `target`,
+  /// loaded from `target_dir`. Refuses, naming both, a directory that does not exist, a mixture
+  /// of experts, a vocabulary of another size, and a tokenizer whose tokens differ.
+  static result<std::shared_ptr<const loaded_model>> load(const std::string& dir,
+                                                          const model_config& target,
+                                                          const std::string& target_dir,
+                                                          gpu::backend& dev);
+
+ private:
+  struct sequence {
+    std::vector<int32_t> blocks;
+    int stored = 0;      // positions whose keys and values are in the blocks
+    int fed_drafts = 0;  // drafts of the last proposal whose keys and values were written
+  };
+  // Tokens of one sequence to feed at consecutive positions.
+  struct feed {
+    size_t slot = 0;  // the sequence's index in the proposal
+    const int32_t* tokens = nullptr;
+    int count = 0;
+    int start = 0;
+  };
+  // Runs `feeds` through the model, as many tokens per forward as the workspace holds, and
+  // appends to out[slot] the greedy token after each feed's last token.
+  void run(std::vector<feed> feeds, std::vector<draft_proposal>& out);
+  // Makes room for `positions` positions of `s`; false when the pool is out of blocks.
+  bool reserve(sequence& s, int positions);
+  void choose(const float* row, size_t slot, int position, std::vector<draft_proposal>& out);
+
+  std::shared_ptr<const loaded_model> weights_;
+  std::shared_ptr<const confidence_head> head_;  // null: every draft up to the limit
+  int block_tokens_;
+  std::unique_ptr<gpu::kv_storage> kv_;
+  kvcache::block_pool pool_;
+  workspace ws_;
+  step_batch batch_;
+  std::vector<float> logits_;
+  std::map<int64_t, sequence> seqs_;
+  std::vector<sequence*> in_step_;  // per slot of the current proposal; null: drafts nothing
+  std::vector<double> confidence_;  // per slot: the head's cumulative prediction so far
+};
+
+}  // namespace brigade::model

@@ -1,0 +1,165 @@
+// The confidence head: its prediction and cut-off by hand, its JSON with errors naming the field,
+// and the engine drafting with the committed pair and its head still giving plain decoding's
+// tokens.
+#include "model/confidence_head.hpp"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+
+#include "model/draft_model.hpp"
+#include "model/engine.hpp"
+
+using namespace brigade;
+using namespace brigade::model;
+
+namespace {
+
+draft_feature feature(float probability, float entropy, int32_t index) {
+  draft_feature f;
+  f.probability = probability;
+  f.entropy = entropy;
+  f.index = index;
+  return f;
+}
+
+std::string error_of(const std::string& text) {
+  auto h = confidence_head::parse(text, "head.json");
+  REQUIRE_FALSE(h.ok());
+  return h.err().message;
+}
+
+}  // namespace
+
+TEST_CASE("a confidence head predicts by hand and cuts at the cumulative threshold",
+          "[confidence_head]") {
+  confidence_head h;
+  h.bias = 0.5;
+  h.log_probability = 2.0;
+  h.probability = 0.0;
+  h.entropy = -1.0;
+  h.index = -0.25;
+  h.threshold = 0.3;
+  // z = 0.5 + 2 log(0.5) - 1 * 0.4 - 0.25 * 1 = -1.536294...; sigmoid(z) = 0.177085...
+  CHECK(h.predict(feature(0.5f, 0.4f, 1)) == Approx(1.0 / (1.0 + std::exp(1.5362944))));
+  // z = 0.5 for a certain draft at index 0: 0.622459.
+  CHECK(h.predict(feature(1.0f, 0.0f, 0)) == Approx(0.6224593));
+  // Products: 0.6225, then 0.6225 * sigmoid(0.25) = 0.6225 * 0.5622 = 0.3499, then
+  // 0.3499 * sigmoid(0) = 0.175 < 0.3: two drafts are verified.
+  const std::vector<draft_feature> drafts{feature(1.0f, 0.0f, 0), feature(1.0f, 0.0f, 1),
+                                          feature(1.0f, 0.0f, 2), feature(1.0f, 0.0f, 3)};
+  CHECK(h.keep(drafts) == 2);
+  h.threshold = 0.0;
+  CHECK(h.keep(drafts) == 4);
+  h.threshold = 0.7;
+  CHECK(h.keep(drafts) == 0);
+  // z = 0.5 + 2 log(0.5) + 3 * 0.5 - 1 * 0.4 - 0.25 * 1 = -0.036294...
+  h.probability = 3.0;
+  CHECK(h.predict(feature(0.5f, 0.4f, 1)) == Approx(1.0 / (1.0 + std::exp(0.0362944))));
+  // A probability of 0 is clamped rather than giving log(0).
+  CHECK(std::isfinite(h.predict(feature(0.0f, 1.0f, 0))));
+}
+
+TEST_CASE("a confidence head's JSON loads, and a bad one is refused naming the field",
+          "[confidence_head]") {
+  auto h = confidence_head::parse(
+      R"({"weights": {"bias": 0.1, "log_probability": 1.5, "probability": 2.5, "entropy": -0.2,
+                      "index": -0.3}, "threshold": 0.35})",
+      "head.json");
+  REQUIRE(h.ok());
+  CHECK(h->bias == 0.1);
+  CHECK(h->log_probability == 1.5);
+  CHECK(h->probability == 2.5);
+  CHECK(h->entropy == -0.2);
+  CHECK(h->index == -0.3);
+  CHECK(h->threshold == 0.35);
+
+  CHECK_THAT(error_of("[1, 2]"), Catch::Contains("head.json: not a JSON object"));
+  CHECK_THAT(error_of(R"({"threshold": 0.3})"), Catch::Contains("'weights'"));
+  CHECK_THAT(error_of(R"({"weights": {"bias": 0, "log_probability": 1, "probability": 0,
+                          "index": 0}, "threshold": 0.3})"),
+             Catch::Contains("weights: missing field 'entropy'"));
+  CHECK_THAT(error_of(R"({"weights": {"bias": "x", "log_probability": 1, "probability": 0,
+                          "entropy": 0, "index": 0}, "threshold": 0.3})"),
+             Catch::Contains("field 'bias' is not a finite number"));
+  CHECK_THAT(error_of(R"({"weights": {"bias": 0, "log_probability": 1, "probability": 0,
+                          "entropy": 0, "index": 0}})"),
+             Catch::Contains("missing field 'threshold'"));
+  CHECK_THAT(error_of(R"({"weights": {"bias": 0, "log_probability": 1, "probability": 0,
+                          "entropy": 0, "index": 0}, "threshold": 1.5})"),
+             Catch::Contains("'threshold' must lie in [0, 1]"));
+  auto missing = confidence_head::load("/nonexistent/confidence_head.json");
+  REQUIRE_FALSE(missing.ok());
+  CHECK_THAT(missing.err().message, Catch::Contains("/nonexistent/confidence_head.json"));
+  // "none" and a draft directory without a head give none; a bad explicit path is an error.
+  auto none = confidence_head::for_draft("/nonexistent", "none");
+  REQUIRE(none.ok());
+  CHECK(none.value() == nullptr);
+  auto absent = confidence_head::for_draft("/nonexistent", "");
+  REQUIRE(absent.ok());
+  CHECK(absent.value() == nullptr);
+  CHECK_FALSE(confidence_head::for_draft("/nonexistent", "/nonexistent/x.json").ok());
+}
+
+namespace {
+
+const std::string pair_dir = std::string(BRIGADE_SOURCE_DIR) + "/models/default";
+
+std::vector<std::vector<int32_t>> outputs(const loaded_model& target, gpu::backend& dev,
+                                          const engine_options& options,
+                                          const request_options& request,
+                                          speculation_stats* stats = nullptr) {
+  engine eng(target, dev, options);
+  std::vector<int64_t> ids;
+  for (int p = 0; p < 4; ++p) {
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 12 + 7 * p; ++i)
+      prompt.push_back(static_cast<int32_t>((p * 389 + i * 61) % 4000 + 20));
+    ids.push_back(eng.submit(prompt, request).value());
+  }
+  eng.run_until_idle();
+  std::vector<std::vector<int32_t>> out;
+  for (int64_t id : ids)
+    out.push_back(eng.output(id));
+  if (stats) *stats = eng.speculation();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the committed pair drafting with its confidence head gives plain decoding's tokens",
+          "[confidence_head][default_model]") {
+  auto dev = gpu::make_cpu_backend();
+  auto target = loaded_model::load(pair_dir + "/target", *dev, true);
+  REQUIRE(target.ok());
+  auto draft =
+      draft_model::load(pair_dir + "/draft", target.value()->config, pair_dir + "/target", *dev);
+  REQUIRE(draft.ok());
+  auto head = confidence_head::for_draft(pair_dir + "/draft", "");
+  REQUIRE(head.ok());
+  REQUIRE(head.value() != nullptr);
+
+  engine_options drafting;
+  drafting.speculation.max_draft = default_model_drafts;
+  drafting.speculation.draft = draft_kind::model;
+  drafting.draft_weights = draft.value();
+  drafting.confidence_head = head.value();
+  for (const bool sampled : {false, true}) {
+    INFO((sampled ? "sampled, seed 7" : "greedy"));
+    request_options request;
+    request.max_tokens = 40;
+    if (sampled) {
+      request.sampling.temperature = 0.7f;
+      request.sampling.top_k = 20;
+      request.sampling.seed = 7;
+    }
+    speculation_stats stats;
+    const auto plain = outputs(*target.value(), *dev, engine_options{}, request);
+    const auto spec = outputs(*target.value(), *dev, drafting, request, &stats);
+    CHECK(spec == plain);
+    // Not vacuous: the head let drafts through, and the target both kept and rejected some.
+    CHECK(stats.drafted_tokens > 0);
+    CHECK(stats.accepted_tokens > 0);
+    CHECK(stats.accepted_tokens < stats.drafted_tokens);
+  }
+}

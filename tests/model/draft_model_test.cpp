@@ -1,0 +1,298 @@
+// Speculative decoding with a draft model: the engine's output stays plain decoding's, token for
+// token and bit for bit, whatever the draft says; the draft's own KV rolls back with rejections;
+// and a draft the target cannot use is refused at load.
+#include "model/draft_model.hpp"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+
+#include "model/engine.hpp"
+#include "model/model_writer.hpp"
+#include "model/prompt_lookup.hpp"
+#include "support/derived_draft.hpp"
+#include "support/small_model_spec.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace brigade;
+using namespace brigade::model;
+
+namespace {
+
+// A target checkpoint and a draft for it, loaded on one device.
+struct draft_fixture {
+  testing::temp_dir dir{"draft-model"};
+  std::unique_ptr<gpu::backend> dev = gpu::make_cpu_backend();
+  std::unique_ptr<loaded_model> target;
+  std::shared_ptr<const loaded_model> draft;
+
+  std::string target_dir() const { return dir.file("target"); }
+  std::string draft_dir() const { return dir.file("draft"); }
+
+  void load(const std::string& draft_path) {
+    auto t = loaded_model::load(target_dir(), *dev, true);
+    REQUIRE(t.ok());
+    target = std::move(t.value());
+    auto d = draft_model::load(draft_path, target->config, target_dir(), *dev);
+    INFO((d.ok() ? "" : d.err().message));
+    REQUIRE(d.ok());
+    draft = d.value();
+  }
+
+  // A dense qwen3 target drafting with itself: every greedy draft must hold.
+  static std::unique_ptr<draft_fixture> self_drafting() {
+    auto f = std::make_unique<draft_fixture>();
+    REQUIRE(write_random_model(testing::small_model_spec(11, "qwen3"), f->target_dir()).ok());
+    f->load(f->target_dir());
+    return f;
+  }
+  // A qwen3_moe target with a random dense draft of the same vocabulary: nearly every draft fails.
+  static std::unique_ptr<draft_fixture> random_draft() {
+    auto f = std::make_unique<draft_fixture>();
+    REQUIRE(write_random_model(testing::small_model_spec(11), f->target_dir()).ok());
+    REQUIRE(write_random_model(testing::small_model_spec(12, "qwen3"), f->draft_dir()).ok());
+    f->load(f->draft_dir());
+    return f;
+  }
+  // A qwen3_moe target with a draft cut out of it: drafts both hold and fail.
+  static std::unique_ptr<draft_fixture> derived_draft() {
+    auto f = std::make_unique<draft_fixture>();
+    const model_spec spec = testing::target_with_dense_layer(11);
+    REQUIRE(write_random_model(spec, f->target_dir()).ok());
+    testing::write_derived_draft(spec, f->target_dir(), f->draft_dir());
+    f->load(f->draft_dir());
+    return f;
+  }
+};
+
+std::vector<int32_t> prompt(int n, int seed) {
+  std::vector<int32_t> p;
+  for (int i = 0; i < n; ++i)
+    p.push_back((seed * 131 + i * 17) % 500);
+  return p;
+}
+
+std::vector<std::vector<int32_t>> prompts() {
+  std::vector<std::vector<int32_t>> out;
+  for (int i = 0; i < 5; ++i)
+    out.push_back(prompt(4 + 9 * i, i));
+  return out;
+}
+
+struct run_result {
+  std::vector<int32_t> tokens;
+  std::vector<float> logits;
+};
+
+engine_options drafting_with(const draft_fixture& f, int max_draft) {
+  engine_options o;
+  o.speculation.max_draft = max_draft;
+  o.speculation.draft = draft_kind::model;
+  o.speculation.draft_model = f.draft_dir();
+  o.draft_weights = f.draft;
+  return o;
+}
+
+std::vector<run_result> run(const draft_fixture& f, const engine_options& options,
+                            request_options request, speculation_stats* stats = nullptr) {
+  engine eng(*f.target, *f.dev, options);
+  request.keep_logits = true;
+  std::vector<int64_t> ids;
+  for (const auto& p : prompts()) {
+    auto id = eng.submit(p, request);
+    REQUIRE(id.ok());
+    ids.push_back(id.value());
+  }
+  eng.run_until_idle();
+  std::vector<run_result> out;
+  for (int64_t id : ids)
+    out.push_back({eng.output(id), eng.kept_logits(id)});
+  if (stats) *stats = eng.speculation();
+  return out;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+void check_same(const std::vector<run_result>& drafted, const std::vector<run_result>& plain) {
+  REQUIRE(drafted.size() == plain.size());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    INFO("prompt " << i);
+    CHECK(drafted[i].tokens == plain[i].tokens);
+    CHECK(same_bits(drafted[i].logits, plain[i].logits));
+  }
+}
+
+request_options greedy(int max_tokens) {
+  request_options r;
+  r.max_tokens = max_tokens;
+  return r;
+}
+
+request_options sampled(int max_tokens) {
+  request_options r = greedy(max_tokens);
+  r.sampling.temperature = 0.3f;
+  r.sampling.top_k = 8;
+  r.sampling.seed = 7;
+  return r;
+}
+
+int64_t sum(const std::vector<int64_t>& v) {
+  int64_t total = 0;
+  for (int64_t x : v)
+    total += x;
+  return total;
+}
+
+}  // namespace
+
+TEST_CASE("a draft model that is the target keeps every greedy draft, plain decoding's tokens",
+          "[draft_model][speculation]") {
+  auto f = draft_fixture::self_drafting();
+  const auto plain = run(*f, {}, greedy(40));
+  speculation_stats stats;
+  const auto drafted = run(*f, drafting_with(*f, default_model_drafts), greedy(40), &stats);
+  check_same(drafted, plain);
+  INFO("drafted " << stats.drafted_tokens << ", accepted " << stats.accepted_tokens);
+  // 5 prompts of 40 tokens: the first comes from the prefill, the other 39 from verify steps of
+  // up to 5 drafts and a token of the target's own.
+  REQUIRE(stats.drafted_tokens > 100);
+  CHECK(stats.accepted_tokens == stats.drafted_tokens);
+  REQUIRE(stats.drafted_at.size() == static_cast<size_t>(default_model_drafts));
+  CHECK(stats.accepted_at == stats.drafted_at);
+  CHECK(sum(stats.drafted_at) == stats.drafted_tokens);
+  // Sampled output is still plain decoding's, though the greedy draft no longer always holds.
+  speculation_stats sampled_stats;
+  check_same(run(*f, drafting_with(*f, 3), sampled(40), &sampled_stats), run(*f, {}, sampled(40)));
+  CHECK(sampled_stats.accepted_tokens > 0);
+}
+
+TEST_CASE("whatever a draft model says, the engine gives plain decoding's tokens and logits",
+          "[draft_model][speculation]") {
+  const bool derived = GENERATE(false, true);
+  auto f = derived ? draft_fixture::derived_draft() : draft_fixture::random_draft();
+  for (const request_options& req : {greedy(32), sampled(32)}) {
+    const auto plain = run(*f, {}, req);
+    for (auto [step_tokens, adaptive] : {std::pair{256, true}, {9, true}, {256, false}}) {
+      engine_options spec = drafting_with(*f, 4);
+      spec.max_step_tokens = step_tokens;
+      spec.speculation.adaptive = adaptive;
+      speculation_stats stats;
+      const auto drafted = run(*f, spec, req, &stats);
+      INFO("derived " << derived << ", temperature " << req.sampling.temperature << ", step budget "
+                      << step_tokens << ", adaptive " << adaptive << ": drafted "
+                      << stats.drafted_tokens << ", accepted " << stats.accepted_tokens);
+      REQUIRE(stats.drafted_tokens > stats.accepted_tokens);
+      // The draft cut out of the target agrees with it often: drafts were kept, too.
+      if (derived) REQUIRE(stats.accepted_tokens > 0);
+      CHECK(sum(stats.accepted_at) == stats.accepted_tokens);
+      check_same(drafted, plain);
+    }
+  }
+}
+
+TEST_CASE("a draft model's KV rolls back with rejections: its drafts are a fresh draft's",
+          "[draft_model][speculation]") {
+  auto f = draft_fixture::derived_draft();
+  const draft_source_limits limits{4096, 4, 16};  // small blocks and chunks: both are crossed
+  draft_model kept(f->draft, limits);
+  std::vector<int32_t> tokens = prompt(23, 3);
+  for (int step = 0; step < 10; ++step) {
+    INFO("step " << step);
+    const int limit = 1 + step % 5;
+    std::vector<draft_proposal> ours, fresh;
+    kept.propose({{7, &tokens, limit}}, ours);
+    draft_model(f->draft, limits).propose({{7, &tokens, limit}}, fresh);
+    REQUIRE(ours.size() == 1);
+    REQUIRE(ours[0].tokens.size() == static_cast<size_t>(limit));
+    CHECK(ours[0].tokens == fresh[0].tokens);
+    REQUIRE(ours[0].features.size() == ours[0].tokens.size());
+    for (size_t i = 0; i < ours[0].features.size(); ++i) {
+      const draft_feature& x = ours[0].features[i];
+      const draft_feature& y = fresh[0].features[i];
+      CHECK(std::memcmp(&x, &y, sizeof x) == 0);
+      CHECK(x.index == static_cast<int32_t>(i));
+      CHECK(x.position == static_cast<int32_t>(tokens.size() + i));
+      CHECK(x.probability > 0.0f);
+      CHECK(x.probability <= 1.0f);
+      CHECK(x.entropy >= 0.0f);
+      CHECK(x.entropy <= std::log(512.0f) + 1e-3f);
+    }
+    // Verification keeps some drafts (none, some, all in turn) and adds a token of its own.
+    const int kept_drafts = (step * 3) % (limit + 1);
+    tokens.insert(tokens.end(), ours[0].tokens.begin(), ours[0].tokens.begin() + kept_drafts);
+    tokens.push_back((step * 37 + 5) % 500);
+    kept.accepted(7, kept_drafts);
+    CHECK(kept.stored_tokens(7) <= static_cast<int>(tokens.size()) - 1);
+  }
+  CHECK(kept.free_kv_blocks() < 4096 / 4);
+  kept.release(7);
+  CHECK(kept.sequences() == 0);
+  CHECK(kept.free_kv_blocks() == 4096 / 4);
+}
+
+TEST_CASE("prompt lookup behind the draft source drafts what draft_tokens drafts",
+          "[draft_model][speculation]") {
+  speculation_options o;
+  o.max_draft = 5;
+  prompt_lookup lookup(o);
+  const std::vector<int32_t> context{1, 2, 3, 9, 1, 2, 3};
+  std::vector<draft_proposal> out;
+  lookup.propose({{1, &context, 5}, {2, &context, 2}}, out);
+  REQUIRE(out.size() == 2);
+  CHECK(out[0].tokens == draft_tokens(context, 5, o));
+  CHECK(out[1].tokens == draft_tokens(context, 2, o));
+  CHECK(out[0].features.empty());
+  CHECK(make_draft_source(o, nullptr, {}) != nullptr);
+  o.draft = draft_kind::none;
+  CHECK(make_draft_source(o, nullptr, {}) == nullptr);
+}
+
+TEST_CASE("acceptance is counted per draft position", "[draft_model][speculation]") {
+  speculation_stats a;
+  a.add(3, 2);  // three drafts, the first kept
+  a.add(2, 3);  // two drafts, both kept
+  a.add(0, 1);  // no drafts: not a verify step
+  CHECK(a.verify_steps == 2);
+  CHECK(a.drafted_at == std::vector<int64_t>{2, 2, 1});
+  CHECK(a.accepted_at == std::vector<int64_t>{2, 1, 0});
+  speculation_stats b;
+  b.add(4, 5);
+  b.merge(a);
+  CHECK(b.drafted_at == std::vector<int64_t>{3, 3, 2, 1});
+  CHECK(b.accepted_at == std::vector<int64_t>{3, 2, 1, 1});
+  CHECK(b.accepted_tokens == 7);
+}
+
+TEST_CASE("a draft the target cannot use is refused at load, naming both",
+          "[draft_model][speculation]") {
+  testing::temp_dir dir{"draft-refused"};
+  const std::string target = dir.file("target");
+  REQUIRE(write_random_model(testing::small_model_spec(11), target).ok());
+  auto dev = gpu::make_cpu_backend();
+  auto t = loaded_model::load(target, *dev, true);
+  REQUIRE(t.ok());
+  const model_config& c = t.value()->config;
+
+  auto missing = draft_model::load(dir.file("nowhere"), c, target, *dev);
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.err().code == errc::not_found);
+  CHECK_THAT(missing.err().message,
+             Catch::Contains(dir.file("nowhere")) && Catch::Contains("does not exist"));
+
+  model_spec small_vocab = testing::small_model_spec(12, "qwen3");
+  small_vocab.vocab = 384;
+  REQUIRE(write_random_model(small_vocab, dir.file("small-vocab")).ok());
+  auto mismatch = draft_model::load(dir.file("small-vocab"), c, target, *dev);
+  REQUIRE_FALSE(mismatch.ok());
+  CHECK_THAT(mismatch.err().message, Catch::Contains(dir.file("small-vocab")) &&
+                                         Catch::Contains(target) && Catch::Contains("384") &&
+                                         Catch::Contains("512") &&
+                                         Catch::Contains("share the target's tokenizer"));
+
+  auto moe = draft_model::load(target, c, target, *dev);
+  REQUIRE_FALSE(moe.ok());
+  CHECK_THAT(moe.err().message,
+             Catch::Contains("mixture of experts") && Catch::Contains("must be a dense model"));
+}
