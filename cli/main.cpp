@@ -1,9 +1,11 @@
 // brigade: one binary, many subcommands (see `brigade help`).
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "cli/commands.hpp"
+#include "gpu/cpu/kernel_path.hpp"
 
 namespace {
 
@@ -51,6 +53,15 @@ int main(int argc, char** argv) {
       !std::strcmp(argv[1], "-h")) {
     print_help();
     return argc < 2 ? 2 : 0;
+  }
+  // A forced kernel path this CPU cannot run is refused here, with the paths it can.
+  if (const char* forced = std::getenv("BRIGADE_CPU_KERNELS"); forced && *forced) {
+    auto path = brigade::gpu::cpu::choose_kernel_path(forced);
+    if (!path) {
+      std::fprintf(stderr, "brigade: BRIGADE_CPU_KERNELS=%s: %s\n", forced,
+                   path.err().message.c_str());
+      return 2;
+    }
   }
   for (const auto& c : commands) {
     if (!std::strcmp(argv[1], c.name)) {

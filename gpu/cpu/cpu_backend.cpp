@@ -1,11 +1,12 @@
-// The CPU reference backend: host memory, AVX2 kernels, the process-wide thread pool.
+// The CPU reference backend: host memory, kernels on the chosen instruction set, a thread pool.
+#include "gpu/cpu/cpu_backend.hpp"
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <stdexcept>
 
 #include "common/thread_pool.hpp"
-#include "gpu/backend.hpp"
 #include "gpu/cpu/gemm.hpp"
 #include "gpu/cpu/kernels.hpp"
 #include "gpu/cpu/packed_matrix.hpp"
@@ -42,7 +43,7 @@ const cpu::packed_matrix& packed(const matrix& m) {
 
 class cpu_backend final : public backend {
  public:
-  explicit cpu_backend(thread_pool& pool) : pool_(pool) {}
+  cpu_backend(thread_pool& pool, cpu::kernel_path path) : pool_(pool), path_(path) {}
   std::string name() const override { return "cpu"; }
 
   activation alloc(int rows, int cols) override {
@@ -83,7 +84,7 @@ class cpu_backend final : public backend {
       packed(table).read_row(ids[r], out.row(r));
   }
   void matmul(const tensor& x, const matrix& w, const float* bias, const tensor& y) override {
-    cpu::gemm(x.data, x.stride, x.rows, packed(w), bias, y.data, y.stride, pool_);
+    cpu::gemm(x.data, x.stride, x.rows, packed(w), bias, y.data, y.stride, pool_, path_);
   }
   void rms_norm(const tensor& x, const float* weight, int group, float eps,
                 const tensor& y) override {
@@ -143,12 +144,19 @@ class cpu_backend final : public backend {
 
  private:
   thread_pool& pool_;
+  cpu::kernel_path path_;
 };
 
 }  // namespace
 
+std::unique_ptr<backend> cpu::make_backend(thread_pool* pool, kernel_path path) {
+  const result<kernel_path> usable = choose_kernel_path(kernel_path_name(path));
+  if (!usable) throw std::runtime_error(usable.err().message);
+  return std::make_unique<cpu_backend>(pool ? *pool : thread_pool::shared(), path);
+}
+
 std::unique_ptr<backend> make_cpu_backend(thread_pool* pool) {
-  return std::make_unique<cpu_backend>(pool ? *pool : thread_pool::shared());
+  return cpu::make_backend(pool, cpu::process_kernel_path());
 }
 
 }  // namespace brigade::gpu

@@ -1,6 +1,7 @@
 // The CPU matmul: y[m, n] = sum_k x[m, k] * W[n, k] (+ bias[n]), with W packed in panels.
 #pragma once
 
+#include "gpu/cpu/kernel_path.hpp"
 #include "gpu/cpu/packed_matrix.hpp"
 
 namespace brigade {
@@ -9,10 +10,11 @@ class thread_pool;
 
 namespace brigade::gpu::cpu {
 
-/// y = x * W^T (+ bias). x is [m, w.cols()] with row stride ldx; y is [m, w.rows()] with row
-/// stride ldy. Each output element is a fused multiply-add chain over k in increasing order,
-/// independent of m, of the thread count and of the row's place in the batch.
+/// y = x * W^T (+ bias) on kernel path `path` (available on this machine). x is [m, w.cols()]
+/// with row stride ldx; y is [m, w.rows()] with row stride ldy. Each output element is a fused
+/// multiply-add chain over k in increasing order, independent of m, of the thread count, of the
+/// row's place in the batch and of the path.
 void gemm(const float* x, int ldx, int m, const packed_matrix& w, const float* bias, float* y,
-          int ldy, thread_pool& pool);
+          int ldy, thread_pool& pool, kernel_path path);
 
 }  // namespace brigade::gpu::cpu

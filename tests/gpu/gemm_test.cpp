@@ -1,4 +1,5 @@
-// The CPU matmul against a double-precision reference, and its batch invariance.
+// The CPU matmul against a double-precision reference on every kernel path (batch invariance and
+// agreement between paths: kernel_path_test.cpp).
 #include "gpu/cpu/gemm.hpp"
 
 #include <catch2/catch.hpp>
@@ -37,16 +38,26 @@ weights random_weights(dtype type, int rows, int cols, std::mt19937& rng) {
   return w;
 }
 
+// Every dtype on every kernel path this machine has.
+std::vector<std::pair<dtype, cpu::kernel_path>> dtypes_and_paths() {
+  std::vector<std::pair<dtype, cpu::kernel_path>> all;
+  for (cpu::kernel_path path : cpu::available_kernel_paths()) {
+    for (dtype type : {dtype::f32, dtype::bf16, dtype::f16})
+      all.emplace_back(type, path);
+  }
+  return all;
+}
+
 }  // namespace
 
-TEST_CASE("gemm matches a double-precision reference for every dtype and shape", "[gemm]") {
+TEST_CASE("gemm matches a double-precision reference for every dtype, shape and path", "[gemm]") {
   thread_pool pool(2);
   const uint32_t seed = 1234;
   std::mt19937 rng(seed);
-  for (dtype type : {dtype::f32, dtype::bf16, dtype::f16}) {
+  for (auto [type, path] : dtypes_and_paths()) {
     for (auto [m, n, k] : {std::tuple{1, 1, 1}, {5, 17, 9}, {13, 48, 64}, {7, 33, 130}}) {
-      INFO("dtype " << dtype_name(type) << " m " << m << " n " << n << " k " << k << " seed "
-                    << seed);
+      INFO("path " << cpu::kernel_path_name(path) << " dtype " << dtype_name(type) << " m " << m
+                   << " n " << n << " k " << k << " seed " << seed);
       const weights w = random_weights(type, n, k, rng);
       auto packed = cpu::packed_matrix::pack({host_matrix{w.bytes.data(), type, n, k}});
       std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -56,7 +67,7 @@ TEST_CASE("gemm matches a double-precision reference for every dtype and shape",
       for (auto& v : bias)
         v = normal(rng);
       std::vector<float> y(static_cast<size_t>(m) * n);
-      cpu::gemm(x.data(), k, m, *packed, bias.data(), y.data(), n, pool);
+      cpu::gemm(x.data(), k, m, *packed, bias.data(), y.data(), n, pool, path);
       for (int i = 0; i < m; ++i) {
         for (int j = 0; j < n; ++j) {
           double ref = bias[static_cast<size_t>(j)];
@@ -68,27 +79,6 @@ TEST_CASE("gemm matches a double-precision reference for every dtype and shape",
         }
       }
     }
-  }
-}
-
-TEST_CASE("gemm rows are bit-identical whatever the batch around them", "[gemm]") {
-  thread_pool pool(2);
-  std::mt19937 rng(99);
-  const int n = 40, k = 77;
-  const weights w = random_weights(dtype::bf16, n, k, rng);
-  auto packed = cpu::packed_matrix::pack({host_matrix{w.bytes.data(), dtype::bf16, n, k}});
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  const int m = 37;
-  std::vector<float> x(static_cast<size_t>(m) * k);
-  for (auto& v : x)
-    v = normal(rng);
-  std::vector<float> all(static_cast<size_t>(m) * n);
-  cpu::gemm(x.data(), k, m, *packed, nullptr, all.data(), n, pool);
-  for (int r = 0; r < m; ++r) {
-    std::vector<float> one(static_cast<size_t>(n));
-    cpu::gemm(x.data() + static_cast<size_t>(r) * k, k, 1, *packed, nullptr, one.data(), n, pool);
-    INFO("row " << r);
-    CHECK(std::memcmp(one.data(), all.data() + static_cast<size_t>(r) * n, sizeof(float) * n) == 0);
   }
 }
 

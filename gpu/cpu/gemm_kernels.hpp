@@ -1,0 +1,40 @@
+// The matmul's per-instruction-set kernels, behind gemm() (gemm.cpp splits the work and calls
+// one of these per work item). Private to gpu/cpu.
+//
+// The contract every kernel keeps, whatever its tiles and blocking: output y[r][n] is
+//   fma(x[r][K-1], W[n][K-1], ... fma(x[r][1], W[n][1], fma(x[r][0], W[n][0], +0.0f)) ...)
+// with every weight widened exactly to float32, then + bias[n] (a separate rounded add) when
+// there is a bias. A partial sum may go through y between blocks of k: storing and reloading a
+// float32 is exact. So the paths give the same bits, and a row's result never depends on the
+// rows around it, the tile it lands in or the thread that runs it.
+#pragma once
+
+#include "gpu/cpu/packed_matrix.hpp"
+
+namespace brigade::gpu::cpu {
+
+/// One matmul's operands: y = x * W^T (+ bias), as gemm() takes them.
+struct gemm_operands {
+  const float* x = nullptr;  ///< [m, w->cols()], rows ldx floats apart.
+  int ldx = 0;
+  const packed_matrix* w = nullptr;
+  const float* bias = nullptr;  ///< [w->rows()], or null.
+  float* y = nullptr;           ///< [m, w->rows()], rows ldy floats apart.
+  int ldy = 0;
+};
+
+/// Rows [row_begin, row_end) of y, in the columns of panels [panel_begin, panel_end).
+using gemm_block_fn = void (*)(const gemm_operands& op, int row_begin, int row_end, int panel_begin,
+                               int panel_end);
+
+/// AVX2 and FMA: tiles of 3 to 6 rows by one 16-column panel, or of 1 or 2 rows by 4 or 2 panels;
+/// two ymm accumulators per row and panel.
+void gemm_block_avx2(const gemm_operands& op, int row_begin, int row_end, int panel_begin,
+                     int panel_end);
+
+/// AVX-512F: up to 6 rows by 4 panels per tile, one zmm accumulator per row and panel. Only
+/// call it where kernel_path_available(kernel_path::avx512).
+void gemm_block_avx512(const gemm_operands& op, int row_begin, int row_end, int panel_begin,
+                       int panel_end);
+
+}  // namespace brigade::gpu::cpu

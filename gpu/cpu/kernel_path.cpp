@@ -1,0 +1,82 @@
+#include "gpu/cpu/kernel_path.hpp"
+
+#include <cstdlib>
+#include <stdexcept>
+
+namespace brigade::gpu::cpu {
+
+const char* kernel_path_name(kernel_path path) {
+  switch (path) {
+    case kernel_path::avx2:
+      return "avx2";
+    case kernel_path::avx512:
+      return "avx512";
+  }
+  return "unknown";
+}
+
+bool kernel_path_available(kernel_path path) {
+  // __builtin_cpu_supports also checks XCR0, so a feature the kernel does not save on context
+  // switches (AVX-512 state under some hypervisors) counts as absent.
+  switch (path) {
+    case kernel_path::avx2:
+      // Every CPU with AVX2 and FMA also has F16C (clang's builtin cannot test F16C).
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case kernel_path::avx512:
+      return kernel_path_available(kernel_path::avx2) && __builtin_cpu_supports("avx512f");
+  }
+  return false;
+}
+
+std::vector<kernel_path> available_kernel_paths() {
+  std::vector<kernel_path> paths;
+  for (kernel_path p : {kernel_path::avx2, kernel_path::avx512}) {
+    if (kernel_path_available(p)) paths.push_back(p);
+  }
+  return paths;
+}
+
+kernel_path best_kernel_path() {
+  return kernel_path_available(kernel_path::avx512) ? kernel_path::avx512 : kernel_path::avx2;
+}
+
+namespace {
+
+std::string path_list() {
+  std::string list;
+  for (kernel_path p : available_kernel_paths())
+    list += (list.empty() ? "" : ", ") + std::string(kernel_path_name(p));
+  return list.empty() ? "none" : list;
+}
+
+}  // namespace
+
+result<kernel_path> choose_kernel_path(std::string_view request) {
+  if (request == "auto") return best_kernel_path();
+  for (kernel_path p : {kernel_path::avx2, kernel_path::avx512}) {
+    if (request != kernel_path_name(p)) continue;
+    if (!kernel_path_available(p)) {
+      return error(errc::unsupported,
+                   "CPU kernel path '" + std::string(request) +
+                       "' needs instructions this CPU lacks (available: " + path_list() + ")");
+    }
+    return p;
+  }
+  return error(errc::invalid_argument, "unknown CPU kernel path '" + std::string(request) +
+                                           "' (expected auto, avx2 or avx512)");
+}
+
+kernel_path process_kernel_path() {
+  static const result<kernel_path> chosen = [] {
+    const char* env = std::getenv("BRIGADE_CPU_KERNELS");
+    return choose_kernel_path(env && *env ? env : "auto");
+  }();
+  if (!chosen) throw std::runtime_error("BRIGADE_CPU_KERNELS: " + chosen.err().message);
+  return chosen.value();
+}
+
+std::string describe_kernel_paths(kernel_path in_use) {
+  return std::string(kernel_path_name(in_use)) + " (available: " + path_list() + ")";
+}
+
+}  // namespace brigade::gpu::cpu
