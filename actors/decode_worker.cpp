@@ -11,6 +11,7 @@
 #include "actors/step_loop.hpp"
 #include "common/log.hpp"
 #include "kvcache/block_pool.hpp"
+#include "model/confidence_head.hpp"
 #include "model/draft_source.hpp"
 #include "model/finish_rules.hpp"
 #include "model/sampler.hpp"
@@ -263,25 +264,35 @@ decode_status status_of(const decode_state& st) {
 
 // The worker's draft source. A draft model was checked when the worker was spawned
 // (role_spawner), so its weights are loaded already; were they to fail now, the worker drafts
-// nothing rather than fail its sequences.
+// nothing rather than fail its sequences. A draft model runs with the confidence head kept in
+// its directory when there is one (model/confidence_head.hpp), which then decides how many
+// drafts to verify instead of the adaptive window.
 std::unique_ptr<model::draft_source> make_drafts(const model_context& ctx,
-                                                 const decode_worker_config& config) {
+                                                 decode_worker_config& config) {
   std::shared_ptr<const model::loaded_model> weights;
+  std::shared_ptr<const model::confidence_head> head;
   model::speculation_options speculation = config.speculation;
   if (speculation.enabled() && speculation.draft == model::draft_kind::model) {
     auto loaded = ctx.draft(speculation.draft_model);
     if (loaded) {
       weights = loaded.value();
+      auto found = model::confidence_head::for_draft(speculation.draft_model, "");
+      if (found) {
+        head = found.value();
+      } else {
+        log::error(config.name, "drafts without a confidence head: " + found.err().message);
+      }
     } else {
       log::error(config.name, "drafts nothing: " + loaded.err().message);
       speculation.draft = model::draft_kind::none;
     }
   }
+  if (head) config.speculation.adaptive = false;
   // A draft forward takes every running sequence at once, and a context catches up in chunks
   // of as many tokens.
   const model::draft_source_limits limits{config.kv_tokens, config.block_tokens,
                                           std::max(256, config.max_running)};
-  return model::make_draft_source(speculation, std::move(weights), limits);
+  return model::make_draft_source(speculation, std::move(weights), limits, std::move(head));
 }
 
 decode_worker_impl::behavior_type decode_behavior(decode_pointer self,

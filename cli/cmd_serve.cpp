@@ -221,6 +221,10 @@ result<backend_service> start_service(const serve_options& o, const config::mani
             m.source + ": field 'roles.decode.speculation.draft_model': " + draft.err().message);
       }
       opt.engine.draft_weights = draft.value();
+      // The draft directory's confidence head, when it has one, as the decode workers use it.
+      auto head = model::confidence_head::for_draft(m.decode.speculation.draft_model, "");
+      if (!head) return head.err();
+      opt.engine.confidence_head = head.value();
     }
     b.engine = std::make_unique<serve::engine_service>(*b.model, *b.dev, opt);
     b.engine->start();

@@ -261,6 +261,50 @@ def check_speculation(brigade, model, workdir):
     return ok
 
 
+def check_default_pair_head(brigade, workdir):
+    """The committed pair (models/default) with its confidence head (draft/confidence_head.json),
+    through the topology's decode workers and through the engine: plain decoding's text, with
+    drafts fed and some kept."""
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "models",
+                        "default")
+    target, draft = os.path.join(root, "target"), os.path.join(root, "draft")
+    if not os.path.exists(os.path.join(draft, "confidence_head.json")):
+        print("default pair with its confidence head: MISSING models/default/draft/"
+              "confidence_head.json")
+        return False
+    with open(os.path.join(root, "heldout.txt"), encoding="utf-8") as f:
+        words = f.read().split()
+    prompts = [" ".join(words[200 * i: 200 * i + 24]) for i in range(6)]
+    tokens = 24
+    expected = []
+    for p in prompts:
+        out = subprocess.run([brigade, "generate", "--model", target, "--prompt", p,
+                              "--max-tokens", str(tokens), "--temperature", "0", "--ignore-eos",
+                              "--json"], check=True, capture_output=True, text=True).stdout
+        expected.append(json.loads(out.strip().splitlines()[-1])["text"])
+    manifest = os.path.join(workdir, "default-pair.yaml")
+    write_manifest(manifest, target, 4, 2)
+    ok = True
+    for mode, extra in (("topology", []), ("engine", ["--engine"])):
+        srv = brigade_server(brigade, manifest, os.path.join(workdir, f"pair-{mode}.log"),
+                             extra_args=["--draft-model", draft] + extra)
+        try:
+            answers = [srv.post("/v1/completions", {
+                "model": "target", "prompt": p, "max_tokens": tokens, "temperature": 0,
+                "ignore_eos": True}) for p in prompts]
+            drafted = srv.metric("brigade_speculative_draft_tokens_total")
+            accepted = srv.metric("brigade_speculative_accepted_tokens_total")
+        finally:
+            srv.stop()
+        bad = [i for i, a in enumerate(answers) if a["choices"][0]["text"] != expected[i]]
+        exercised = bool(drafted) and bool(accepted)
+        print(f"default pair with its confidence head ({mode}): {len(prompts)} prompts "
+              f"{'identical to generate' if not bad else f'{len(bad)} differ'}; {accepted} of "
+              f"{drafted} drafts kept{'' if exercised else ' (drafts must be fed and kept)'}")
+        ok = ok and not bad and exercised
+    return ok
+
+
 def check_draft_model(brigade, model, workdir, family):
     """`--draft-model DIR` over HTTP, through the topology's two decode workers and through the
     engine, and in `brigade generate`: plain decoding's text, with draft tokens fed (a random draft
@@ -359,6 +403,8 @@ def main():
     ok = check_cache(brigade, model, workdir) and ok
     ok = check_speculation(brigade, model, workdir) and ok
     ok = check_draft_model(brigade, model, workdir, family) and ok
+    if family == "qwen3_moe":
+        ok = check_default_pair_head(brigade, workdir) and ok
     ok = check_serve_flags(brigade, model, workdir) and ok
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
