@@ -16,7 +16,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <set>
 
 #include "bench/engine_model.hpp"
 #include "bench/speculation_pair.hpp"
@@ -80,16 +79,8 @@ run_figures run_once(const model::loaded_model& m, gpu::backend& dev,
   model::engine eng(m, dev, opt);
   model::request_options req;
   req.max_tokens = max_tokens;
-  std::vector<int64_t> ids;
-  for (const auto& p : prompts)
-    ids.push_back(eng.submit(p, req).value());
+  const std::vector<int64_t> ids = start_all(eng, prompts, req);
   std::vector<model::token_event> events;
-  std::set<int64_t> started;
-  while (started.size() < prompts.size() && eng.step(events)) {
-    for (const auto& e : events)
-      started.insert(e.request);
-    events.clear();
-  }
   const model::speculation_stats before = eng.speculation();
   int64_t tokens = 0;
   const auto start = clock_type::now();

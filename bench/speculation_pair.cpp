@@ -177,16 +177,8 @@ std::vector<std::vector<int32_t>> run_row(const pair_models& p, gpu::backend& de
   model::engine eng(*p.target, dev, opt);
   model::request_options req;
   req.max_tokens = o.max_tokens;
-  std::vector<int64_t> ids;
-  for (const auto& prompt : prompts)
-    ids.push_back(eng.submit(prompt, req).value());
+  const std::vector<int64_t> ids = start_all(eng, prompts, req);
   std::vector<model::token_event> events;
-  std::set<int64_t> started;
-  while (started.size() < prompts.size() && eng.step(events)) {
-    for (const auto& e : events)
-      started.insert(e.request);
-    events.clear();
-  }
   timing = true;
   const auto start = clock_type::now();
   while (eng.step(events)) {
@@ -335,6 +327,21 @@ void add_rows(const std::vector<row_figures>& rows, const std::vector<double>& c
 }
 
 }  // namespace
+
+std::vector<int64_t> start_all(model::engine& eng, const std::vector<std::vector<int32_t>>& prompts,
+                               const model::request_options& req) {
+  std::vector<int64_t> ids;
+  for (const auto& prompt : prompts)
+    ids.push_back(eng.submit(prompt, req).value());
+  std::vector<model::token_event> events;
+  std::set<int64_t> started;
+  while (started.size() < prompts.size() && eng.step(events)) {
+    for (const auto& e : events)
+      started.insert(e.request);
+    events.clear();
+  }
+  return ids;
+}
 
 status run_pair_bench(const pair_options& o, gpu::backend& dev, json& out, std::string& text) {
   auto loaded = load_pair(o, dev);

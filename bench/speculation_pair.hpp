@@ -14,6 +14,11 @@
 #include "gpu/backend.hpp"
 #include "model/loaded_model.hpp"
 
+namespace brigade::model {
+class engine;
+struct request_options;
+}  // namespace brigade::model
+
 namespace brigade::bench {
 
 struct pair_options {
@@ -32,6 +37,11 @@ struct pair_options {
 /// costs) and `text` (the tables), or records events when options.record_events is set.
 status run_pair_bench(const pair_options& options, gpu::backend& dev, nlohmann::json& out,
                       std::string& text);
+
+/// Submits `prompts` with `req` and steps `eng` until every one has its first token, so that
+/// the timed steps after it are decode steps only; returns the request ids in prompt order.
+std::vector<int64_t> start_all(model::engine& eng, const std::vector<std::vector<int32_t>>& prompts,
+                               const model::request_options& req);
 
 /// Seconds of one forward step in which each of `batch` sequences, `context` tokens long, feeds
 /// 1 + drafts tokens and gets a logits row for each: the cost of a verify step (median of `reps`).

@@ -19,9 +19,9 @@ int expert_shard_nodes(const config::manifest& m) {
 status check_group_placement(const config::manifest& m, const model::model_config& model,
                              const eplb::layout& layout) {
   if (m.eplb.placement != config::group_placement::node) return ok_status();
-  status s = eplb::validate_expert_groups(model.num_experts, layout.shards(),
-                                          layout.slots_per_shard(), expert_shard_nodes(m),
-                                          model.expert_groups, true);
+  status s =
+      eplb::validate_expert_groups(model.num_experts, layout.shards(), layout.slots_per_shard(),
+                                   expert_shard_nodes(m), model.expert_groups, true);
   if (s) return s;
   return error(errc::invalid_argument,
                "eplb.group_placement: node cannot hold " + m.model + " (" +
