@@ -4,6 +4,7 @@
 #include <caf/actor_system_config.hpp>
 
 #include "actors/spawn_checks.hpp"
+#include "gpu/device_choice.hpp"
 
 namespace brigade::actors {
 namespace {
@@ -57,6 +58,48 @@ const role_spawner table[] = {
      }},
 };
 
+// What the role keeps on its device beyond the weights all roles there share: its KV storage, or
+// its expert slots.
+uint64_t own_device_bytes(const model_context& ctx, const role_spec& spec) {
+  const size_t element = ctx.weight_element_bytes();
+  switch (kind_of(spec)) {
+    case role_kind::expert_shard:
+      return static_cast<uint64_t>(config_of<expert_shard_config>(spec).plan.slots.size()) *
+             expert_weight_bytes(ctx.config, element);
+    case role_kind::prefill: {
+      const auto& c = config_of<prefill_worker_config>(spec);
+      return kv_storage_bytes(ctx.config, c.kv_tokens, c.block_tokens);
+    }
+    case role_kind::decode: {
+      const auto& c = config_of<decode_worker_config>(spec);
+      return kv_storage_bytes(ctx.config, c.kv_tokens, c.block_tokens);
+    }
+    case role_kind::kv_store:
+      break;
+  }
+  return 0;
+}
+
+// A role on a CUDA device needs the device here, with room for the shared weights and its own:
+// refused before anything is loaded there, naming the role, its node and what was found.
+status check_device(const model_context& ctx, const role_spec& spec, const gpu::device_choice& d,
+                    const std::string& node) {
+  if (!d.cuda) return ok_status();
+  const std::string who =
+      name_of(spec) + " (" + to_string(kind_of(spec)) + " on node " + node + ")";
+  const gpu::device_report report = gpu::probe_cuda();
+  if (status present = gpu::check_device_present(d, report, who); !present) return present;
+  const gpu::device_info* info = nullptr;
+  for (const gpu::device_info& i : report.devices) {
+    if (i.index == d.ordinal) info = &i;
+  }
+  const std::vector<gpu::device_need> needs{
+      {"the weights every role on it shares",
+       dense_weight_bytes(ctx.config, ctx.weight_element_bytes())},
+      {who, own_device_bytes(ctx, spec)}};
+  return gpu::check_device_memory(needs, info->memory_bytes, d, info->name);
+}
+
 }  // namespace
 
 role_kind kind_of(const role_spec& spec) {
@@ -73,8 +116,20 @@ const role_spawner& spawner_for(role_kind kind) {
 }
 
 result<caf::actor> spawn_role(caf::actor_system& sys, std::shared_ptr<const model_context> ctx,
-                              role_spec spec) {
+                              role_spec spec, const std::string& node) {
   const role_spawner& spawner = spawner_for(kind_of(spec));
+  if (spawner.needs_model && ctx) {
+    // The spec may come from a peer: its device is read again here.
+    auto device = gpu::parse_device(spec.device, name_of(spec) + ".device");
+    if (!device) return error(errc::invalid_argument, "cannot spawn " + device.err().message);
+    if (status ok = check_device(*ctx, spec, device.value(), node); !ok) return ok.err();
+    auto on_device = ctx->on_device(device.value());
+    if (!on_device) {
+      return error(on_device.err().code, "cannot spawn " + name_of(spec) + " on " + spec.device +
+                                             ": " + on_device.err().message);
+    }
+    ctx = std::move(on_device.value());
+  }
   if (status ok = spawner.check(ctx.get(), spec); !ok) return ok.err();
   return spawner.spawn(sys, std::move(ctx), std::move(spec));
 }

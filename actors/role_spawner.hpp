@@ -30,11 +30,13 @@ struct role_spec {
   caf::variant<expert_shard_config, kv_store_config, prefill_worker_config, decode_worker_config>
       config;
   shard_set shards;  ///< Workers: the shard set they start with (empty for other roles).
+  /// Where it computes: "cpu" or "cuda:N" (gpu::parse_device), read again where it is spawned.
+  std::string device = "cpu";
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, role_spec& x) {
-  return f(caf::meta::type_name("role_spec"), x.config, x.shards);
+  return f(caf::meta::type_name("role_spec"), x.config, x.shards, x.device);
 }
 
 role_kind kind_of(const role_spec& spec);
@@ -54,9 +56,12 @@ struct role_spawner {
 /// The spawner of `kind`.
 const role_spawner& spawner_for(role_kind kind);
 
-/// Checks and spawns `spec` in this process; an error naming what was wrong otherwise.
+/// Checks and spawns `spec` in this process, on the context of `ctx`'s model on spec.device
+/// (model_context::on_device: loaded there the first time); an error naming what was wrong
+/// otherwise, the device's absence or too small a memory included. `node` names this process
+/// in those errors ("local", or the node's name).
 result<caf::actor> spawn_role(caf::actor_system& sys, std::shared_ptr<const model_context> ctx,
-                              role_spec spec);
+                              role_spec spec, const std::string& node = "local");
 
 void register_role_spec_types(caf::actor_system_config& cfg);
 

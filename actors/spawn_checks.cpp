@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <string>
 
+#include "model/checkpoint.hpp"
+
 namespace brigade::actors {
 namespace {
 
@@ -50,6 +52,25 @@ uint64_t kv_storage_bytes(const model::model_config& model, int kv_tokens, int b
   const auto blocks = static_cast<uint64_t>((kv_tokens + block_tokens - 1) / block_tokens);
   const uint64_t per_token = model.kv_bytes_per_token();
   return blocks * static_cast<uint64_t>(block_tokens) * per_token;
+}
+
+size_t checkpoint_element_bytes(const std::string& dir) {
+  auto opened = model::checkpoint::open(dir);
+  if (!opened) return 4;
+  const std::string type = opened.value()->main_dtype();
+  return type == "BF16" || type == "F16" ? 2 : 4;
+}
+
+uint64_t expert_weight_bytes(const model::model_config& model, size_t element_bytes) {
+  return uint64_t{3} * static_cast<uint64_t>(model.hidden_size) *
+         static_cast<uint64_t>(model.expert_intermediate) * element_bytes;
+}
+
+uint64_t dense_weight_bytes(const model::model_config& model, size_t element_bytes) {
+  const double all = model.total_params() * static_cast<double>(element_bytes);
+  const double experts = static_cast<double>(model.moe_layers().size()) * model.num_experts *
+                         static_cast<double>(expert_weight_bytes(model, element_bytes));
+  return all > experts ? static_cast<uint64_t>(all - experts) : 0;
 }
 
 uint64_t physical_memory_bytes() {

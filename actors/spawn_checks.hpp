@@ -22,6 +22,15 @@ uint64_t physical_memory_bytes();
 /// Refuses KV storage of `bytes` (what `what` asks for) that this machine's memory cannot hold:
 /// the allocation would fail inside the role, which would then crash and restart for good.
 status check_kv_fits(uint64_t bytes, const std::string& what);
+/// Bytes of the weights every role on one device shares (model_context::dense: embeddings,
+/// attention, norms, routers, shared experts, dense MLPs, the output head), `element_bytes` per
+/// weight. An estimate from the config, made before anything is loaded.
+uint64_t dense_weight_bytes(const model::model_config& model, size_t element_bytes);
+/// Bytes of one weight element in the checkpoint of `dir` (2 for BF16 and F16, else 4; 4 when
+/// it cannot be opened here), read from the headers.
+size_t checkpoint_element_bytes(const std::string& dir);
+/// Bytes of one routed expert of one layer (its gate, up and down matrices).
+uint64_t expert_weight_bytes(const model::model_config& model, size_t element_bytes);
 status check_spawn(const model::model_config& model, const decode_worker_config& config,
                    const shard_set& shards);
 status check_spawn(const model::model_config& model, const prefill_worker_config& config,

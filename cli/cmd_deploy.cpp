@@ -11,6 +11,7 @@
 #include "common/progress.hpp"
 #include "config/manifest.hpp"
 #include "config/role_placement.hpp"
+#include "deploy/device_check.hpp"
 #include "deploy/group_placement_check.hpp"
 #include "deploy/topology.hpp"
 #include "model/config.hpp"
@@ -42,6 +43,14 @@ int check_slots(const config::manifest& m) {
     std::fprintf(stderr, "brigade deploy: %s: %s\n", m.source.c_str(),
                  groups.err().message.c_str());
     return 1;
+  }
+  // A device absent or too small is refused now, not by every role failing to start.
+  if (status devices = deploy::check_local_devices_here(m, c.value(), layout.value()); !devices) {
+    std::fprintf(stderr, "brigade deploy: %s\n", devices.err().message.c_str());
+    return 1;
+  }
+  if (!m.nodes.empty() && deploy::uses_cuda(m)) {
+    std::printf("devices: each node checks its roles' devices when it spawns them\n");
   }
   const int slots = layout->slots();
   std::printf("experts: %d per layer (%s); %d slots, %d spare for replicas of hot experts\n",

@@ -10,6 +10,7 @@
 #include "common/npy.hpp"
 #include "common/progress.hpp"
 #include "gpu/backend.hpp"
+#include "gpu/device_choice.hpp"
 #include "model/draft_model.hpp"
 #include "model/engine.hpp"
 #include "model/loaded_model.hpp"
@@ -39,6 +40,15 @@ result<std::vector<int32_t>> parse_ids(const std::string& text) {
 int fail(const std::string& message) {
   std::fprintf(stderr, "brigade generate: %s\n", message.c_str());
   return 1;
+}
+
+// The backend of --device, or why there is none: the device must be here first.
+result<std::unique_ptr<gpu::backend>> open_device(const gpu::device_choice& device) {
+  if (device.cuda) {
+    status present = gpu::check_device_present(device, gpu::probe_cuda(), "--device");
+    if (!present) return present.err();
+  }
+  return gpu::make_backend(device);
 }
 
 }  // namespace
@@ -89,6 +99,9 @@ int generate(int argc, char** argv) {
       ->check(CLI::Range(0, 20));
   app.add_option("--logits-out", logits_out,
                  "write a float32 .npy [N, vocab]: row i holds the logits token i came from");
+  std::string device_text = "cpu";
+  app.add_option("--device", device_text, "where the model runs: cpu or cuda:N")
+      ->capture_default_str();
   app.add_flag("--json", json_out, "print {\"ids\": [...], \"text\": \"...\"}");
   app.add_flag("--ignore-eos", ignore_eos, "keep generating past end-of-sequence tokens");
   CLI11_PARSE(app, argc, argv);
@@ -115,7 +128,11 @@ int generate(int argc, char** argv) {
     ids = tok->encode(prompt);
   }
 
-  auto dev = gpu::make_cpu_backend();
+  auto device = gpu::parse_device(device_text, "--device");
+  if (!device) return fail(device.err().message);
+  auto made = open_device(device.value());
+  if (!made) return fail(made.err().message);
+  std::unique_ptr<gpu::backend> dev = std::move(made.value());
   progress_bar bar("loading " + model_dir);
   auto loaded = model::loaded_model::load(
       model_dir, *dev, true, [&](size_t done, size_t total) { bar.update(done, total); });

@@ -13,6 +13,7 @@
 #include "config/manifest.hpp"
 #include "deploy/topology.hpp"
 #include "gpu/backend.hpp"
+#include "gpu/device_choice.hpp"
 #include "model/chat_template.hpp"
 #include "model/draft_model.hpp"
 #include "model/loaded_model.hpp"
@@ -57,6 +58,7 @@ struct serve_options {
   std::vector<std::string> admin_keys;
   std::string served_model_name;
   bool engine = false;
+  std::string device;  ///< --device: empty keeps the manifest's devices.
   // Overrides of the manifest's values; -1 keeps the manifest's.
   int speculate = -1;
   std::string draft_model;
@@ -77,6 +79,10 @@ void add_options(CLI::App& app, serve_options& o) {
                  "HOST:PORT to listen on, port 0 picks a free one (default 127.0.0.1:8000)");
   app.add_flag("--engine", o.engine,
                "serve with the single-process engine instead of the actor topology");
+  app.add_option("--device", o.device,
+                 "cpu or cuda:N: where the engine runs with --engine; without it, the device of "
+                 "every role (overrides roles.*.device and the nodes' device)")
+      ->default_str("cpu, or the manifest's");
   app.add_option("--api-key", o.api_keys,
                  "accept this Bearer key on /v1/ (repeatable; without one, /v1/ is open; "
                  "replaces serve.api_keys, bound cache salts included)")
@@ -167,6 +173,15 @@ result<config::manifest> manifest_for(const serve_options& o) {
   if (o.max_running > 0) m.decode.max_running = o.max_running;
   if (o.kv_tokens > 0) m.decode.kv_tokens = o.kv_tokens;
   if (o.max_step_tokens > 0) m.prefill.max_step_tokens = o.max_step_tokens;
+  if (!o.device.empty()) {
+    auto device = gpu::parse_device(o.device, "--device");
+    if (!device) return device.err();
+    m.prefill.device = m.decode.device = m.experts.device = device.value();
+    for (config::node_spec& n : m.nodes) {
+      n.device = device.value();
+      n.prefill_device = n.decode_device = n.expert_shard_device = std::nullopt;
+    }
+  }
   status keys = config::check_keys(m);
   if (!keys && (!o.api_keys.empty() || !o.admin_keys.empty())) {
     return error(keys.err().code, keys.err().message + " (with --api-key and --admin-key)");
@@ -199,7 +214,15 @@ result<backend_service> start_service(const serve_options& o, const config::mani
   progress_bar bar("loading " + m.model);
   auto progress = [&](size_t done, size_t total) { bar.update(done, total); };
   if (o.engine) {
-    b.dev = gpu::make_cpu_backend();
+    // The engine is one decode worker's work: it runs on the decode workers' device.
+    const gpu::device_choice& device = m.decode.device;
+    if (device.cuda) {
+      status present = gpu::check_device_present(device, gpu::probe_cuda(), "serve --engine");
+      if (!present) return present.err();
+    }
+    auto made = gpu::make_backend(device);
+    if (!made) return made.err();
+    b.dev = std::move(made.value());
     auto loaded = model::loaded_model::load(m.model, *b.dev, true, progress);
     if (!loaded) return loaded.err();
     b.model = std::move(loaded.value());

@@ -85,7 +85,8 @@ caf::error refused(agent_pointer self, const status& checked) {
   return caf::make_error(caf::sec::invalid_argument, checked.err().message);
 }
 
-// The model, loaded once per node on the first spawn that needs it.
+// The model's config, read once per node on the first spawn that needs it; the weights load
+// once per device that roles here ask for.
 caf::error ensure_model(agent_pointer self, const std::string& dir) {
   auto& st = self->state;
   if (st.ctx) {
@@ -93,8 +94,9 @@ caf::error ensure_model(agent_pointer self, const std::string& dir) {
     return caf::make_error(caf::sec::runtime_error, "this node already serves " + st.model_dir);
   }
   log::info("node " + st.config.name, "loading " + dir);
-  // The coordinator derives the same key from the same secret: nothing sends it.
-  auto ctx = actors::model_context::load(dir, block_hash_key(st.config.secret), {});
+  // The coordinator derives the same key from the same secret: nothing sends it. Only the
+  // config here: each role loads the weights onto its device (model_context::on_device).
+  auto ctx = actors::model_context::load_config(dir, block_hash_key(st.config.secret));
   if (!ctx) return caf::make_error(caf::sec::runtime_error, ctx.err().message);
   st.ctx = ctx.value();
   st.model_dir = dir;
@@ -254,7 +256,7 @@ caf::result<caf::actor> spawn_for(agent_pointer self, const std::string& dir, ro
   if (spawner_for(kind).needs_model) {
     if (auto err = ensure_model(self, dir)) return err;
   }
-  auto spawned_role = spawn_role(self->system(), st.ctx, std::move(spec));
+  auto spawned_role = spawn_role(self->system(), st.ctx, std::move(spec), st.config.name);
   if (!spawned_role) return refused(self, status(spawned_role.err()));
   caf::actor h = std::move(spawned_role.value());
   st.plane->register_local(h);

@@ -306,17 +306,20 @@ result<manifest> parse_manifest(const std::string& yaml, const std::string& sour
       s.integer("count", m.prefill.count, 1, 1024);
       s.integer("max_step_tokens", m.prefill.max_step_tokens, 1, 1 << 20);
       s.integer("kv_tokens", m.prefill.kv_tokens, 1, 1 << 28);
+      s.device("device", m.prefill.device);
     });
     roles.child("decode", [&](yaml_section& s) {
       s.integer("count", m.decode.count, 1, 1024);
       s.integer("max_running", m.decode.max_running, 1, 4096);
       s.integer("kv_tokens", m.decode.kv_tokens, 1, 1 << 28);
+      s.device("device", m.decode.device);
       s.child("speculation",
               [&](yaml_section& spec) { read_speculation(spec, m.decode.speculation); });
     });
     roles.child("expert_shard", [&](yaml_section& s) {
       s.integer("count", m.experts.count, 1, 4096);
       s.integer("slots_per_shard", m.experts.slots_per_shard, 0, 1 << 16);
+      s.device("device", m.experts.device);
     });
   });
   top.child("restart", [&](yaml_section& s) {

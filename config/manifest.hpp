@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/result.hpp"
+#include "gpu/device_choice.hpp"
 #include "kvcache/retention.hpp"
 #include "model/chat_template.hpp"
 #include "model/speculation.hpp"
@@ -40,6 +41,7 @@ struct prefill_role {
   int count = 1;
   int max_step_tokens = 512;  ///< Prompt tokens per prefill step (chunk budget).
   int kv_tokens = 16384;      ///< KV capacity while prompts are being prefilled.
+  gpu::device_choice device;  ///< Where its forward passes run, unless its node says otherwise.
 };
 
 struct decode_role {
@@ -49,6 +51,7 @@ struct decode_role {
   /// Drafts verified in each step, by prompt lookup or a draft model; off by default
   /// (max_draft 0).
   model::speculation_options speculation;
+  gpu::device_choice device;  ///< Where its forward passes run, unless its node says otherwise.
 };
 
 struct expert_shard_role {
@@ -56,6 +59,7 @@ struct expert_shard_role {
   /// Physical expert slots per shard; 0: a quarter more slots than experts, spread evenly
   /// (actors::default_slots_per_shard), so that hot experts get replicas.
   int slots_per_shard = 0;
+  gpu::device_choice device;  ///< Where its experts live, unless its node says otherwise.
 };
 
 /// Where the replicas of one expert group (the model's n_group, for group-limited routing) may
@@ -116,6 +120,13 @@ struct node_spec {
   int prefill = 0;
   int decode = 0;
   int expert_shards = 0;
+  /// `device`: the device of every role on this node, or of each kind (`device: {decode:
+  /// cuda:1, expert_shard: cuda:0}`). What a node says wins over the role kind's device: it is
+  /// the node that has, or lacks, the hardware. Unset: the role kind's.
+  std::optional<gpu::device_choice> device;
+  std::optional<gpu::device_choice> prefill_device;
+  std::optional<gpu::device_choice> decode_device;
+  std::optional<gpu::device_choice> expert_shard_device;
 };
 
 /// The data plane's UCX settings (UCX_TLS, UCX_NET_DEVICES) for every node.

@@ -4,14 +4,40 @@
 
 namespace brigade::config {
 
+gpu::device_choice device_for(const manifest& m, role_kind role, const std::string& node) {
+  if (role == role_kind::kv_store) return {};  // It holds opaque blocks in host memory.
+  const node_spec* spec = nullptr;
+  for (const auto& n : m.nodes) {
+    if (n.name == node) spec = &n;
+  }
+  if (spec) {
+    const std::optional<gpu::device_choice>& own = role == role_kind::prefill ? spec->prefill_device
+                                                   : role == role_kind::decode
+                                                       ? spec->decode_device
+                                                       : spec->expert_shard_device;
+    if (own) return *own;
+    if (spec->device) return *spec->device;
+  }
+  switch (role) {
+    case role_kind::prefill:
+      return m.prefill.device;
+    case role_kind::decode:
+      return m.decode.device;
+    case role_kind::expert_shard:
+      return m.experts.device;
+    default:
+      return {};
+  }
+}
+
 std::vector<placed_role> place(const manifest& m) {
   std::vector<placed_role> out;
   std::map<role_kind, int> next;
   auto add = [&](role_kind role, int count, const std::string& node) {
     for (int i = 0; i < count; ++i) {
       const int index = next[role]++;
-      out.push_back(
-          {role, index, std::string(to_string(role)) + "-" + std::to_string(index), node});
+      out.push_back({role, index, std::string(to_string(role)) + "-" + std::to_string(index), node,
+                     device_for(m, role, node)});
     }
   };
   if (m.nodes.empty()) {
@@ -45,7 +71,7 @@ std::string describe_placement(const manifest& m) {
     bool any = false;
     for (const auto& p : placed) {
       if (p.node != name) continue;
-      out += " " + p.name;
+      out += " " + p.name + (p.device.cuda ? "@" + p.device.to_string() : "");
       any = true;
     }
     out += any ? "\n" : " (no roles)\n";

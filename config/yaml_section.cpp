@@ -6,6 +6,31 @@
 namespace brigade::config {
 namespace {
 
+// A node's `device`: one device for all its roles, or a mapping of role kinds to devices.
+void node_device(yaml_section& node, node_spec& spec) {
+  node.raw("device", [&](const YAML::Node& n) {
+    if (!n.IsMap()) {
+      gpu::device_choice d;
+      node.device("device", d);
+      spec.device = d;
+      return;
+    }
+    yaml_section kinds(n, node.path() + "device.", node.source(), node.err());
+    kinds.begin();
+    auto one = [&](const char* kind, std::optional<gpu::device_choice>& out) {
+      kinds.raw(kind, [&](const YAML::Node&) {
+        gpu::device_choice d;
+        kinds.device(kind, d);
+        out = d;
+      });
+    };
+    one("prefill", spec.prefill_device);
+    one("decode", spec.decode_device);
+    one("expert_shard", spec.expert_shard_device);
+    kinds.finish();
+  });
+}
+
 // A mapping key as text; empty for a key that is not a plain scalar (YAML allows lists and
 // mappings as keys: "? [a, b]"), which no manifest field has.
 std::string key_text(const YAML::Node& key) {
@@ -148,6 +173,16 @@ void yaml_section::texts(const char* key, std::vector<std::string>& out) {
   });
 }
 
+void yaml_section::device(const char* key, gpu::device_choice& out) {
+  read(key, [&](const YAML::Node& n) {
+    const std::string text =
+        n.IsScalar() ? n.Scalar() : std::string("a ") + (n.IsMap() ? "mapping" : "list");
+    auto parsed = gpu::parse_device(text, path_ + key);
+    if (!parsed) return fail(key, "is '" + text + "'; it must be " + gpu::device_forms);
+    out = parsed.value();
+  });
+}
+
 void yaml_section::nodes(const char* key, std::vector<node_spec>& out) {
   read(key, [&](const YAML::Node& n) {
     if (!n.IsSequence()) return fail(key, "must be a list of nodes");
@@ -163,6 +198,7 @@ void yaml_section::nodes(const char* key, std::vector<node_spec>& out) {
         roles.integer("decode", spec.decode, 0, 1024);
         roles.integer("expert_shard", spec.expert_shards, 0, 4096);
       });
+      node_device(node, spec);
       node.finish();
       if (ok() && (spec.name.empty() || spec.address.empty())) {
         return fail(key, "entry " + std::to_string(i) + " needs a name and an address");

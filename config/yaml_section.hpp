@@ -30,7 +30,9 @@ class yaml_section {
   void number(const char* key, double& out, double min);
   void text(const char* key, std::string& out);
   void texts(const char* key, std::vector<std::string>& out);
-  /// A list of nodes: each a mapping with name, address and the roles it hosts.
+  /// A device: cpu or cuda:N (gpu::parse_device).
+  void device(const char* key, gpu::device_choice& out);
+  /// A list of nodes: each a mapping with name, address, the roles it hosts and their device.
   void nodes(const char* key, std::vector<node_spec>& out);
   /// A size in bytes: an integer, or a string with a unit ("512MiB", "2GiB", "64KiB", "1GB").
   void bytes(const char* key, uint64_t& out);

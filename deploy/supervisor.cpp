@@ -9,6 +9,7 @@
 #include "actors/sender_check.hpp"
 #include "common/log.hpp"
 #include "common/wall_clock.hpp"
+#include "config/role_placement.hpp"
 #include "deploy/group_placement_check.hpp"
 #include "deploy/supervisor_state.hpp"
 
@@ -57,6 +58,8 @@ prefill_worker_config prefill_config(supervisor_pointer self, const supervised_c
 // What spawning `c` takes, here or on its node: the one place a role's kind chooses its config.
 role_spec spec_for(supervisor_pointer self, const supervised_child& c) {
   role_spec spec;
+  // The device of the node it runs on now, which may not be its home after a node was lost.
+  spec.device = config::device_for(self->state.config.manifest, c.role, c.node).to_string();
   switch (c.role) {
     case role_kind::expert_shard:
       spec.config = shard_config(self, c);
@@ -193,7 +196,7 @@ void spawn_child(supervisor_pointer self, supervised_child& c) {
   const uint64_t attempt = ++c.attempt;
   const std::string name = c.name;
   if (c.node == "local") {
-    auto h = spawn_role(self->system(), st.ctx, spec_for(self, c));
+    auto h = spawn_role(self->system(), st.ctx, spec_for(self, c), "local");
     if (!h) return spawn_failed(self, name, h.err().message, true);
     return child_up(self, name, std::move(h.value()), false, attempt);
   }

@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 
 #include <chrono>
+#include <set>
 
 #include "actors/model_context.hpp"
 #include "actors/registry.hpp"
@@ -13,6 +14,7 @@
 #include "config/middleman_config.hpp"
 #include "config/role_placement.hpp"
 #include "config/scheduler_config.hpp"
+#include "deploy/device_check.hpp"
 #include "deploy/group_placement_check.hpp"
 #include "deploy/membership.hpp"
 #include "deploy/message_types.hpp"
@@ -80,6 +82,30 @@ status check_draft_model(const config::manifest& m, const model_context& ctx) {
                                       loaded.err().message);
 }
 
+// In one process: refuses devices that are absent or too small before anything is loaded, then
+// loads the weights onto every device the roles use, so that a model that cannot load fails the
+// start rather than each role's spawn. Returns the decode workers' context (a draft model loads
+// beside their weights).
+result<std::shared_ptr<const model_context>> load_local_devices(
+    const config::manifest& m, const model_context& base, const eplb::layout& layout,
+    const model::load_progress& progress) {
+  if (status devices = check_local_devices_here(m, base.config, layout); !devices) {
+    return devices.err();
+  }
+  // A device's failure names the device; on the CPU the loader's own message says it all.
+  auto on = [&](const gpu::device_choice& d) -> result<std::shared_ptr<const model_context>> {
+    auto loaded = base.on_device(d, progress);
+    if (loaded || !d.cuda) return loaded;
+    return error(loaded.err().code, m.model + " on " + d.to_string() + ": " + loaded.err().message);
+  };
+  std::set<gpu::device_choice> devices{m.experts.device, m.prefill.device};
+  for (const gpu::device_choice& d : devices) {
+    if (d == m.decode.device) continue;
+    if (auto loaded = on(d); !loaded) return loaded.err();
+  }
+  return on(m.decode.device);
+}
+
 std::string last_path_part(const std::string& path) {
   std::string p = path;
   while (p.size() > 1 && p.back() == '/')
@@ -124,9 +150,9 @@ result<std::unique_ptr<topology>> topology::start(
   const bool distributed = !m.nodes.empty();
   auto block_key = deployment_block_key(m);
   if (!block_key) return block_key.err();
-  // A coordinator only routes: the nodes load the weights.
-  auto ctx = distributed ? model_context::load_config(m.model, *block_key)
-                         : model_context::load(m.model, *block_key, progress);
+  // A coordinator only routes: the nodes load the weights. In one process, the base context
+  // holds the config, and the weights load once per device the roles use (model_context.hpp).
+  auto ctx = model_context::load_config(m.model, *block_key);
   if (!ctx) return ctx.err();
   const model::model_config& c = ctx.value()->config;
   if (!c.is_moe()) {
@@ -140,16 +166,19 @@ result<std::unique_ptr<topology>> topology::start(
     return error(errc::invalid_argument, m.source + ": " + groups.err().message);
   }
   if (!distributed) {
-    if (status draft = check_draft_model(m, *ctx.value()); !draft) return draft.err();
+    auto loaded = load_local_devices(m, *ctx.value(), layout.value(), progress);
+    if (!loaded) return loaded.err();
+    if (status draft = check_draft_model(m, *loaded.value()); !draft) return draft.err();
   }
   // Workers allocate their KV storage as they start: found too large there, they would crash
   // and restart until given up while the server looked up. In one process all workers share
   // its memory; on nodes, each node checks its own spawns.
   if (!distributed) {
-    const uint64_t kv_here = static_cast<uint64_t>(m.decode.count) *
-                                 kv_storage_bytes(c, m.decode.kv_tokens, m.block_tokens) +
-                             static_cast<uint64_t>(m.prefill.count) *
-                                 kv_storage_bytes(c, m.prefill.kv_tokens, m.block_tokens);
+    // Workers on a CUDA device keep their KV there (check_local_devices counted it).
+    const uint64_t decode_kv = m.decode.device.cuda ? 0 : static_cast<uint64_t>(m.decode.count);
+    const uint64_t prefill_kv = m.prefill.device.cuda ? 0 : static_cast<uint64_t>(m.prefill.count);
+    const uint64_t kv_here = decode_kv * kv_storage_bytes(c, m.decode.kv_tokens, m.block_tokens) +
+                             prefill_kv * kv_storage_bytes(c, m.prefill.kv_tokens, m.block_tokens);
     if (status fits = check_kv_fits(kv_here,
                                     "the workers' KV storage (roles.decode.kv_tokens and "
                                     "roles.prefill.kv_tokens, times their counts)");

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The CUDA backend's device check: runs every CUDA test case (each in its own process, so one
-# crashed context cannot fail the rest) and the matmul benchmark, and prints a short summary.
+# crashed context cannot fail the rest), then `brigade generate --device cuda:0` against the CPU
+# engine on a random checkpoint of every family (the same greedy tokens over 64 steps), and
+# `brigade serve` with every role on cuda:0 (deploy/examples/one-gpu.yaml) against the CPU engine,
+# printed as one table, then the matmul benchmark; any mismatch fails it.
 #
 #   scripts/gpu-check.sh prepare     on a machine with brigade's build dependencies (no GPU
 #                                    needed): builds the test binary and brigade with CUDA on and
@@ -13,8 +16,8 @@
 #
 # A device tool call carries the folder: run(command="scripts/gpu-check.sh run",
 # carry=[".gpu-carry"]). Options through the environment: SANITIZE=1 runs each case under
-# compute-sanitizer; BENCH=0 skips the benchmark; BUILD_DIR (default build-gpu); OUT, when set,
-# receives the full log.
+# compute-sanitizer; BENCH=0 skips the benchmark; PARITY=0 skips the generate and serve
+# comparisons; BUILD_DIR (default build-gpu); OUT, when set, receives the full log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -123,6 +126,114 @@ run_cases() {
   [ $failed -eq 0 ] && [ $skipped -eq 0 ] && [ $passed -gt 0 ]
 }
 
+families=(qwen3_moe mixtral olmoe qwen2_moe deepseek_v3 qwen3 qwen2 llama)
+parity_steps=64
+
+# The ids of a greedy `brigade generate --json` on `device`, one line; empty when it failed (its
+# error is left in $carry/parity/<name>.err).
+generate_ids() {
+  local bin=$1 model=$2 device=$3 name=$4
+  "$bin/brigade" generate --model "$model" --prompt-ids 1,2,3,4,5,6,7,8 --ignore-eos \
+    --max-tokens "$parity_steps" --json --device "$device" 2>"$carry/parity/$name.err" |
+    python3 -c 'import json, sys; print(",".join(map(str, json.load(sys.stdin)["ids"])))' \
+      2>>"$carry/parity/$name.err" || true
+}
+
+# "64 tok" for a list of ids, "301 ch" for a JSON string, "-" for nothing.
+length() {
+  if [ -z "$1" ]; then
+    echo -
+  elif [ "${1:0:1}" = '"' ]; then
+    echo "${#1} ch"
+  else
+    echo "$(tr ',' ' ' <<<"$1" | wc -w) tok"
+  fi
+}
+
+# One row of the table: what was compared, how long each side's answer is (tokens of an id list,
+# characters of a text), and whether they agree.
+row() {
+  local what=$1 cpu=$2 cuda=$3 verdict
+  if [ -z "$cuda" ] || [ -z "$cpu" ]; then
+    verdict=ERROR
+  elif [ "$cpu" = "$cuda" ]; then
+    verdict=same
+  else
+    verdict=MISMATCH
+  fi
+  printf '%-34s %10s %10s  %s\n' "$what" "$(length "$cpu")" "$(length "$cuda")" "$verdict"
+  [ "$verdict" = same ]
+}
+
+# The text `brigade serve MANIFEST` answers a greedy completion with; empty when it failed.
+serve_text() {
+  local bin=$1 manifest=$2 prompt=$3 log=$carry/parity/serve.log
+  "$bin/brigade" serve "$manifest" --listen 127.0.0.1:0 >"$log" 2>&1 &
+  local pid=$! url=""
+  for _ in $(seq 1 600); do
+    url=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$log" | head -1 || true)
+    [ -n "$url" ] || ! kill -0 "$pid" 2>/dev/null && break
+    sleep 0.5
+  done
+  if [ -n "$url" ]; then
+    python3 - "$url" "$prompt" "$parity_steps" <<'PY' || true
+import json, sys, urllib.request
+url, prompt, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+body = {"model": "default-model", "prompt": prompt, "max_tokens": steps, "temperature": 0,
+        "ignore_eos": True}
+req = urllib.request.Request(url + "/v1/completions", json.dumps(body).encode(),
+                             {"Content-Type": "application/json"})
+print(json.dumps(json.load(urllib.request.urlopen(req, timeout=300))["choices"][0]["text"]))
+PY
+  fi
+  kill "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+# generate on cuda:0 against the CPU engine for every family, and serve with every role on
+# cuda:0 against generate on the CPU: one table, non-zero on any mismatch. Without a device the
+# first generate says why, and the check fails with it.
+parity() {
+  local bin=$1 status=0 models=$carry/parity/models
+  rm -rf "$carry/parity"
+  mkdir -p "$models"
+  if ! "$bin/brigade" generate --model models/default/target --prompt-ids 1,2 --max-tokens 1 \
+    --device cuda:0 >/dev/null 2>"$carry/parity/probe.err"; then
+    echo "FAIL: brigade generate --device cuda:0 cannot run here:"
+    cat "$carry/parity/probe.err"
+    return 1
+  fi
+  printf '%-34s %10s %10s  %s\n' "comparison" "cpu" "cuda:0" "verdict"
+  for family in "${families[@]}"; do
+    "$bin/brigade" make-model --family "$family" --out "$models/$family" \
+      >"$carry/parity/make-$family.log" 2>&1 || {
+      echo "FAIL: make-model --family $family:"
+      cat "$carry/parity/make-$family.log"
+      status=1
+      continue
+    }
+    local cpu cuda
+    cpu=$(generate_ids "$bin" "$models/$family" cpu "$family-cpu")
+    cuda=$(generate_ids "$bin" "$models/$family" cuda:0 "$family-cuda")
+    row "generate $family ($parity_steps steps)" "$cpu" "$cuda" || {
+      status=1
+      cat "$carry/parity/$family-cpu.err" "$carry/parity/$family-cuda.err"
+    }
+  done
+  local prompt="To open a file, use" cpu_text cuda_text
+  cpu_text=$("$bin/brigade" generate --model models/default/target --prompt "$prompt" \
+    --ignore-eos --max-tokens "$parity_steps" --json 2>"$carry/parity/serve-cpu.err" |
+    python3 -c 'import json, sys; print(json.dumps(json.load(sys.stdin)["text"]))' || true)
+  cuda_text=$(serve_text "$bin" deploy/examples/one-gpu.yaml "$prompt")
+  row "serve one-gpu.yaml (all on cuda:0)" "$cpu_text" "$cuda_text" || {
+    status=1
+    echo "cpu: $cpu_text"
+    echo "cuda: $cuda_text"
+    tail -20 "$carry/parity/serve.log"
+  }
+  return $status
+}
+
 run() {
   local tests bin
   unpack
@@ -142,6 +253,10 @@ run() {
   log "CUDA test cases"
   local status=0
   run_cases "$tests" || status=1
+  if [ "${PARITY:-1}" = 1 ]; then
+    log "generate and serve on cuda:0 against the CPU engine"
+    parity "$bin" || status=1
+  fi
   if [ "${BENCH:-1}" = 1 ]; then
     log "brigade bench cuda-matmul"
     "$bin/brigade" bench cuda-matmul || status=1
