@@ -42,6 +42,7 @@ struct decode_state {
   std::vector<uint64_t> in_step;                 // requests of the step in flight, in batch order
   std::vector<model::draft_proposal> proposals;  // per request in_step: its drafts
   std::unique_ptr<model::draft_source> drafts;   // null while speculation is off
+  std::shared_ptr<const model::confidence_head> head;  // the drafts' head; null without one
   model::speculation_stats speculation;
   static inline const char* name = "decode_worker";
 };
@@ -155,10 +156,17 @@ void step_done(decode_pointer self) {
                                                            drafts, rules, s.params.top_logprobs);
     const std::vector<int32_t>& produced = verified.tokens;
     st.speculation.add(static_cast<int>(drafts.size()), static_cast<int>(produced.size()));
+    st.speculation.add_proposed(st.proposals[i].computed, static_cast<int>(drafts.size()));
     s.drafts.record(st.config.speculation, static_cast<int>(drafts.size()),
                     static_cast<int>(produced.size()) - 1);
     if (st.drafts && !drafts.empty()) {
       st.drafts->accepted(static_cast<int64_t>(s.request), static_cast<int>(produced.size()) - 1);
+    }
+    // Only drafts verification just judged count; a cancelled sequence's drafts (skipped above)
+    // and drafts the head cut were never verified (confidence_head::calibrate).
+    if (st.head) {
+      st.head->calibrate(st.proposals[i].features, static_cast<int>(produced.size()) - 1,
+                         st.speculation.calibration);
     }
     // The last token and the accepted drafts now have their keys and values stored.
     s.computed += static_cast<int>(produced.size());
@@ -266,11 +274,11 @@ decode_status status_of(const decode_state& st) {
 // (role_spawner), so its weights are loaded already; were they to fail now, the worker drafts
 // nothing rather than fail its sequences. A draft model runs with the confidence head kept in
 // its directory when there is one (model/confidence_head.hpp), which then decides how many
-// drafts to verify instead of the adaptive window.
-std::unique_ptr<model::draft_source> make_drafts(const model_context& ctx,
-                                                 decode_worker_config& config) {
+// drafts to verify instead of the adaptive window; `head` is set to it, for calibration.
+std::unique_ptr<model::draft_source> make_drafts(
+    const model_context& ctx, decode_worker_config& config,
+    std::shared_ptr<const model::confidence_head>& head) {
   std::shared_ptr<const model::loaded_model> weights;
-  std::shared_ptr<const model::confidence_head> head;
   model::speculation_options speculation = config.speculation;
   if (speculation.enabled() && speculation.draft == model::draft_kind::model) {
     auto loaded = ctx.draft(speculation.draft_model);
@@ -292,7 +300,7 @@ std::unique_ptr<model::draft_source> make_drafts(const model_context& ctx,
   // of as many tokens.
   const model::draft_source_limits limits{config.kv_tokens, config.block_tokens,
                                           std::max(256, config.max_running)};
-  return model::make_draft_source(speculation, std::move(weights), limits, std::move(head));
+  return model::make_draft_source(speculation, std::move(weights), limits, head);
 }
 
 decode_worker_impl::behavior_type decode_behavior(decode_pointer self,
@@ -306,7 +314,7 @@ decode_worker_impl::behavior_type decode_behavior(decode_pointer self,
   hooks.step_done = [self] { step_done(self); };
   hooks.step_abandoned = [self](const std::string& why) { step_abandoned(self, why); };
   hooks.has_work = [self] { return !self->state.seqs.empty(); };
-  st.drafts = make_drafts(*st.ctx, st.config);
+  st.drafts = make_drafts(*st.ctx, st.config, st.head);
   // Every running sequence may feed its drafts after its last token.
   start_loop(self, st.ctx->config, st.config.name, st.config.layout_acks,
              st.config.stall_timeout_ms, std::move(shards),

@@ -205,8 +205,18 @@ int speculation(int argc, char** argv) {
   app.add_option("--pair-rounds", pair.rounds, "passes over the pair's prompts")
       ->check(CLI::Range(1, 100));
   app.add_flag("--pair-only", pair_only, "only the trained pair, not the engine benchmark model");
+  app.add_option("--gate", pair.gate,
+                 "disable_above_batch of the gated pair rows (-1: brigade serve's default)")
+      ->check(CLI::Range(-1, 1 << 20));
+  app.add_option("--sweep-batches", pair.sweep_batches,
+                 "batches of the pair's plain against draft-model sweep (--quick: 1 2)")
+      ->check(CLI::Range(1, 256));
+  bool no_sweep = false;
+  app.add_flag("--no-sweep", no_sweep, "skip the pair's batch sweep");
   CLI11_PARSE(app, argc, argv);
   if (quick) rounds = 1, max_tokens = 16, pair.prompts = 2, pair.max_tokens = 16;
+  if (quick && app.count("--sweep-batches") == 0) pair.sweep_batches = {1, 2};
+  if (no_sweep) pair.sweep_batches.clear();
   // The default pair is optional: a checkout run elsewhere than its root skips it.
   const bool pair_asked = app.count("--pair") > 0;
   const bool run_pair =

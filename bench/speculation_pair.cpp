@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "bench/table.hpp"
+#include "config/manifest.hpp"
 #include "model/confidence_head.hpp"
 #include "model/draft_model.hpp"
 #include "model/engine.hpp"
@@ -57,6 +58,7 @@ struct step_record {
 struct row_figures {
   source src = source::plain;
   int concurrency = 1;
+  int gate = 0;  // disable_above_batch; 0 never stops drafting
   int64_t tokens = 0, steps = 0, verified = 0, computed = 0, accepted = 0;
   double seconds = 0, cost_units = 0;  // cost_units: verify costs over a plain step's, summed
   std::vector<int64_t> drafted_at, accepted_at;
@@ -155,6 +157,7 @@ std::vector<std::vector<int32_t>> run_row(const pair_models& p, gpu::backend& de
   const int n = static_cast<int>(prompts.size());
   const int kv = n * (o.prompt_tokens + o.max_tokens + o.max_draft + 32);
   model::engine_options opt = options_for(p, row.src, o.max_draft, n, kv);
+  opt.speculation.disable_above_batch = row.gate;
   bool timing = false;
   opt.on_verified = [&](const model::draft_proposal& proposal, int kept) {
     if (!timing) return;
@@ -206,26 +209,21 @@ double fixed_length_bound(const std::vector<double>& a, const std::vector<double
 }
 
 // Predicted beside observed acceptance, in ten buckets of the head's prediction, over the drafts
-// each step reached (draft i is reached when every draft before it was kept).
+// whose outcome verification observed, counted as a decoder counts them
+// (confidence_head::calibrate). Empty buckets are left out.
 json calibration(const model::confidence_head& head, const std::vector<step_record>& records) {
-  std::vector<double> predicted(10, 0.0), kept(10, 0.0), count(10, 0.0);
-  for (const step_record& r : records) {
-    for (int i = 0; i <= r.kept && i < static_cast<int>(r.features.size()); ++i) {
-      const double p = head.predict(r.features[static_cast<size_t>(i)]);
-      const size_t b = std::min<size_t>(9, static_cast<size_t>(p * 10.0));
-      predicted[b] += p;
-      kept[b] += i < r.kept ? 1.0 : 0.0;
-      count[b] += 1.0;
-    }
-  }
+  model::confidence_calibration c;
+  for (const step_record& r : records)
+    head.calibrate(r.features, r.kept, c);
   json out = json::array();
-  for (size_t b = 0; b < 10; ++b) {
-    if (count[b] == 0) continue;
-    out.push_back({{"bucket", fixed(0.1 * static_cast<double>(b), 1) + "-" +
-                                  fixed(0.1 * static_cast<double>(b + 1), 1)},
-                   {"drafts", static_cast<int64_t>(count[b])},
-                   {"predicted", predicted[b] / count[b]},
-                   {"observed", kept[b] / count[b]}});
+  for (int b = 0; b < model::confidence_calibration::buckets; ++b) {
+    const auto i = static_cast<size_t>(b);
+    if (c.drafts[i] == 0) continue;
+    const double n = static_cast<double>(c.drafts[i]);
+    out.push_back({{"bucket", model::confidence_calibration::bucket_name(b)},
+                   {"drafts", c.drafts[i]},
+                   {"predicted", c.predicted[i] / n},
+                   {"observed", static_cast<double>(c.kept[i]) / n}});
   }
   return out;
 }
@@ -326,6 +324,111 @@ void add_rows(const std::vector<row_figures>& rows, const std::vector<double>& c
   }
 }
 
+// `count` groups of `batch` prompts each, windows spread over `tokens`.
+std::vector<std::vector<std::vector<int32_t>>> prompt_groups(const std::vector<int32_t>& tokens,
+                                                             int batch, int count, int length) {
+  std::vector<std::vector<std::vector<int32_t>>> groups(static_cast<size_t>(count));
+  const auto all = windows(tokens, batch * count, length);
+  for (size_t i = 0; i < all.size(); ++i)
+    groups[i / static_cast<size_t>(batch)].push_back(all[i]);
+  return groups;
+}
+
+double ratio_of(const row_figures& r, const row_figures& plain) {
+  return plain.tokens_per_s() > 0 ? r.tokens_per_s() / plain.tokens_per_s() : 0.0;
+}
+
+// The throughput rows: plain decoding and the draft source ungated (into rows[] and `t`), and
+// beside them gated as served (into gate.rows and `gated`). Where the gate does not stop drafting
+// at a concurrency (it is 0, or not below it), the gated run is the ungated one and is not run
+// again.
+void add_concurrency_rows(const pair_models& p, gpu::backend& dev, const pair_options& o,
+                          const std::vector<double>& cost, int gate, json& out, table& t,
+                          table& gated) {
+  const source spec = p.head ? source::draft_head : source::draft_fixed;
+  out["gate"] = {
+      {"disable_above_batch", gate}, {"source", to_string(spec)}, {"rows", json::array()}};
+  for (int c : o.concurrency) {
+    std::vector<row_figures> rows{make_row(source::plain, c), make_row(spec, c)};
+    const bool gates = gate > 0 && c > gate;
+    if (gates) {
+      rows.push_back(make_row(spec, c));
+      rows.back().gate = gate;
+    }
+    run_rows(p, dev, {windows(p.eval_tokens, c, o.prompt_tokens)}, o, cost, rows);
+    add_rows({rows[0], rows[1]}, cost, out, t);
+    const row_figures& g = rows.back();
+    out["gate"]["rows"].push_back({{"concurrency", c},
+                                   {"plain_tokens_per_s", rows[0].tokens_per_s()},
+                                   {"ungated_tokens_per_s", rows[1].tokens_per_s()},
+                                   {"ungated_speedup", ratio_of(rows[1], rows[0])},
+                                   {"gated_tokens_per_s", g.tokens_per_s()},
+                                   {"gated_speedup", ratio_of(g, rows[0])},
+                                   {"gate_stops_drafting", gates},
+                                   {"same_tokens", rows[1].same_tokens && g.same_tokens}});
+    gated.add_row({std::to_string(c), fixed(rows[0].tokens_per_s(), 1),
+                   fixed(rows[1].tokens_per_s(), 1), fixed(ratio_of(rows[1], rows[0]), 2) + "x",
+                   fixed(g.tokens_per_s(), 1), fixed(ratio_of(g, rows[0]), 2) + "x",
+                   gates ? "off" : "on (= ungated)",
+                   rows[1].same_tokens && g.same_tokens ? "yes" : "NO"});
+  }
+}
+
+// The largest batch up to which every batch measured gained (ratio at least 1); 0: none did.
+struct crossover {
+  int pays_up_to = 0;
+  bool paying = true;
+  void add(int batch, double ratio) {
+    paying = paying && ratio >= 1.0;
+    if (paying) pays_up_to = batch;
+  }
+};
+
+// Plain decoding against the draft source and against prompt lookup, ungated, batch by batch:
+// where speculation stops paying is where the gate belongs.
+std::string sweep_batches(const pair_models& p, gpu::backend& dev, const pair_options& o,
+                          const std::vector<double>& cost, int gate, const std::string& gate_text,
+                          json& out) {
+  const source spec = p.head ? source::draft_head : source::draft_fixed;
+  std::vector<int> batches = o.sweep_batches;
+  std::sort(batches.begin(), batches.end());
+  table t({"batch", "plain tokens/s", std::string(to_string(spec)) + " tokens/s", "ratio",
+           "lookup tokens/s", "lookup ratio", "same tokens"});
+  json rows = json::array();
+  crossover drafting, lookup;
+  for (int b : batches) {
+    std::vector<row_figures> r{make_row(source::plain, b), make_row(spec, b),
+                               make_row(source::lookup, b)};
+    // Small batches run more groups, so that each batch decodes about as many sequences.
+    const int groups = std::max(1, o.prompts / b);
+    run_rows(p, dev, prompt_groups(p.eval_tokens, b, groups, o.prompt_tokens), o, cost, r);
+    drafting.add(b, ratio_of(r[1], r[0]));
+    lookup.add(b, ratio_of(r[2], r[0]));
+    const bool same = r[1].same_tokens && r[2].same_tokens;
+    rows.push_back({{"batch", b},
+                    {"plain_tokens_per_s", r[0].tokens_per_s()},
+                    {"speculative_tokens_per_s", r[1].tokens_per_s()},
+                    {"ratio", ratio_of(r[1], r[0])},
+                    {"lookup_tokens_per_s", r[2].tokens_per_s()},
+                    {"lookup_ratio", ratio_of(r[2], r[0])},
+                    {"same_tokens", same}});
+    t.add_row({std::to_string(b), fixed(r[0].tokens_per_s(), 1), fixed(r[1].tokens_per_s(), 1),
+               fixed(ratio_of(r[1], r[0]), 2) + "x", fixed(r[2].tokens_per_s(), 1),
+               fixed(ratio_of(r[2], r[0]), 2) + "x", same ? "yes" : "NO"});
+  }
+  out["sweep"] = {{"source", to_string(spec)},
+                  {"rows", rows},
+                  {"pays_up_to_batch", drafting.pays_up_to},
+                  {"lookup_pays_up_to_batch", lookup.pays_up_to},
+                  {"disable_above_batch", gate}};
+  return "\nplain decoding against " + std::string(to_string(spec)) +
+         " and prompt lookup by batch, ungated\n\n" + t.render() +
+         "\nspeculation pays up to batch " + std::to_string(drafting.pays_up_to) + " (" +
+         to_string(spec) + (drafting.pays_up_to == 0 ? ": slower than plain at every batch" : "") +
+         "); prompt lookup pays up to batch " + std::to_string(lookup.pays_up_to) +
+         "; the gate is " + gate_text + "\n";
+}
+
 }  // namespace
 
 std::vector<int64_t> start_all(model::engine& eng, const std::vector<std::vector<int32_t>>& prompts,
@@ -370,13 +473,17 @@ status run_pair_bench(const pair_options& o, gpu::backend& dev, json& out, std::
            "speedup", "bound", "same tokens"});
   out["rows"] = json::array();
   add_rows(single, cost, out, t);
-  for (int c : o.concurrency) {
-    std::vector<row_figures> rows{make_row(source::plain, c),
-                                  make_row(p.head ? source::draft_head : source::draft_fixed, c)};
-    run_rows(p, dev, {windows(p.eval_tokens, c, o.prompt_tokens)}, o, cost, rows);
-    add_rows(rows, cost, out, t);
-  }
+  const int gate =
+      o.gate >= 0 ? o.gate : config::default_manifest("").decode.speculation.disable_above_batch;
+  table gated({"concurrency", "plain tokens/s", "ungated tokens/s", "ungated speedup",
+               "gated tokens/s", "gated speedup", "drafting when gated", "same tokens"});
+  add_concurrency_rows(p, dev, o, cost, gate, out, t, gated);
+  const std::string gate_text = "disable_above_batch " + std::to_string(gate) +
+                                (gate == 0 ? ", never stops drafting" : "") +
+                                (o.gate >= 0 ? " (--gate)" : " (brigade serve's default)");
   text = t.render();
+  if (!o.concurrency.empty()) text += "\nthe utility gate: " + gate_text + "\n\n" + gated.render();
+  if (!o.sweep_batches.empty()) text += sweep_batches(p, dev, o, cost, gate, gate_text, out);
   if (p.head) {
     // Calibration on the fixed window's steps: every draft reached there was verified, whatever
     // the head would have said.

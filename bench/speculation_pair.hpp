@@ -1,7 +1,9 @@
 // `brigade bench speculation` on a trained target and draft pair (models/default): single-stream
 // greedy decoding with plain decoding, prompt lookup, the draft model with a fixed and an
 // adaptive window, and the draft model with its confidence head (model/confidence_head.hpp);
-// then plain beside the head at higher concurrency. With --record-events it instead records the
+// then plain beside the head at higher concurrency, ungated and with the utility gate as served
+// (speculation_options::disable_above_batch), and a sweep over batches of plain against the head
+// that finds where speculation stops paying. With --record-events it instead records the
 // draft's verified steps on the fitting half of the held-out text, for
 // scripts/fit_confidence_head.py.
 #pragma once
@@ -31,10 +33,17 @@ struct pair_options {
   int max_tokens = 64;
   int max_draft = 5;
   std::vector<int> concurrency{8};  ///< Sequences decoding together in the throughput rows.
+  /// disable_above_batch of the gated throughput rows; -1: what `brigade serve` runs with (the
+  /// embedded default manifest's).
+  int gate = -1;
+  /// Batches of the sweep of plain decoding against the draft model with its head, which finds
+  /// the largest batch where speculation still pays; empty skips it.
+  std::vector<int> sweep_batches{1, 2, 4, 8, 16, 32, 64};
 };
 
 /// Runs the pair benchmark; fills `out` (rows, acceptance per position, calibration, verify
-/// costs) and `text` (the tables), or records events when options.record_events is set.
+/// costs, the gate's rows, the sweep) and `text` (the tables), or records events when
+/// options.record_events is set.
 status run_pair_bench(const pair_options& options, gpu::backend& dev, nlohmann::json& out,
                       std::string& text);
 

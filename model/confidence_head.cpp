@@ -44,6 +44,13 @@ int confidence_head::keep(const std::vector<draft_feature>& features) const {
   return kept;
 }
 
+void confidence_head::calibrate(const std::vector<draft_feature>& fed, int kept,
+                                confidence_calibration& into) const {
+  const int observed = std::min(kept + 1, static_cast<int>(fed.size()));
+  for (int i = 0; i < observed; ++i)
+    into.add(predict(fed[static_cast<size_t>(i)]), i < kept);
+}
+
 result<confidence_head> confidence_head::parse(const std::string& text, const std::string& origin) {
   const json doc = json::parse(text, nullptr, false);
   if (doc.is_discarded() || !doc.is_object())

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "common/result.hpp"
+#include "model/confidence_calibration.hpp"
 #include "model/draft_source.hpp"
 
 namespace brigade::model {
@@ -47,6 +48,15 @@ struct confidence_head {
   /// How many leading drafts of `features` to verify: those whose cumulative prediction (the
   /// product of predict() up to and including them) is at least threshold.
   int keep(const std::vector<draft_feature>& features) const;
+  /// Records in `into` this head's prediction beside the outcome for each draft of one verify
+  /// step that verification observed. `fed` holds the features of the drafts the target verified,
+  /// in order, and it kept the first `kept`. Drafts 0 .. kept - 1 count as kept, and draft
+  /// `kept`, when fed, as rejected. Drafts after a rejected one are not counted: verification
+  /// stops at the first rejection and never compares them with a sample, and the prediction is
+  /// conditional on every earlier draft being kept, which did not happen. Drafts the head cut
+  /// before they were fed are not in `fed`: they were never verified, so they have no outcome.
+  void calibrate(const std::vector<draft_feature>& fed, int kept,
+                 confidence_calibration& into) const;
 
   /// Parses the JSON text of a head; errors name `origin` and the field at fault.
   static result<confidence_head> parse(const std::string& text, const std::string& origin);

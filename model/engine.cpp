@@ -208,6 +208,13 @@ void engine::finish_step(const std::vector<sequence*>& in_batch, std::vector<tok
     s.drafts.record(options_.speculation, static_cast<int>(drafts.size()),
                     static_cast<int>(produced.size()) - 1);
     if (drafts_ && !drafts.empty()) drafts_->accepted(s.id, static_cast<int>(produced.size()) - 1);
+    if (i < proposals_.size())
+      speculation_.add_proposed(proposals_[i].computed, static_cast<int>(drafts.size()));
+    // Calibration counts only the drafts verification just judged (confidence_head::calibrate).
+    if (options_.confidence_head && i < proposals_.size()) {
+      options_.confidence_head->calibrate(
+          proposals_[i].features, static_cast<int>(produced.size()) - 1, speculation_.calibration);
+    }
     if (options_.on_verified && i < proposals_.size())
       options_.on_verified(proposals_[i], static_cast<int>(produced.size()) - 1);
     // Accepted drafts already have their keys and values in the cache.

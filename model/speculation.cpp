@@ -108,6 +108,7 @@ void speculation_stats::add(int drafted, int produced) {
 void speculation_stats::merge(const speculation_stats& other) {
   verify_steps += other.verify_steps;
   drafted_tokens += other.drafted_tokens;
+  proposed_tokens += other.proposed_tokens;
   accepted_tokens += other.accepted_tokens;
   emitted_tokens += other.emitted_tokens;
   batch_limited_steps += other.batch_limited_steps;
@@ -118,6 +119,7 @@ void speculation_stats::merge(const speculation_stats& other) {
     drafted_at[i] += other.drafted_at[i];
     accepted_at[i] += other.accepted_at[i];
   }
+  calibration.merge(other.calibration);
 }
 
 }  // namespace brigade::model

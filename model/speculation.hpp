@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "model/confidence_calibration.hpp"
 #include "model/logits_rules.hpp"
 #include "model/sampler.hpp"
 
@@ -121,8 +122,11 @@ class draft_window {
 
 /// Counts a decoder keeps of its speculation.
 struct speculation_stats {
-  int64_t verify_steps = 0;     ///< Sequence-steps that fed at least one draft.
-  int64_t drafted_tokens = 0;   ///< Draft tokens fed.
+  int64_t verify_steps = 0;    ///< Sequence-steps that fed at least one draft.
+  int64_t drafted_tokens = 0;  ///< Draft tokens fed: those the target verified.
+  /// Draft tokens the source computed: those fed, and those a confidence head cut after the
+  /// draft model had computed them (model/draft_model.hpp). Add with add_proposed().
+  int64_t proposed_tokens = 0;
   int64_t accepted_tokens = 0;  ///< Draft tokens kept.
   int64_t emitted_tokens = 0;   ///< Tokens the verify steps produced (accepted plus one each).
   /// Steps that drafted nothing because more sequences decoded than disable_above_batch.
@@ -132,9 +136,15 @@ struct speculation_stats {
   /// accepted_at[i] / drafted_at[i], is conditional on reaching i. At most max_draft entries.
   std::vector<int64_t> drafted_at;
   std::vector<int64_t> accepted_at;
+  /// The confidence head's predictions against verification's outcomes, when a head decides
+  /// (model/confidence_head.hpp, confidence_head::calibrate says which drafts count).
+  confidence_calibration calibration;
 
   /// One verify step of a sequence: `drafted` drafts fed, `produced` tokens yielded.
   void add(int drafted, int produced);
+  /// A verify step's proposal: `computed` drafts computed (0 from a source that does not count
+  /// them, prompt lookup), `fed` of them fed.
+  void add_proposed(int computed, int fed) { proposed_tokens += std::max(computed, fed); }
   /// Adds another decoder's counts (a sum over decode workers).
   void merge(const speculation_stats& other);
 };

@@ -1,7 +1,9 @@
 // Decode workers drafting with a draft model give the single-process engine's plain tokens, count
-// acceptance per draft position, and a draft model that cannot serve is refused by name: by the
+// acceptance per draft position and, with a confidence head, its calibration (in the statuses and
+// in /metrics), and a draft model that cannot serve is refused by name: by the
 // topology for its manifest field, by a node for the decode worker it would spawn.
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "actors/collecting_sink.hpp"
@@ -166,6 +168,83 @@ TEST_CASE("decode workers drafting with a draft model give the engine's tokens (
     CHECK_THAT(text, Catch::Contains(
                          "brigade_speculative_draft_tokens_by_position_total{position=\"4\"} " +
                          std::to_string(t.drafted_at[4])));
+  }
+}
+
+TEST_CASE("decode workers with a confidence head report its calibration in statuses and /metrics",
+          "[topology][speculation][draft_model][calibration]") {
+  draft_fixture f;
+  // Predictions by draft index: 0.82, 0.62, 0.38, 0.18 (buckets 8, 6, 3, 1); cumulative 0.82,
+  // 0.51, 0.19, 0.04, so the threshold cuts the fourth draft after the draft model computed it:
+  // cut drafts must not count.
+  std::ofstream(f.draft + "/confidence_head.json")
+      << R"({"weights": {"bias": 1.5, "log_probability": 0, "probability": 0, "entropy": 0,
+                         "index": -1}, "threshold": 0.1})";
+  const int n = 8, max_tokens = 32;
+  const auto expected = plain_outputs(f.target, n, max_tokens, {});
+  auto topo = deploy::topology::start(drafting_manifest(f));
+  REQUIRE(topo.ok());
+  check_generations(*topo.value(), expected, max_tokens, {});
+  std::vector<int64_t> drafts(10, 0), kept(10, 0);
+  int64_t verify_steps = 0, verified = 0, accepted = 0, proposed = 0;
+  for (const auto& role : nlohmann::json::parse(topo.value()->statuses_json())) {
+    if (role["role"] != "decode") continue;
+    const auto& s = role["detail"]["speculation"];
+    verify_steps += s["verify_steps"].get<int64_t>();
+    verified += s["drafted_tokens"].get<int64_t>();
+    accepted += s["accepted_tokens"].get<int64_t>();
+    proposed += s["proposed_tokens"].get<int64_t>();
+    const auto& buckets = s["calibration"];
+    REQUIRE(buckets.size() == 10);
+    for (size_t b = 0; b < 10; ++b) {
+      INFO(buckets[b].dump());
+      CHECK(buckets[b]["bucket"] ==
+            model::confidence_calibration::bucket_name(static_cast<int>(b)));
+      drafts[b] += buckets[b]["drafts"].get<int64_t>();
+      kept[b] += buckets[b]["kept"].get<int64_t>();
+      if (buckets[b]["drafts"].get<int64_t>() == 0) continue;
+      // The mean prediction lies in its bucket; the observed rate is kept over drafts.
+      CHECK(buckets[b]["mean_predicted"].get<double>() >= 0.1 * static_cast<double>(b) - 1e-9);
+      CHECK(buckets[b]["mean_predicted"].get<double>() <= 0.1 * static_cast<double>(b + 1));
+      CHECK(buckets[b]["observed"].get<double>() ==
+            Approx(static_cast<double>(buckets[b]["kept"].get<int64_t>()) /
+                   static_cast<double>(buckets[b]["drafts"].get<int64_t>())));
+    }
+  }
+  int64_t observed = 0, observed_kept = 0, used = 0;
+  for (size_t b = 0; b < 10; ++b) {
+    observed += drafts[b];
+    observed_kept += kept[b];
+    used += drafts[b] > 0 ? 1 : 0;
+  }
+  INFO("verify steps " << verify_steps << ", verified " << verified << ", accepted " << accepted
+                       << ", proposed " << proposed << ", calibrated " << observed);
+  // Not vacuous: drafts kept and rejected, some cut by the head, predictions in 2+ buckets.
+  CHECK(accepted > 0);
+  CHECK(verified > accepted);
+  CHECK(proposed > verified);
+  CHECK(used >= 2);
+  // Each verify step judged its drafts up to the first rejection: every kept draft, at most one
+  // rejected draft per step; drafts after a rejection and drafts the head cut are not counted.
+  CHECK(observed_kept == accepted);
+  CHECK(observed >= verify_steps);
+  CHECK(observed - observed_kept <= verify_steps);
+  CHECK(observed <= verified);
+  // /metrics carries the same buckets, summed over the workers.
+  metrics::registry reg;
+  topo.value()->service().collect_metrics(reg);
+  const std::string text = reg.prometheus_text();
+  CHECK_THAT(text, Catch::Contains("brigade_speculative_proposed_tokens_total " +
+                                   std::to_string(proposed)));
+  for (size_t b = 0; b < 10; ++b) {
+    if (drafts[b] == 0) continue;
+    const std::string label =
+        "{bucket=\"" + model::confidence_calibration::bucket_name(static_cast<int>(b)) + "\"} ";
+    CHECK_THAT(text, Catch::Contains("brigade_speculative_calibration_drafts_total" + label +
+                                     std::to_string(drafts[b])));
+    CHECK_THAT(text, Catch::Contains("brigade_speculative_calibration_kept_total" + label +
+                                     std::to_string(kept[b])));
+    CHECK_THAT(text, Catch::Contains("brigade_speculative_calibration_predicted_total" + label));
   }
 }
 

@@ -1,6 +1,7 @@
-// The confidence head: its prediction and cut-off by hand, its JSON with errors naming the field,
-// and the engine drafting with the committed pair and its head still giving plain decoding's
-// tokens.
+// The confidence head: its prediction and cut-off by hand, its calibration buckets from a known
+// stream of verify steps, its JSON with errors naming the field, and the engine drafting with the
+// committed pair and its head still giving plain decoding's tokens and a calibration that counts
+// only verified drafts.
 #include "model/confidence_head.hpp"
 
 #include <catch2/catch.hpp>
@@ -58,6 +59,45 @@ TEST_CASE("a confidence head predicts by hand and cuts at the cumulative thresho
   CHECK(h.predict(feature(0.5f, 0.4f, 1)) == Approx(1.0 / (1.0 + std::exp(0.0362944))));
   // A probability of 0 is clamped rather than giving log(0).
   CHECK(std::isfinite(h.predict(feature(0.0f, 1.0f, 0))));
+}
+
+TEST_CASE("calibration counts each verified draft in its prediction's bucket, and no other",
+          "[confidence_head][calibration]") {
+  // Predictions by index alone: 0.5, sigmoid(-1) = 0.269, sigmoid(-2) = 0.119, sigmoid(-3) =
+  // 0.047, in buckets 5, 2, 1 and 0.
+  confidence_head h;
+  h.index = -1.0;
+  const std::vector<draft_feature> four{feature(0.3f, 1.0f, 0), feature(0.3f, 1.0f, 1),
+                                        feature(0.3f, 1.0f, 2), feature(0.3f, 1.0f, 3)};
+  confidence_calibration c;
+  h.calibrate(four, 4, c);  // every draft kept: four outcomes, all kept
+  h.calibrate(four, 1, c);  // draft 0 kept, draft 1 rejected; 2 and 3 were never compared
+  h.calibrate({four[0], four[1], four[2]}, 0, c);  // draft 0 rejected; the rest never compared
+  h.calibrate({}, 0, c);                           // the head cut every draft: nothing was verified
+  const std::vector<int64_t> drafts{1, 1, 2, 0, 0, 3, 0, 0, 0, 0};
+  const std::vector<int64_t> kept{1, 1, 1, 0, 0, 2, 0, 0, 0, 0};
+  CHECK(c.drafts == drafts);
+  CHECK(c.kept == kept);
+  CHECK(c.total() == 7);
+  CHECK(c.predicted[5] == Approx(3 * 0.5));
+  CHECK(c.predicted[2] == Approx(2 / (1 + std::exp(1.0))));
+  CHECK(c.predicted[1] == Approx(1 / (1 + std::exp(2.0))));
+  CHECK(c.predicted[0] == Approx(1 / (1 + std::exp(3.0))));
+  // Bucket edges: [b/10, (b+1)/10), with 1.0 in the last; names as the metrics label them.
+  CHECK(confidence_calibration::bucket_of(0.0) == 0);
+  CHECK(confidence_calibration::bucket_of(0.1) == 1);
+  CHECK(confidence_calibration::bucket_of(0.99) == 9);
+  CHECK(confidence_calibration::bucket_of(1.0) == 9);
+  CHECK(confidence_calibration::bucket_name(0) == "0.0-0.1");
+  CHECK(confidence_calibration::bucket_name(9) == "0.9-1.0");
+  // Decoders' buckets add, also inside speculation_stats.
+  speculation_stats a, b;
+  a.calibration = c;
+  b.calibration = c;
+  a.merge(b);
+  CHECK(a.calibration.total() == 14);
+  CHECK(a.calibration.kept[5] == 4);
+  CHECK(a.calibration.predicted[5] == Approx(3.0));
 }
 
 TEST_CASE("a confidence head's JSON loads, and a bad one is refused naming the field",
@@ -161,5 +201,16 @@ TEST_CASE("the committed pair drafting with its confidence head gives plain deco
     CHECK(stats.drafted_tokens > 0);
     CHECK(stats.accepted_tokens > 0);
     CHECK(stats.accepted_tokens < stats.drafted_tokens);
+    // Calibration saw each verified draft up to the first rejection of its step: every kept
+    // draft, at most one rejected draft per verify step, and no draft the target did not judge.
+    const confidence_calibration& c = stats.calibration;
+    int64_t kept = 0;
+    for (int64_t k : c.kept)
+      kept += k;
+    CHECK(kept == stats.accepted_tokens);
+    CHECK(c.total() >= stats.verify_steps);
+    CHECK(c.total() - kept <= stats.verify_steps);
+    CHECK(c.total() <= stats.drafted_tokens);
+    CHECK(stats.proposed_tokens >= stats.drafted_tokens);
   }
 }

@@ -2,7 +2,9 @@
 """The dashboard over a live topology: GET /dashboard serves the page without a key, and its own
 script, run in node against the server, renders what /v1/experts, /v1/status and /metrics say
 (the layout slot for slot, a row per role, the balancedness); behind an API key it says to enter
-one, and renders with it.
+one, and renders with it. Over the committed pair drafting with its confidence head, its
+speculation panel shows each decode worker's drafted, verified and accepted tokens, the acceptance
+per draft position and the head's calibration buckets as /v1/status reports them.
 
 Usage: dashboard_test.py BRIGADE_BIN NODE WORKDIR
 """
@@ -18,6 +20,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "support"))
 from brigade_server import brigade_server, write_watched_manifest  # noqa: E402
 
 KEY = "dashboard-test-key"
+PAIR = os.path.abspath(os.path.join(HERE, "..", "..", "..", "models", "default"))
 
 
 def fetch(url, key=None):
@@ -46,6 +49,89 @@ def render(node, script, srv, key=None):
 
 def check(name, ok, detail=""):
     print(f"{'ok  ' if ok else 'FAIL'} {name}{': ' + detail if detail and not ok else ''}")
+    return ok
+
+
+def close(shown, expected):
+    """A rendered ratio against the JSON's: toFixed and Python round ties differently."""
+    if expected is None:
+        return shown == "-"
+    return shown != "-" and abs(float(shown) - expected) <= 0.0015
+
+
+def ratio(part, whole):
+    return part / whole if whole else None
+
+
+def check_calibration(shown, workers, metrics):
+    """The calibration table: buckets summed over the workers, as the status and /metrics say."""
+    ok = True
+    names = [b["bucket"] for b in workers[0]["calibration"]]
+    drafts = [sum(w["calibration"][i]["drafts"] for w in workers) for i in range(len(names))]
+    kept = [sum(w["calibration"][i]["kept"] for w in workers) for i in range(len(names))]
+    predicted = [sum(w["calibration"][i]["mean_predicted"] * w["calibration"][i]["drafts"]
+                     for w in workers) for i in range(len(names))]
+    ok &= check("the head judged drafts in at least one bucket", sum(drafts) > 0, str(drafts))
+    ok &= check("a calibration row per bucket", [r[0] for r in shown] == names and
+                [int(r[1]) for r in shown] == drafts, f"{shown} against {names} {drafts}")
+    for row, n, k, p in zip(shown, drafts, kept, predicted):
+        if n == 0:
+            ok &= check(f"bucket {row[0]} empty", row[2:] == ["-", "-"], str(row))
+            continue
+        ok &= check(f"bucket {row[0]}: mean predicted and observed",
+                    close(row[2], p / n) and close(row[3], k / n),
+                    f"{row} against {p / n}, {k / n}")
+        ok &= check(f"bucket {row[0]} in /metrics",
+                    f'brigade_speculative_calibration_drafts_total{{bucket="{row[0]}"}} {n}\n'
+                    in metrics and
+                    f'brigade_speculative_calibration_kept_total{{bucket="{row[0]}"}} {k}\n'
+                    in metrics, row[0])
+    return ok
+
+
+def check_speculation_panel(brigade, node, workdir):
+    """The committed pair drafting with its head: the panel shows what /v1/status says."""
+    manifest = os.path.join(workdir, "pair.yaml")
+    with open(manifest, "w") as f:
+        f.write(f"model: {PAIR}/target\n"
+                "roles: {decode: {speculation: "
+                f"{{draft: model, draft_model: {PAIR}/draft}}}}}}\n")
+    srv = brigade_server(brigade, manifest, os.path.join(workdir, "pair-serve.log"))
+    ok = True
+    try:
+        name = json.loads(fetch(srv.url + "/v1/models")[2])["data"][0]["id"]
+        for prompt in ["To open a file, use", "The default value of the argument is",
+                       "A list is a sequence of"]:
+            srv.post("/v1/completions", {"model": name, "prompt": prompt, "max_tokens": 32,
+                                         "temperature": 0})
+        script = page_script(srv, workdir)
+        shown = render(node, script, srv)
+        status = json.loads(fetch(srv.url + "/v1/status")[2])
+        metrics = fetch(srv.url + "/metrics")[2]
+        decode = [r for r in status if r["detail"].get("speculation")]
+        workers = [r["detail"]["speculation"] for r in decode]
+        ok &= check("it renders without an error", shown["error"] == "", shown["error"])
+        expected = [[r["name"], s["draft"], str(s["proposed_tokens"]), str(s["drafted_tokens"]),
+                     str(s["accepted_tokens"])] for r, s in zip(decode, workers)]
+        ok &= check("a speculation row per decode worker: drafted, verified, accepted",
+                    [row[:5] for row in shown["speculation"]] == expected and
+                    all(close(row[5], ratio(s["accepted_tokens"], s["drafted_tokens"])) and
+                        close(row[6], ratio(s["drafted_tokens"], s["verify_steps"]))
+                        for row, s in zip(shown["speculation"], workers)),
+                    f"{shown['speculation']} against {expected}")
+        ok &= check("drafts were verified, kept and cut", all(
+            s["proposed_tokens"] >= s["drafted_tokens"] > s["accepted_tokens"] > 0
+            for s in workers), str(workers))
+        width = max(len(s["drafted_by_position"]) for s in workers)
+        at = [[sum(s[k][i] for s in workers if i < len(s[k])) for i in range(width)]
+              for k in ("drafted_by_position", "accepted_by_position")]
+        ok &= check("acceptance per position", [[int(c) for c in row[:3]]
+                                                for row in shown["spec_positions"]] ==
+                    [[i, at[0][i], at[1][i]] for i in range(width)],
+                    f"{shown['spec_positions']} against {at}")
+        ok &= check_calibration(shown["calibration"], workers, metrics)
+    finally:
+        srv.stop()
     return ok
 
 
@@ -101,8 +187,11 @@ def main():
                     f"{shown['cards']} against {rates}")
         ok &= check("generated tokens counted", shown["cards"]["generated tokens"] == "96",
                     str(shown["cards"]))
+        ok &= check("speculation off says so", shown["speculation_note"] == "speculation is off",
+                    shown["speculation_note"])
     finally:
         srv.stop()
+    ok &= check_speculation_panel(brigade, node, workdir)
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 

@@ -91,6 +91,12 @@ console.log(JSON.stringify({
   cards: Object.fromEntries($("cards").find("div").map((card) => [
     card.find("span")[0].textContent, card.find("b")[0].textContent])),
   roles: rows("roles").slice(1).map((tr) => tr.find("td").map((td) => td.textContent)),
+  // The speculation panel's tables, cell text by row, headers left out.
+  speculation: rows("speculation").slice(1).map((tr) => tr.find("td").map((td) => td.textContent)),
+  spec_positions: rows("spec-positions").slice(1).map(
+      (tr) => tr.find("td").map((td) => td.textContent)),
+  calibration: rows("calibration").slice(1).map((tr) => tr.find("td").map((td) => td.textContent)),
+  speculation_note: $("speculation").textContent,
   // An empty cell is null, not Number("") = 0, so that a blank expert 0 is caught.
   layout: rows("layout").map((tr) => tr.find("span").map(
       (s) => (s.textContent === "" ? null : Number(s.textContent)))),
