@@ -1,10 +1,10 @@
 // `brigade bench engine`: the single-process engine's prefill and decode speed, the expert FFN
-// kernel beside OpenBLAS sgemm on the same shapes, and decode at batch 1 beside the memory
-// bandwidth bound, all measured in one run on one CPU kernel path; with --compare-paths, every
-// kernel path this machine has, side by side (engine_paths.hpp).
+// kernel beside OpenBLAS sgemm on the same shapes, and decode at batch 1 beside the bound of
+// reading its weights (weight_read_bound.hpp), all measured in one run on one CPU kernel path; with
+// --compare-paths, every kernel path this machine has, side by side (engine_paths.hpp); with --peer
+// llamacpp, llama.cpp on the same model beside brigade (engine_peer.hpp).
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -14,8 +14,10 @@
 #include "bench/engine_measure.hpp"
 #include "bench/engine_model.hpp"
 #include "bench/engine_paths.hpp"
+#include "bench/engine_peer.hpp"
 #include "bench/openblas_loader.hpp"
 #include "bench/table.hpp"
+#include "bench/weight_read_bound.hpp"
 #include "common/thread_pool.hpp"
 #include "gpu/cpu/cpu_backend.hpp"
 #include "model/loaded_model.hpp"
@@ -25,46 +27,14 @@ namespace {
 
 using json = nlohmann::json;
 
-// Copy bandwidth of this machine with all pool threads: bytes copied per second.
-double copy_bandwidth(thread_pool& pool) {
-  const size_t bytes = size_t{256} << 20;
-  std::vector<char> src(bytes, 1), dst(bytes, 0);
-  const size_t chunk = size_t{4} << 20;
-  const double t = best_time(
-      [&] {
-        pool.parallel_for(bytes / chunk, 1, [&](size_t b, size_t e) {
-          std::memcpy(&dst[b * chunk], &src[b * chunk], (e - b) * chunk);
-        });
-      },
-      0.2, 3);
-  return static_cast<double>(bytes) / t;
-}
-
-// Weight bytes one decode token reads: attention, router, top-k experts, shared expert, lm_head.
-double active_weight_bytes(const model::loaded_model& m) {
-  const model::model_config& c = m.config;
-  double bytes = static_cast<double>(m.dense->output_matrix().bytes());
-  for (int l = 0; l < c.num_layers; ++l) {
-    const model::layer_weights& lw = m.dense->layers[static_cast<size_t>(l)];
-    bytes += static_cast<double>(lw.attn.qkv->bytes() + lw.attn.o->bytes());
-    if (!c.is_moe_layer(l)) {
-      bytes += static_cast<double>(lw.dense.bytes());
-      continue;
-    }
-    bytes += static_cast<double>(lw.router->bytes() + lw.shared.bytes());
-    bytes += c.top_k * static_cast<double>(m.experts->find(l, 0)->bytes());
-  }
-  return bytes;
-}
-
 // What one run on one kernel path measured.
 struct engine_figures {
   gpu::cpu::kernel_path path = gpu::cpu::kernel_path::avx2;
   std::vector<ffn_figures> ffn;
   double prefill_tokens_per_s = 0;
   std::vector<std::pair<int, double>> decode_tokens_per_s;  // (batch, tokens/s)
-  double bandwidth = 0;                                     // bytes copied per second
-  double active_bytes = 0;                                  // weight bytes per decode token
+  weight_read_figures reads;         // the decode bound: one step's weights read as kernels do
+  weight_read_figures random_reads;  // the same with experts drawn at random per step
 };
 
 json figures_json(const model::loaded_model& m, const model::model_spec& spec,
@@ -90,11 +60,13 @@ json figures_json(const model::loaded_model& m, const model::model_spec& spec,
                                {"ratio_bf16", e.ours_bf16_gflops / e.openblas_gflops},
                                {"ratio_f32", e.ours_f32_gflops / e.openblas_gflops}});
   }
-  const double bound_tokens_per_s = f.bandwidth / f.active_bytes;
-  j["copy_bandwidth_gb_per_s"] = f.bandwidth / 1e9;
-  j["active_weight_bytes_per_token"] = f.active_bytes;
+  const double bound_tokens_per_s = f.reads.tokens_per_s();
+  j["weight_read_gb_per_s"] = f.reads.bytes_per_s() / 1e9;
+  j["active_weight_bytes_per_token"] = f.reads.bytes_per_step;
   j["decode_batch1_bound_tokens_per_s"] = bound_tokens_per_s;
   j["decode_batch1_over_bound"] = bound_tokens_per_s / f.decode_tokens_per_s[0].second;
+  j["decode_batch1_share_of_bound"] = f.decode_tokens_per_s[0].second / bound_tokens_per_s;
+  j["weight_read_random_experts_tokens_per_s"] = f.random_reads.tokens_per_s();
   return j;
 }
 
@@ -118,13 +90,14 @@ void print_figures(const model::loaded_model& m, const model::model_spec& spec,
   for (const auto& [b, tps] : f.decode_tokens_per_s)
     speed.add_row({"decode batch " + std::to_string(b), fixed(tps, 1)});
   std::printf("%s\n", speed.render().c_str());
-  const double bound_tokens_per_s = f.bandwidth / f.active_bytes;
+  const double bound_tokens_per_s = f.reads.tokens_per_s();
   const double batch1 = f.decode_tokens_per_s[0].second;
   std::printf(
-      "decode batch 1: %.1f tokens/s; bound %.1f tokens/s (%.1f MB of weights per token at "
-      "%.1f GB/s copy bandwidth): %.2fx the bound (goal <= 2)\n",
-      batch1, bound_tokens_per_s, f.active_bytes / 1e6, f.bandwidth / 1e9,
-      bound_tokens_per_s / batch1);
+      "decode batch 1: %.1f tokens/s; bound %.1f tokens/s (%.1f MB of weights per token, read "
+      "as the kernels read them at %.1f GB/s): %.0f%% of the bound; with experts drawn at random "
+      "per step (no routing locality) the reads alone allow %.1f tokens/s\n",
+      batch1, bound_tokens_per_s, f.reads.bytes_per_step / 1e6, f.reads.bytes_per_s() / 1e9,
+      100.0 * batch1 / bound_tokens_per_s, f.random_reads.tokens_per_s());
 }
 
 }  // namespace
@@ -133,7 +106,9 @@ int engine(int argc, char** argv) {
   bool as_json = false, quick = false, kernel_only = false, compare = false;
   std::string work_dir = (std::filesystem::temp_directory_path() / "brigade-bench").string();
   std::string kernels;
+  std::string shape = "default", peer_name;
   path_comparison_options cmp;
+  peer_options peer;
   CLI::App app{"Engine throughput and kernel speed beside OpenBLAS", "brigade bench engine"};
   app.option_defaults()->always_capture_default();
   app.add_flag("--json", as_json, "print one JSON object");
@@ -143,7 +118,15 @@ int engine(int argc, char** argv) {
                  "CPU kernel path: auto, avx2 or avx512 (default: BRIGADE_CPU_KERNELS, else auto)");
   app.add_flag("--compare-paths", compare,
                "prefill, decode and the FFN kernel on every kernel path here, alternating");
-  app.add_option("--rounds", cmp.rounds, "rounds of --compare-paths")->check(CLI::Range(1, 100));
+  app.add_option("--rounds", cmp.rounds, "rounds of --compare-paths and --peer")
+      ->check(CLI::Range(1, 100));
+  app.add_option(
+      "--peer", peer_name,
+      "llamacpp: llama.cpp on the same model beside brigade (needs node, npm, gcc, git)");
+  app.add_option("--shape", shape, "benchmark model shape: default or wide (engine_model.hpp)");
+  app.add_option("--peer-dir", peer.toolchain_dir,
+                 "where --peer keeps npm packages, headers and its driver "
+                 "(default: peers/llamacpp beside the brigade binary)");
   app.add_option("--work-dir", work_dir, "where the generated benchmark model is kept")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -157,15 +140,29 @@ int engine(int argc, char** argv) {
     if (!chosen) return std::fprintf(stderr, "--kernels: %s\n", chosen.err().message.c_str()), 1;
     f.path = chosen.value();
   }
-  const model::model_spec spec = engine_model_spec();
+  const result<model::model_spec> shaped = engine_model_spec(shape);
+  if (!shaped) return std::fprintf(stderr, "--shape: %s\n", shaped.err().message.c_str()), 1;
+  const model::model_spec& spec = shaped.value();
+  if (!peer_name.empty()) {
+    peer.peer = peer_name;
+    peer.shape = shape;
+    peer.work_dir = work_dir;
+    peer.path = f.path;
+    peer.rounds = cmp.rounds;
+    peer.decode_steps = quick ? 8 : 32;
+    if (quick) peer.rounds = 1;
+    peer.as_json = as_json;
+    return compare_with_peer(peer, pool);
+  }
   if (compare) {
+    cmp.shape = shape;
     cmp.as_json = as_json;
     cmp.decode_steps = quick ? 8 : 32;
     if (quick) cmp.rounds = 1;
     return compare_kernel_paths(work_dir, spec, pool, cmp);
   }
   auto dev = gpu::cpu::make_backend(&pool, f.path);
-  auto loaded = load_engine_model(work_dir, *dev);
+  auto loaded = load_engine_model(work_dir, *dev, shape);
   if (!loaded) return std::fprintf(stderr, "%s\n", loaded.err().message.c_str()), 1;
   const model::loaded_model& m = *loaded.value();
   auto blas_lib = load_openblas();
@@ -188,8 +185,8 @@ int engine(int argc, char** argv) {
   f.prefill_tokens_per_s = prefill_tokens_per_s(m, *dev, 512, 3);
   for (int b : {1, 8, 32})
     f.decode_tokens_per_s.emplace_back(b, decode_tokens_per_s(m, *dev, b, quick ? 8 : 32));
-  f.bandwidth = copy_bandwidth(pool);
-  f.active_bytes = active_weight_bytes(m);
+  f.reads = measure_weight_reads(m, pool, expert_draw::same, 64, 5);
+  f.random_reads = measure_weight_reads(m, pool, expert_draw::random, 64, 5);
   if (as_json) {
     std::printf("%s\n", figures_json(m, spec, f, pool.size()).dump(2).c_str());
   } else {

@@ -139,7 +139,7 @@ int compare_kernel_paths(const std::string& work_dir, const model::model_spec& s
   std::vector<path_setup> setups;
   for (kernel_path p : gpu::cpu::available_kernel_paths()) {
     path_setup s{p, gpu::cpu::make_backend(&pool, p), nullptr};
-    auto loaded = load_engine_model(work_dir, *s.dev);
+    auto loaded = load_engine_model(work_dir, *s.dev, opt.shape);
     if (!loaded) return std::fprintf(stderr, "%s\n", loaded.err().message.c_str()), 1;
     s.model = std::move(loaded.value());
     setups.push_back(std::move(s));

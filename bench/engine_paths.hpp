@@ -13,9 +13,10 @@ class thread_pool;
 namespace brigade::bench {
 
 struct path_comparison_options {
-  int rounds = 5;         ///< Rounds; each measures every phase once per path.
-  int decode_steps = 32;  ///< Timed decode steps per decode measurement.
-  bool as_json = false;   ///< One JSON object instead of the table.
+  int rounds = 5;                 ///< Rounds; each measures every phase once per path.
+  int decode_steps = 32;          ///< Timed decode steps per decode measurement.
+  bool as_json = false;           ///< One JSON object instead of the table.
+  std::string shape = "default";  ///< The benchmark model's shape (engine_model.hpp).
 };
 
 /// Measures prefill of a 512-token prompt, decode at batch 1 and 8, and the expert FFN kernel at
