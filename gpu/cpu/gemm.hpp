@@ -17,4 +17,8 @@ namespace brigade::gpu::cpu {
 void gemm(const float* x, int ldx, int m, const packed_matrix& w, const float* bias, float* y,
           int ldy, thread_pool& pool, kernel_path path);
 
+/// The multiply-adds gemm() aims to give each parallel work item: BRIGADE_GEMM_ITEM_WORK, else
+/// 25,000 (read once). Smaller items spread small products over more threads.
+double item_multiply_adds();
+
 }  // namespace brigade::gpu::cpu

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -35,4 +36,53 @@ TEST_CASE("parallel_for is safe from several callers at once", "[thread_pool]") 
   for (auto& t : callers)
     t.join();
   REQUIRE(total.load() == 4L * 200 * 100);
+}
+
+namespace {
+
+// Runs a job of two chunks whose first waits until the second has started: it can only finish
+// in time if a worker, not the caller alone, picks up the second chunk.
+bool second_chunk_ran_on_a_worker(thread_pool& pool) {
+  std::atomic<bool> second_started{false};
+  std::atomic<bool> met{false};
+  pool.parallel_for(2, 1, [&](size_t b, size_t) {
+    if (b == 1) {
+      second_started = true;
+      return;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!second_started && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+    met = second_started.load();
+  });
+  return met.load();
+}
+
+}  // namespace
+
+TEST_CASE("a worker takes jobs both while it polls and after it has fallen asleep",
+          "[thread_pool]") {
+  thread_pool pool(2);
+  // Back to back: the worker is still polling from the job before.
+  for (int i = 0; i < 100; ++i)
+    REQUIRE(second_chunk_ran_on_a_worker(pool));
+  // After a pause far past the polling window the worker sleeps on the condition variable.
+  const auto pause =
+      std::chrono::nanoseconds(thread_pool::spin_nanoseconds()) * 20 + std::chrono::milliseconds(5);
+  for (int i = 0; i < 5; ++i) {
+    std::this_thread::sleep_for(pause);
+    REQUIRE(second_chunk_ran_on_a_worker(pool));
+  }
+}
+
+TEST_CASE("a pool is destroyed cleanly with its workers polling or asleep", "[thread_pool]") {
+  for (int sleep_ms : {0, 5}) {
+    std::atomic<long> total{0};
+    {
+      thread_pool pool(3);
+      pool.parallel_for(64, 1, [&](size_t b, size_t e) { total += static_cast<long>(e - b); });
+      std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+    }
+    REQUIRE(total.load() == 64);
+  }
 }
