@@ -72,10 +72,14 @@ void added_vocabulary::add(added_token token, std::string pattern) {
   auto& bucket = by_first_byte_[static_cast<unsigned char>(pattern[0])];
   tokens_.push_back(std::move(token));
   patterns_.push_back(std::move(pattern));
-  bucket.push_back(index);
-  std::stable_sort(bucket.begin(), bucket.end(), [this](int32_t a, int32_t b) {
-    return patterns_[a].size() > patterns_[b].size();
+  // Longest pattern first, earlier tokens first among equal lengths: insert after every
+  // pattern at least as long (sorting the bucket on every add made loading a tokenizer with
+  // thousands of added tokens quadratic).
+  const std::size_t size = patterns_.back().size();
+  const auto at = std::partition_point(bucket.begin(), bucket.end(), [&](int32_t other) {
+    return patterns_[static_cast<std::size_t>(other)].size() >= size;
   });
+  bucket.insert(at, index);
 }
 
 const added_token* added_vocabulary::find_id(int32_t id) const {
