@@ -26,19 +26,26 @@ void cpu_relax() {
 #endif
 }
 
-/// Polls `ready` until it holds or the spin window has passed; says whether it held.
+/// Polls `ready` until it holds or the spin window has passed; says whether it held. The first
+/// microseconds poll with a pause; after that each poll yields the core, so that where threads
+/// outnumber cores (expert shards and workers of one process computing side by side) a polling
+/// thread gives way to one with work instead of holding its core for the whole window.
 template <class Ready>
 bool spin_until(Ready&& ready) {
   const int64_t budget = thread_pool::spin_nanoseconds();
   if (budget <= 0) return ready();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(budget);
+  const auto start = std::chrono::steady_clock::now();
+  const auto busy_until = start + std::chrono::nanoseconds(std::min<int64_t>(budget, 5'000));
+  const auto deadline = start + std::chrono::nanoseconds(budget);
   for (;;) {
     // The clock is read once per 32 polls: a poll is a load and a pause, the clock ~20 ns.
     for (int i = 0; i < 32; ++i) {
       if (ready()) return true;
       cpu_relax();
     }
-    if (std::chrono::steady_clock::now() >= deadline) return ready();
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return ready();
+    if (now >= busy_until) std::this_thread::yield();
   }
 }
 
