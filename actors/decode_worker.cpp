@@ -14,6 +14,7 @@
 #include "model/confidence_head.hpp"
 #include "model/draft_source.hpp"
 #include "model/finish_rules.hpp"
+#include "model/kv_layout.hpp"
 #include "model/sampler.hpp"
 #include "model/speculation.hpp"
 
@@ -319,7 +320,8 @@ decode_worker_impl::behavior_type decode_behavior(decode_pointer self,
   start_loop(self, st.ctx->config, st.config.name, st.config.layout_acks,
              st.config.stall_timeout_ms, std::move(shards),
              make_step_resources(*st.ctx, st.config.kv_tokens, st.config.block_tokens,
-                                 st.config.max_running * (1 + st.config.speculation.max_draft)),
+                                 st.config.max_running * (1 + st.config.speculation.max_draft),
+                                 model::kv_element(st.config.kv_dtype)),
              std::move(hooks));
   return {
       [=](kv_handoff& h) -> caf::result<bool> {

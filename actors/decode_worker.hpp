@@ -104,6 +104,7 @@ struct decode_worker_config {
   int max_running = 32;
   int kv_tokens = 65536;
   int block_tokens = 16;
+  std::string kv_dtype = "f32";      ///< The KV cache's element type: "f32" or "bf16".
   int64_t stall_timeout_ms = 10000;  ///< How long a layer waits for a failed shard's replacement.
   /// Drafts per step and their source; off when max_draft is 0. A draft model's directory must
   /// exist on the worker's node.
@@ -115,7 +116,7 @@ struct decode_worker_config {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, decode_worker_config& x) {
   return f(caf::meta::type_name("decode_worker_config"), x.name, x.max_running, x.kv_tokens,
-           x.block_tokens, x.stall_timeout_ms, x.speculation, x.layout_acks, x.reports);
+           x.block_tokens, x.kv_dtype, x.stall_timeout_ms, x.speculation, x.layout_acks, x.reports);
 }
 
 decode_worker_actor spawn_decode_worker(caf::actor_system& sys,

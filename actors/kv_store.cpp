@@ -2,12 +2,15 @@
 
 #include <caf/all.hpp>
 
+#include <cstring>
 #include <map>
 
 #include "actors/retention_table.hpp"
 #include "actors/sender_check.hpp"
 #include "common/log.hpp"
+#include "gpu/dtype.hpp"
 #include "kvcache/tiered_store.hpp"
+#include "model/kv_layout.hpp"
 
 namespace brigade::actors {
 namespace {
@@ -60,6 +63,41 @@ using kv_store_impl =
     kv_store_actor::extend<caf::reacts_to<promotions_done>, caf::reacts_to<tick_atom>>;
 using kv_store_pointer = kv_store_impl::stateful_pointer<kv_store_state>;
 
+// Blocks arrive and leave as float32 (actors/kv_block_codec.hpp); the tiers keep them in the
+// model's element type. A bf16 block's floats came from a bf16 KV storage, so rounding them is
+// exact, and widening them back restores the same floats.
+size_t wire_block_bytes(const kvcache::model_fingerprint& m) {
+  return m.block_bytes() / kvcache::dtype_bytes(m.shape().dtype) * sizeof(float);
+}
+
+std::vector<uint8_t> stored_block(const kvcache::model_fingerprint& m, const uint8_t* wire) {
+  if (m.shape().dtype == kvcache::kv_dtype::f32) return {wire, wire + m.block_bytes()};
+  std::vector<uint8_t> out(m.block_bytes());
+  for (size_t i = 0; i < out.size() / sizeof(uint16_t); ++i) {
+    float f;
+    std::memcpy(&f, wire + i * sizeof(float), sizeof f);
+    const uint16_t h = gpu::f32_to_bf16(f);
+    std::memcpy(out.data() + i * sizeof(uint16_t), &h, sizeof h);
+  }
+  return out;
+}
+
+void append_wire(const kvcache::model_fingerprint& m, const std::vector<uint8_t>& stored,
+                 std::vector<uint8_t>& out) {
+  if (m.shape().dtype == kvcache::kv_dtype::f32) {
+    out.insert(out.end(), stored.begin(), stored.end());
+    return;
+  }
+  const size_t at = out.size();
+  out.resize(at + stored.size() / sizeof(uint16_t) * sizeof(float));
+  for (size_t i = 0; i < stored.size() / sizeof(uint16_t); ++i) {
+    uint16_t h;
+    std::memcpy(&h, stored.data() + i * sizeof(uint16_t), sizeof h);
+    const float f = gpu::bf16_to_f32(h);
+    std::memcpy(out.data() + at + i * sizeof(float), &f, sizeof f);
+  }
+}
+
 // Answers a lookup with the leading blocks now in host memory.
 kv_found answer(kv_store_state& st, const kv_lookup& request, const kvcache::prefix_lookup& found) {
   kv_found out;
@@ -70,8 +108,7 @@ kv_found answer(kv_store_state& st, const kv_lookup& request, const kvcache::pre
   for (size_t i = 0; i < n; ++i) {
     const bool from_ssd = i < found.where.size() && found.where[i] == kvcache::tier_location::ssd;
     (from_ssd ? out.ssd_blocks : out.host_blocks) += 1;
-    const auto& bytes = payloads[i]->bytes();
-    out.bytes.insert(out.bytes.end(), bytes.begin(), bytes.end());
+    append_wire(*st.model, payloads[i]->bytes(), out.bytes);
   }
   return out;
 }
@@ -149,7 +186,7 @@ void demote(kv_store_pointer self, const kv_demotion& d) {
   auto& st = self->state;
   ++st.demotions_received;
   if (!st.store) return;
-  const size_t block_bytes = st.model->block_bytes();
+  const size_t block_bytes = wire_block_bytes(*st.model);
   if (d.bytes.size() != d.hashes.size() * block_bytes || d.scenarios.size() != d.hashes.size()) {
     log::warn(st.config.name, "dropping a malformed demotion of " +
                                   std::to_string(d.hashes.size()) + " blocks in " +
@@ -159,8 +196,8 @@ void demote(kv_store_pointer self, const kv_demotion& d) {
   for (size_t i = 0; i < d.hashes.size(); ++i) {
     if (d.scenarios[i] >= st.retention.size()) continue;
     const auto* first = d.bytes.data() + i * block_bytes;
-    auto payload = kvcache::block_payload::make(*st.model, d.hashes[i],
-                                                std::vector<uint8_t>(first, first + block_bytes));
+    auto payload =
+        kvcache::block_payload::make(*st.model, d.hashes[i], stored_block(*st.model, first));
     if (payload.ok()) st.store->put(std::move(payload.value()), d.scenarios[i]);
   }
 }
@@ -196,7 +233,10 @@ kv_store_impl::behavior_type kv_store_behavior(kv_store_pointer self, kv_store_c
   shape.kv_heads = st.config.kv_heads;
   shape.head_dim = st.config.head_dim;
   shape.values_alias_keys = st.config.values_alias_keys;
-  auto model = kvcache::model_fingerprint::make(st.config.model_id, shape);
+  auto element = model::parse_kv_dtype(st.config.kv_dtype, "kv_dtype");
+  if (element.ok() && element.value() == gpu::dtype::bf16) shape.dtype = kvcache::kv_dtype::bf16;
+  auto model = element.ok() ? kvcache::model_fingerprint::make(st.config.model_id, shape)
+                            : result<kvcache::model_fingerprint>(element.err());
   if (model.ok()) {
     st.model = model.value();
     try_open(self);

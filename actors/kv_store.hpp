@@ -129,6 +129,9 @@ struct kv_store_config {
   int kv_heads = 0;
   int head_dim = 0;
   bool values_alias_keys = false;  ///< The model caches one row as key and value (MLA).
+  /// The workers' KV element type, "f32" or "bf16": blocks arrive and leave as float32, and the
+  /// tiers keep them in this type (a bf16 block is half the bytes, and part of its identity).
+  std::string kv_dtype = "f32";
   uint64_t host_bytes = 0;
   uint64_t ssd_bytes = 0;
   std::string ssd_dir;  ///< Empty: no SSD tier.
@@ -147,8 +150,8 @@ struct kv_store_config {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_store_config& x) {
   return f(caf::meta::type_name("kv_store_config"), x.name, x.model_id, x.layers, x.block_tokens,
-           x.kv_heads, x.head_dim, x.values_alias_keys, x.host_bytes, x.ssd_bytes, x.ssd_dir,
-           x.hash_key_id, x.scenarios, x.promotion_timeout);
+           x.kv_heads, x.head_dim, x.values_alias_keys, x.kv_dtype, x.host_bytes, x.ssd_bytes,
+           x.ssd_dir, x.hash_key_id, x.scenarios, x.promotion_timeout);
 }
 
 /// A null clock means the system clock.

@@ -19,6 +19,7 @@
 #include "common/log.hpp"
 #include "kvcache/block_pool.hpp"
 #include "model/finish_rules.hpp"
+#include "model/kv_layout.hpp"
 #include "model/sampler.hpp"
 
 namespace brigade::actors {
@@ -513,7 +514,7 @@ prefill_worker_impl::behavior_type prefill_behavior(prefill_pointer self,
   start_loop(self, st.ctx->config, st.config.name, st.config.layout_acks,
              st.config.stall_timeout_ms, std::move(shards),
              make_step_resources(*st.ctx, st.config.kv_tokens, st.config.block_tokens,
-                                 st.config.max_step_tokens),
+                                 st.config.max_step_tokens, model::kv_element(st.config.kv_dtype)),
              std::move(hooks));
   init_cache(st);
   return {

@@ -130,6 +130,7 @@ struct prefill_worker_config {
   int max_step_tokens = 512;
   int kv_tokens = 16384;
   int block_tokens = 16;
+  std::string kv_dtype = "f32";      ///< The KV cache's element type: "f32" or "bf16".
   int max_queue = 1024;              ///< Jobs waiting; beyond it new jobs fail back to the router.
   int64_t stall_timeout_ms = 10000;  ///< How long a layer waits for a failed shard's replacement.
   layout_ack_actor layout_acks;      ///< Told when the worker switches layout epochs.
@@ -149,8 +150,8 @@ typename Inspector::result_type inspect(Inspector& f, prefill_cache_config& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, prefill_worker_config& x) {
   return f(caf::meta::type_name("prefill_worker_config"), x.name, x.max_step_tokens, x.kv_tokens,
-           x.block_tokens, x.max_queue, x.stall_timeout_ms, x.layout_acks, x.index, x.reports,
-           x.cache);
+           x.block_tokens, x.kv_dtype, x.max_queue, x.stall_timeout_ms, x.layout_acks, x.index,
+           x.reports, x.cache);
 }
 
 prefill_worker_actor spawn_prefill_worker(caf::actor_system& sys,

@@ -5,6 +5,7 @@
 
 #include "actors/spawn_checks.hpp"
 #include "gpu/device_choice.hpp"
+#include "model/kv_layout.hpp"
 
 namespace brigade::actors {
 namespace {
@@ -68,11 +69,13 @@ uint64_t own_device_bytes(const model_context& ctx, const role_spec& spec) {
              expert_weight_bytes(ctx.config, element);
     case role_kind::prefill: {
       const auto& c = config_of<prefill_worker_config>(spec);
-      return kv_storage_bytes(ctx.config, c.kv_tokens, c.block_tokens);
+      return kv_storage_bytes(ctx.config, c.kv_tokens, c.block_tokens,
+                              model::kv_element(c.kv_dtype));
     }
     case role_kind::decode: {
       const auto& c = config_of<decode_worker_config>(spec);
-      return kv_storage_bytes(ctx.config, c.kv_tokens, c.block_tokens);
+      return kv_storage_bytes(ctx.config, c.kv_tokens, c.block_tokens,
+                              model::kv_element(c.kv_dtype));
     }
     case role_kind::kv_store:
       break;

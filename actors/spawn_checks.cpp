@@ -6,6 +6,7 @@
 #include <string>
 
 #include "model/checkpoint.hpp"
+#include "model/kv_layout.hpp"
 
 namespace brigade::actors {
 namespace {
@@ -45,12 +46,18 @@ checker& common(checker& c, int block_tokens, int kv_tokens, int64_t stall_timeo
       .in_range("stall_timeout_ms", stall_timeout_ms, 0, int64_t{24} * 3600 * 1000);
 }
 
+status check_kv_dtype(const std::string& name) {
+  auto parsed = model::parse_kv_dtype(name, "kv_dtype");
+  return parsed.ok() ? ok_status() : status(parsed.err());
+}
+
 }  // namespace
 
-uint64_t kv_storage_bytes(const model::model_config& model, int kv_tokens, int block_tokens) {
+uint64_t kv_storage_bytes(const model::model_config& model, int kv_tokens, int block_tokens,
+                          gpu::dtype element) {
   if (kv_tokens <= 0 || block_tokens <= 0) return 0;
   const auto blocks = static_cast<uint64_t>((kv_tokens + block_tokens - 1) / block_tokens);
-  const uint64_t per_token = model.kv_bytes_per_token();
+  const uint64_t per_token = model.kv_bytes_per_token(gpu::dtype_size(element));
   return blocks * static_cast<uint64_t>(block_tokens) * per_token;
 }
 
@@ -117,7 +124,9 @@ status check_spawn(const model::model_config& model, const decode_worker_config&
       .in_range("speculation.max_draft", config.speculation.max_draft, 0, 64)
       .in_range("speculation.draft", static_cast<int64_t>(config.speculation.draft), 0, 2)
       .ok(check_shards(shards, model))
-      .ok(check_kv_fits(kv_storage_bytes(model, config.kv_tokens, config.block_tokens),
+      .ok(check_kv_dtype(config.kv_dtype))
+      .ok(check_kv_fits(kv_storage_bytes(model, config.kv_tokens, config.block_tokens,
+                                         model::kv_element(config.kv_dtype)),
                         "KV storage for kv_tokens " + std::to_string(config.kv_tokens)));
   return c.result();
 }
@@ -129,7 +138,9 @@ status check_spawn(const model::model_config& model, const prefill_worker_config
       .in_range("max_step_tokens", config.max_step_tokens, 1, 1 << 20)
       .in_range("max_queue", config.max_queue, 0, 1 << 20)
       .ok(check_shards(shards, model))
-      .ok(check_kv_fits(kv_storage_bytes(model, config.kv_tokens, config.block_tokens),
+      .ok(check_kv_dtype(config.kv_dtype))
+      .ok(check_kv_fits(kv_storage_bytes(model, config.kv_tokens, config.block_tokens,
+                                         model::kv_element(config.kv_dtype)),
                         "KV storage for kv_tokens " + std::to_string(config.kv_tokens)));
   return c.result();
 }

@@ -15,8 +15,10 @@ namespace brigade::actors {
 
 status check_spawn(const model::model_config& model, const expert_shard_config& config);
 
-/// Bytes of KV storage (keys and values, float32, whole blocks) for `kv_tokens` tokens.
-uint64_t kv_storage_bytes(const model::model_config& model, int kv_tokens, int block_tokens);
+/// Bytes of KV storage (keys and values, elements of type `element`, whole blocks) for
+/// `kv_tokens` tokens.
+uint64_t kv_storage_bytes(const model::model_config& model, int kv_tokens, int block_tokens,
+                          gpu::dtype element = gpu::dtype::f32);
 /// This machine's physical memory in bytes (0 when unknown).
 uint64_t physical_memory_bytes();
 /// Refuses KV storage of `bytes` (what `what` asks for) that this machine's memory cannot hold:

@@ -4,10 +4,10 @@
 namespace brigade::actors {
 
 step_resources make_step_resources(const model_context& ctx, int kv_tokens, int block_tokens,
-                                   int max_rows) {
+                                   int max_rows, gpu::dtype element) {
   const auto& c = ctx.config;
   const gpu::kv_layout layout =
-      model::kv_layout_for(c, blocks_for(kv_tokens, block_tokens), block_tokens);
+      model::kv_layout_for(c, blocks_for(kv_tokens, block_tokens), block_tokens, element);
   step_resources r;
   r.kv = ctx.dev->make_kv(layout);
   r.pool = std::make_unique<kvcache::block_pool>(layout.blocks);

@@ -25,8 +25,8 @@ inline int blocks_for(int tokens, int block_tokens) {
 }
 
 /// KV for `kv_tokens` tokens in blocks of `block_tokens`, and a workspace for steps of at most
-/// `max_rows` tokens, on the context's device.
+/// `max_rows` tokens, on the context's device; KV elements of type `element` (f32 or bf16).
 step_resources make_step_resources(const model_context& ctx, int kv_tokens, int block_tokens,
-                                   int max_rows);
+                                   int max_rows, gpu::dtype element);
 
 }  // namespace brigade::actors

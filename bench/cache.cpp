@@ -50,6 +50,7 @@ struct cache_bench_options {
   int top_k = 2;
   std::string ssd_dir;  // empty: a directory under /tmp
   bool footprint_only = false;
+  bool kv_dtype_decode = false;
 };
 
 struct workload {
@@ -383,7 +384,10 @@ int cache(int argc, char** argv) {
   app.add_option("--top-k", o.top_k, "experts per token (of 8)")->capture_default_str();
   app.add_option("--ssd-dir", o.ssd_dir, "directory for the SSD tier (default: under /tmp)");
   app.add_flag("--footprint-only", o.footprint_only,
-               "only the KV bytes per token of an MLA model beside a GQA one");
+               "only the KV bytes per token of an MLA model beside a GQA one, f32 and bf16 KV");
+  app.add_flag("--kv-dtype-decode", o.kv_dtype_decode,
+               "with --footprint-only: also the engine's decode tokens/s at a 2048-token context, "
+               "batch 8, with an f32 and a bf16 KV cache");
   CLI11_PARSE(app, argc, argv);
   if (o.prefix_tokens < 16 || o.unique_tokens < 1 || o.requests < 2 || o.concurrency < 1 ||
       o.reps < 1 || o.layers < 1 || o.hidden < 128 || o.hidden % 128 != 0 || o.moe_inter < 1 ||
@@ -403,11 +407,25 @@ int cache(int argc, char** argv) {
     return 1;
   }
   if (o.footprint_only) {
-    if (o.json) {
-      std::printf("%s\n", nlohmann::json{{"kv_footprint", footprint.value()}}.dump().c_str());
-    } else {
-      print_kv_footprint(footprint.value());
+    nlohmann::json out{{"kv_footprint", footprint.value()}};
+    if (o.kv_dtype_decode) {
+      kv_decode_options d;
+      d.layers = o.layers;
+      d.hidden = o.hidden;
+      d.moe_inter = o.moe_inter;
+      auto decode = measure_kv_decode(d);
+      if (!decode) {
+        std::fprintf(stderr, "bench cache: %s\n", decode.err().message.c_str());
+        return 1;
+      }
+      out["kv_decode"] = decode.value();
     }
+    if (o.json) {
+      std::printf("%s\n", out.dump().c_str());
+      return 0;
+    }
+    print_kv_footprint(out["kv_footprint"]);
+    if (out.contains("kv_decode")) print_kv_decode(out["kv_decode"]);
     return 0;
   }
   bench_setup b;

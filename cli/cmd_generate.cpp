@@ -13,6 +13,7 @@
 #include "gpu/device_choice.hpp"
 #include "model/draft_model.hpp"
 #include "model/engine.hpp"
+#include "model/kv_layout.hpp"
 #include "model/loaded_model.hpp"
 #include "model/tokenizer.hpp"
 
@@ -102,6 +103,10 @@ int generate(int argc, char** argv) {
   std::string device_text = "cpu";
   app.add_option("--device", device_text, "where the model runs: cpu or cuda:N")
       ->capture_default_str();
+  std::string kv_dtype_text = "f32";
+  app.add_option("--kv-dtype", kv_dtype_text,
+                 "the KV cache's element type: f32 (exact) or bf16 (half the KV memory)")
+      ->capture_default_str();
   app.add_flag("--json", json_out, "print {\"ids\": [...], \"text\": \"...\"}");
   app.add_flag("--ignore-eos", ignore_eos, "keep generating past end-of-sequence tokens");
   CLI11_PARSE(app, argc, argv);
@@ -130,6 +135,13 @@ int generate(int argc, char** argv) {
 
   auto device = gpu::parse_device(device_text, "--device");
   if (!device) return fail(device.err().message);
+  auto kv_dtype = model::parse_kv_dtype(kv_dtype_text, "--kv-dtype");
+  if (!kv_dtype) return fail(kv_dtype.err().message);
+  if (device.value().cuda && kv_dtype.value() != gpu::dtype::f32) {
+    return fail("--kv-dtype " + kv_dtype_text +
+                " runs on the cpu device only: the cuda backend "
+                "keeps its KV cache in f32");
+  }
   auto made = open_device(device.value());
   if (!made) return fail(made.err().message);
   std::unique_ptr<gpu::backend> dev = std::move(made.value());
@@ -146,6 +158,7 @@ int generate(int argc, char** argv) {
   }
   request.keep_logits = !logits_out.empty();
   model::engine_options options;
+  options.kv_dtype = kv_dtype.value();
   options.speculation.max_draft = speculate;
   if (!draft_dir.empty()) {
     options.speculation.draft = model::draft_kind::model;

@@ -16,6 +16,7 @@
 #include "gpu/device_choice.hpp"
 #include "model/chat_template.hpp"
 #include "model/draft_model.hpp"
+#include "model/kv_layout.hpp"
 #include "model/loaded_model.hpp"
 #include "model/tokenizer.hpp"
 #include "serve/api_handler.hpp"
@@ -58,7 +59,8 @@ struct serve_options {
   std::vector<std::string> admin_keys;
   std::string served_model_name;
   bool engine = false;
-  std::string device;  ///< --device: empty keeps the manifest's devices.
+  std::string device;    ///< --device: empty keeps the manifest's devices.
+  std::string kv_dtype;  ///< --kv-dtype: empty keeps the manifest's kv_dtype.
   // Overrides of the manifest's values; -1 keeps the manifest's.
   int speculate = -1;
   std::string draft_model;
@@ -122,6 +124,10 @@ void add_options(CLI::App& app, serve_options& o) {
                  "prompt tokens per prefill step (overrides roles.prefill.max_step_tokens)")
       ->check(CLI::Range(1, 1 << 20))
       ->default_str("the manifest's");
+  app.add_option("--kv-dtype", o.kv_dtype,
+                 "the KV cache's element type, f32 or bf16 (half the KV memory; overrides "
+                 "kv_dtype)")
+      ->default_str("the manifest's");
   app.add_option("--io-threads", o.http.io_threads, "HTTP I/O threads")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
@@ -182,6 +188,12 @@ result<config::manifest> manifest_for(const serve_options& o) {
       n.prefill_device = n.decode_device = n.expert_shard_device = std::nullopt;
     }
   }
+  if (!o.kv_dtype.empty()) {
+    auto kv = model::parse_kv_dtype(o.kv_dtype, "--kv-dtype");
+    if (!kv) return kv.err();
+    m.kv_dtype = kv.value();
+  }
+  if (status kv = config::check_kv_dtype(m); !kv) return kv.err();
   status keys = config::check_keys(m);
   if (!keys && (!o.api_keys.empty() || !o.admin_keys.empty())) {
     return error(keys.err().code, keys.err().message + " (with --api-key and --admin-key)");
@@ -234,6 +246,7 @@ result<backend_service> start_service(const serve_options& o, const config::mani
     opt.engine.kv_tokens = m.decode.kv_tokens;
     opt.engine.max_step_tokens = m.prefill.max_step_tokens;
     opt.engine.block_tokens = m.block_tokens;
+    opt.engine.kv_dtype = m.kv_dtype;
     opt.engine.speculation = m.decode.speculation;
     if (m.decode.speculation.enabled() && m.decode.speculation.draft == model::draft_kind::model) {
       auto draft = model::draft_model::load(m.decode.speculation.draft_model, b.model->config,

@@ -11,8 +11,10 @@
 #include <set>
 #include <sstream>
 
+#include "config/role_placement.hpp"
 #include "config/yaml_section.hpp"
 #include "kvcache/retention.hpp"
+#include "model/kv_layout.hpp"
 
 namespace brigade::config {
 namespace {
@@ -276,6 +278,18 @@ void read_chat_format(yaml_section& s, std::optional<model::chat_format>& out) {
   if (!out) s.invalid("chat_format", "'" + name + "' must be one of " + model::chat_format_names());
 }
 
+void read_kv_dtype(yaml_section& s, gpu::dtype& out) {
+  std::string name;
+  s.text("kv_dtype", name);
+  if (name.empty()) return;
+  auto parsed = model::parse_kv_dtype(name, "kv_dtype");
+  if (parsed.ok()) {
+    out = parsed.value();
+  } else {
+    s.invalid("kv_dtype", "'" + name + "' must be one of f32, bf16");
+  }
+}
+
 }  // namespace
 
 result<manifest> parse_manifest(const std::string& yaml, const std::string& source) {
@@ -293,6 +307,7 @@ result<manifest> parse_manifest(const std::string& yaml, const std::string& sour
   top.text("model", m.model);
   read_chat_format(top, m.chat_format);
   top.integer("block_tokens", m.block_tokens, 1, 4096);
+  read_kv_dtype(top, m.kv_dtype);
   top.child("serve", [&](yaml_section& s) {
     s.text("listen", m.listen);
     read_api_keys(s, m.api_keys);
@@ -366,9 +381,24 @@ result<manifest> parse_manifest(const std::string& yaml, const std::string& sour
   if (!groups) return groups.err();
   status keys = check_keys(m);
   if (!keys) return keys.err();
+  status kv = check_kv_dtype(m);
+  if (!kv) return kv.err();
   status listen = check_listen(m.listen, source);
   if (!listen) return listen.err();
   return m;
+}
+
+status check_kv_dtype(const manifest& m) {
+  if (m.kv_dtype == gpu::dtype::f32) return ok_status();
+  for (const placed_role& p : place(m)) {
+    if ((p.role != role_kind::prefill && p.role != role_kind::decode) || !p.device.cuda) continue;
+    return error(errc::bad_format, m.source + ": field 'kv_dtype' is " +
+                                       model::kv_dtype_name(m.kv_dtype) + ", but " + p.name +
+                                       " on " + p.node + " runs on " + p.device.to_string() +
+                                       ", whose KV cache is f32 only: use kv_dtype f32 or a cpu "
+                                       "device");
+  }
+  return ok_status();
 }
 
 // Errors name entries by index, never by the key: they end up in logs.

@@ -11,6 +11,7 @@
 
 #include "common/result.hpp"
 #include "gpu/device_choice.hpp"
+#include "gpu/dtype.hpp"
 #include "kvcache/retention.hpp"
 #include "model/chat_template.hpp"
 #include "model/speculation.hpp"
@@ -168,6 +169,9 @@ struct manifest {
       served_model_name;      ///< What clients send as "model"; empty: the model directory's name.
   int admission_queue = 256;  ///< Requests waiting for a worker; beyond it the API answers 429.
   int block_tokens = 16;      ///< Tokens per KV block.
+  /// kv_dtype: the element type of every role's KV cache, f32 (exact, the default) or bf16 (half
+  /// the KV memory). One for the whole deployment, so that every topology gives one answer.
+  gpu::dtype kv_dtype = gpu::dtype::f32;
   prefill_role prefill;
   decode_role decode;
   expert_shard_role experts;
@@ -187,6 +191,9 @@ result<manifest> parse_manifest(const std::string& yaml, const std::string& sour
 /// No key twice, and no key both an API key and an admin key (which would its requests be?).
 /// parse_manifest checks it; `brigade serve` again once --api-key and --admin-key are applied.
 status check_keys(const manifest& m);
+/// A bf16 KV cache (kv_dtype) only where every prefill and decode worker runs on the CPU: the CUDA
+/// backend keeps f32 KV. parse_manifest checks it; `brigade serve` again once --device is applied.
+status check_kv_dtype(const manifest& m);
 result<manifest> load_manifest(const std::string& path);
 /// The embedded default: one prefill worker, one decode worker, four expert shards, serving
 /// `model_dir` on 127.0.0.1:8000.

@@ -20,10 +20,10 @@ gpu::device_need own_need(const config::manifest& m, const model::model_config& 
   switch (p.role) {
     case actors::role_kind::decode:
       return {who + " KV for " + std::to_string(m.decode.kv_tokens) + " tokens",
-              actors::kv_storage_bytes(model, m.decode.kv_tokens, m.block_tokens)};
+              actors::kv_storage_bytes(model, m.decode.kv_tokens, m.block_tokens, m.kv_dtype)};
     case actors::role_kind::prefill:
       return {who + " KV for " + std::to_string(m.prefill.kv_tokens) + " tokens",
-              actors::kv_storage_bytes(model, m.prefill.kv_tokens, m.block_tokens)};
+              actors::kv_storage_bytes(model, m.prefill.kv_tokens, m.block_tokens, m.kv_dtype)};
     case actors::role_kind::expert_shard: {
       const uint64_t slots = static_cast<uint64_t>(layout.slots_per_shard()) *
                              static_cast<uint64_t>(model.moe_layers().size());

@@ -12,6 +12,7 @@
 #include "config/role_placement.hpp"
 #include "deploy/group_placement_check.hpp"
 #include "deploy/supervisor_state.hpp"
+#include "model/kv_layout.hpp"
 
 namespace brigade::deploy {
 namespace {
@@ -37,6 +38,7 @@ decode_worker_config decode_config(supervisor_pointer self, const supervised_chi
   cfg.max_running = m.decode.max_running;
   cfg.kv_tokens = m.decode.kv_tokens;
   cfg.block_tokens = m.block_tokens;
+  cfg.kv_dtype = model::kv_dtype_name(m.kv_dtype);
   cfg.speculation = m.decode.speculation;
   cfg.layout_acks = caf::actor_cast<layout_ack_actor>(self);
   cfg.reports = self->state.router;
@@ -50,6 +52,7 @@ prefill_worker_config prefill_config(supervisor_pointer self, const supervised_c
   cfg.max_step_tokens = m.prefill.max_step_tokens;
   cfg.kv_tokens = m.prefill.kv_tokens;
   cfg.block_tokens = m.block_tokens;
+  cfg.kv_dtype = model::kv_dtype_name(m.kv_dtype);
   cfg.layout_acks = caf::actor_cast<layout_ack_actor>(self);
   configure_prefill_cache(self, cfg, c);
   return cfg;

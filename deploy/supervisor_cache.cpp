@@ -6,6 +6,7 @@
 #include "common/log.hpp"
 #include "deploy/supervisor_state.hpp"
 #include "model/checkpoint_identity.hpp"
+#include "model/kv_layout.hpp"
 
 namespace brigade::deploy {
 namespace {
@@ -53,6 +54,7 @@ kv_store_config kv_store_config_for(supervisor_pointer self, const supervised_ch
   cfg.kv_heads = mc.num_kv_heads;
   cfg.head_dim = mc.head_dim;
   cfg.values_alias_keys = mc.kv_values_alias_keys();
+  cfg.kv_dtype = model::kv_dtype_name(m.kv_dtype);
   cfg.host_bytes = m.kv_cache.host_bytes;
   cfg.ssd_bytes = m.kv_cache.ssd_bytes;
   cfg.ssd_dir = m.kv_cache.ssd_dir;
@@ -80,7 +82,8 @@ void configure_prefill_cache(supervisor_pointer self, prefill_worker_config& cfg
   cfg.reports = st.router;
   prefill_cache_config& cc = cfg.cache;
   cc.enabled = m.kv_cache.enabled;
-  const uint64_t block_bytes = mc.kv_bytes_per_token() * static_cast<uint64_t>(m.block_tokens);
+  const uint64_t block_bytes =
+      mc.kv_bytes_per_token(gpu::dtype_size(m.kv_dtype)) * static_cast<uint64_t>(m.block_tokens);
   // A budget below one block still keeps one: 0 is reserved for "the whole pool".
   cc.capacity_blocks =
       m.kv_cache.pool_bytes == 0 ? 0 : std::max<size_t>(1, m.kv_cache.pool_bytes / block_bytes);

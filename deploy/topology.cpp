@@ -177,8 +177,9 @@ result<std::unique_ptr<topology>> topology::start(
     // Workers on a CUDA device keep their KV there (check_local_devices counted it).
     const uint64_t decode_kv = m.decode.device.cuda ? 0 : static_cast<uint64_t>(m.decode.count);
     const uint64_t prefill_kv = m.prefill.device.cuda ? 0 : static_cast<uint64_t>(m.prefill.count);
-    const uint64_t kv_here = decode_kv * kv_storage_bytes(c, m.decode.kv_tokens, m.block_tokens) +
-                             prefill_kv * kv_storage_bytes(c, m.prefill.kv_tokens, m.block_tokens);
+    const uint64_t kv_here =
+        decode_kv * kv_storage_bytes(c, m.decode.kv_tokens, m.block_tokens, m.kv_dtype) +
+        prefill_kv * kv_storage_bytes(c, m.prefill.kv_tokens, m.block_tokens, m.kv_dtype);
     if (status fits = check_kv_fits(kv_here,
                                     "the workers' KV storage (roles.decode.kv_tokens and "
                                     "roles.prefill.kv_tokens, times their counts)");

@@ -50,6 +50,10 @@ struct kv_layout {
   /// The values are the keys (multi-head latent attention caches one row that serves as both):
   /// the storage holds each row once, and attention reads values from the key rows.
   bool values_alias_keys = false;
+  /// The element type of the stored keys and values: f32 (exact) or bf16 (half the memory and
+  /// reads; written rounded to nearest even, widened exactly to float32 where attention reads
+  /// them). f16 is not a KV type.
+  dtype element = dtype::f32;
 
   /// Stored rows per token and layer: 1 when values alias keys, else 2 (keys and values).
   int planes() const { return values_alias_keys ? 1 : 2; }
@@ -127,7 +131,9 @@ class backend {
                         const attention_batch& batch) = 0;
   /// Copies one block of one layer to the host: keys, then values, each
   /// [block_tokens, kv_heads * head_dim]. Used to hand KV blocks from worker to worker. When the
-  /// layout's values alias its keys, only the keys are copied and `host_values` is unused.
+  /// layout's values alias its keys, only the keys are copied and `host_values` is unused. The
+  /// host copies are float32 whatever the layout's element type: a bf16 block widens exactly, so
+  /// writing it back (to a bf16 storage) restores the same bits.
   virtual void read_kv_block(const kv_storage& kv, int layer, int block, float* host_keys,
                              float* host_values) = 0;
   virtual void write_kv_block(kv_storage& kv, int layer, int block, const float* host_keys,

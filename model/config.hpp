@@ -106,9 +106,10 @@ struct model_config {
   bool kv_values_alias_keys() const { return mla.enabled(); }
   /// Rows stored per token and layer: 1 when values alias keys, else 2 (keys and values).
   int kv_planes() const { return kv_values_alias_keys() ? 1 : 2; }
-  /// Bytes of float32 KV cache per token over all layers.
-  std::uint64_t kv_bytes_per_token() const {
-    return static_cast<std::uint64_t>(kv_planes()) * sizeof(float) *
+  /// Bytes of KV cache per token over all layers, with elements of `element_bytes` (4 for an f32
+  /// cache, 2 for bf16).
+  std::uint64_t kv_bytes_per_token(std::uint64_t element_bytes = sizeof(float)) const {
+    return static_cast<std::uint64_t>(kv_planes()) * element_bytes *
            static_cast<std::uint64_t>(num_layers) * static_cast<std::uint64_t>(num_kv_heads) *
            static_cast<std::uint64_t>(head_dim);
   }

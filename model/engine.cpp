@@ -28,7 +28,8 @@ engine::engine(const loaded_model& model, gpu::backend& dev, const engine_option
       options_(options),
       pool_((options.kv_tokens + options.block_tokens - 1) / options.block_tokens),
       ws_(model.config, dev, options.max_step_tokens) {
-  kv_ = dev.make_kv(kv_layout_for(model.config, pool_.capacity(), options.block_tokens));
+  kv_ = dev.make_kv(
+      kv_layout_for(model.config, pool_.capacity(), options.block_tokens, options.kv_dtype));
   // A draft forward takes every drafting sequence at once, and a prompt catches up in chunks.
   const draft_source_limits limits{options.kv_tokens, options.block_tokens,
                                    std::max(options.max_step_tokens, options.max_running)};

@@ -36,8 +36,11 @@
 namespace brigade::model {
 
 struct engine_options {
-  int block_tokens = 16;      ///< Tokens per KV block.
-  int kv_tokens = 32768;      ///< KV capacity in tokens (rounded up to whole blocks).
+  int block_tokens = 16;  ///< Tokens per KV block.
+  int kv_tokens = 32768;  ///< KV capacity in tokens (rounded up to whole blocks).
+  /// The KV cache's element type: f32 (exact, the default) or bf16 (half the KV memory and
+  /// attention reads; the logits move within the tolerance docs/kvcache.md states).
+  gpu::dtype kv_dtype = gpu::dtype::f32;
   int max_step_tokens = 256;  ///< Token budget of one step (decode tokens + prefill chunks).
   int max_running = 32;       ///< Sequences decoding at once.
   /// Drafts verified in the decode steps, by prompt lookup or a draft model; off unless
@@ -106,6 +109,8 @@ class engine {
   int running() const;
   int waiting() const { return static_cast<int>(waiting_.size()); }
   int free_kv_blocks() const { return pool_.free_blocks(); }
+  /// Bytes of the KV storage (halved by a bf16 kv_dtype).
+  size_t kv_bytes() const { return kv_->bytes(); }
   const speculation_stats& speculation() const { return speculation_; }
 
  private:

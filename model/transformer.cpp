@@ -138,9 +138,10 @@ void transformer::logits(const step_batch& b, workspace& ws, std::vector<float>&
   const gpu::tensor picked = ws.h.first(n);
   dev_.gather_rows(ws.x.first(b.tokens()), rows.data(), picked);
   dev_.rms_norm(picked, data(w_.final_norm), config_.hidden_size, config_.rms_norm_eps, picked);
-  gpu::activation result = dev_.alloc(n, config_.vocab_size);
-  dev_.matmul(picked, w_.output_matrix(), nullptr, result.view());
-  dev_.download(result.view(), out.data());
+  if (ws.logits.capacity_rows() < n) ws.logits = dev_.alloc(n, config_.vocab_size);
+  const gpu::tensor result = ws.logits.first(n);
+  dev_.matmul(picked, w_.output_matrix(), nullptr, result);
+  dev_.download(result, out.data());
 }
 
 void run_ffn(gpu::backend& dev, const ffn_weights& w, const gpu::tensor& in, const gpu::tensor& out,

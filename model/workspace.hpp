@@ -28,6 +28,9 @@ class workspace {
   /// DeepSeek-V3: [T, heads * (cache_dim + v_head_dim)] the absorbed queries, then each head's
   /// values (model/latent_attention.cpp).
   gpu::activation latent;
+  /// [rows, vocab] the logits of a step, grown to the most rows a step has asked for: allocating
+  /// them per step cost fresh pages (and their faults) at every step.
+  gpu::activation logits;
 
  private:
   int max_tokens_;

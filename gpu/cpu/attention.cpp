@@ -3,6 +3,8 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -17,6 +19,16 @@ cpu_kv_storage::cpu_kv_storage(const kv_layout& layout)
       row_floats_(static_cast<size_t>(layout.kv_heads) * static_cast<size_t>(layout.head_dim)) {
   const size_t total = static_cast<size_t>(layout.layers) * static_cast<size_t>(layout.blocks) *
                        static_cast<size_t>(layout.block_tokens) * row_floats_;
+  if (layout.element != dtype::f32 && layout.element != dtype::bf16) {
+    throw std::invalid_argument("KV storage element type " +
+                                std::string(dtype_name(layout.element)) +
+                                " is not one of float32, bfloat16");
+  }
+  if (is_bf16()) {
+    keys16_.assign(total, 0);
+    if (!layout.values_alias_keys) values16_.assign(total, 0);
+    return;
+  }
   keys_.assign(total, 0.0f);
   if (!layout.values_alias_keys) values_.assign(total, 0.0f);
 }
@@ -33,6 +45,17 @@ slot_ref locate(const attention_batch& batch, int seq, int pos, int block_tokens
   return {table[pos / block_tokens], pos % block_tokens};
 }
 
+size_t block_elements(const kv_layout& l) {
+  return static_cast<size_t>(l.block_tokens) * static_cast<size_t>(l.kv_heads) *
+         static_cast<size_t>(l.head_dim);
+}
+
+// Round to nearest even: what a bfloat16 storage keeps of each written element.
+void round_row(const float* row, int n, uint16_t* out) {
+  for (int i = 0; i < n; ++i)
+    out[i] = f32_to_bf16(row[i]);
+}
+
 }  // namespace
 
 void kv_write(cpu_kv_storage& kv, int layer, const tensor& k, const tensor& v,
@@ -41,6 +64,12 @@ void kv_write(cpu_kv_storage& kv, int layer, const tensor& k, const tensor& v,
   const int bt = kv.layout().block_tokens;
   for (int t = 0; t < batch.tokens; ++t) {
     const slot_ref s = locate(batch, batch.token_seq[t], batch.positions[t], bt);
+    if (kv.is_bf16()) {
+      round_row(k.row(t), k.cols, kv.key16(layer, s.block, s.slot));
+      if (!kv.layout().values_alias_keys)
+        round_row(v.row(t), v.cols, kv.value16(layer, s.block, s.slot));
+      continue;
+    }
     std::memcpy(kv.key(layer, s.block, s.slot), k.row(t), row_bytes);
     if (!kv.layout().values_alias_keys) {
       std::memcpy(kv.value(layer, s.block, s.slot), v.row(t), row_bytes);
@@ -48,19 +77,83 @@ void kv_write(cpu_kv_storage& kv, int layer, const tensor& k, const tensor& v,
   }
 }
 
+void write_kv_block(cpu_kv_storage& kv, int layer, int block, const float* keys,
+                    const float* values) {
+  const size_t n = block_elements(kv.layout());
+  const bool both = !kv.layout().values_alias_keys;
+  if (kv.is_bf16()) {
+    round_row(keys, static_cast<int>(n), kv.key16(layer, block, 0));
+    if (both) round_row(values, static_cast<int>(n), kv.value16(layer, block, 0));
+    return;
+  }
+  std::memcpy(kv.key(layer, block, 0), keys, n * sizeof(float));
+  if (both) std::memcpy(kv.value(layer, block, 0), values, n * sizeof(float));
+}
+
+namespace {
+
+// The rows at `slot` of `block` in `layer`, keys or values, as the storage holds them: float32,
+// or bfloat16 bits.
+template <class T>
+const T* rows_at(const cpu_kv_storage& kv, bool keys, int layer, int block, int slot) {
+  if constexpr (std::is_same_v<T, float>) {
+    return keys ? kv.key(layer, block, slot) : kv.value(layer, block, slot);
+  } else {
+    return keys ? kv.key16(layer, block, slot) : kv.value16(layer, block, slot);
+  }
+}
+
+inline float to_float(float x) {
+  return x;
+}
+inline float to_float(uint16_t x) {
+  return bf16_to_f32(x);
+}
+
+// n elements to float32: a copy, or the exact widening of bfloat16 (its bits are a float32's upper
+// half), so attention over a bf16 storage computes exactly what it computes over float32 rows
+// holding the same rounded values.
+void copy_row(const float* in, int n, float* out) {
+  std::memcpy(out, in, sizeof(float) * static_cast<size_t>(n));
+}
+void copy_row(const uint16_t* in, int n, float* out) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i wide =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
+    _mm256_storeu_ps(out + i, _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16)));
+  }
+  for (; i < n; ++i)
+    out[i] = bf16_to_f32(in[i]);
+}
+
+}  // namespace
+
+void read_kv_block(const cpu_kv_storage& kv, int layer, int block, float* keys, float* values) {
+  const int n = static_cast<int>(block_elements(kv.layout()));
+  const bool both = !kv.layout().values_alias_keys;
+  if (kv.is_bf16()) {
+    copy_row(kv.key16(layer, block, 0), n, keys);
+    if (both) copy_row(kv.value16(layer, block, 0), n, values);
+    return;
+  }
+  copy_row(kv.key(layer, block, 0), n, keys);
+  if (both) copy_row(kv.value(layer, block, 0), n, values);
+}
+
 namespace {
 
 // Positions [first, len) of one sequence, block by block: fn(p, rows, count) gets `count`
-// consecutive positions from p whose rows (stride `stride` floats) start at `rows`. Walking
+// consecutive positions from p whose rows (stride `stride` elements) start at `rows`. Walking
 // blocks instead of locating each position saves a division per position.
-template <class Fn>
+template <class T, class Fn>
 void for_each_run(const cpu_kv_storage& kv, bool keys, int layer, const int32_t* table,
                   int block_tokens, int first, int len, Fn&& fn) {
   for (int p = first; p < len;) {
     const int block = table[p / block_tokens];
     const int slot = p % block_tokens;
     const int count = std::min(block_tokens - slot, len - p);
-    fn(p, keys ? kv.key(layer, block, slot) : kv.value(layer, block, slot), count);
+    fn(p, rows_at<T>(kv, keys, layer, block, slot), count);
     p += count;
   }
 }
@@ -109,25 +202,35 @@ void transpose_8_keys(const float* rows, size_t stride, int head_dim, float* col
 
 // One chunk's keys of one KV head, transposed: kt[d * chunk_positions + j] is key (base + j)'s
 // element d. Positions outside [b, e) are zero (their scores are computed and never read).
+// bfloat16 keys are widened eight rows at a time into `widened` (8 * head_dim floats) first.
+template <class T>
 void transpose_keys(const cpu_kv_storage& kv, int layer, const int32_t* table, int block_tokens,
-                    int b, int e, int base, size_t stride, size_t offset, int head_dim, float* kt) {
+                    int b, int e, int base, size_t stride, size_t offset, int head_dim, float* kt,
+                    float* widened) {
   if (b > base || e < base + chunk_positions) {
     std::fill(kt, kt + static_cast<size_t>(head_dim) * chunk_positions, 0.0f);
   }
-  for_each_run(kv, true, layer, table, block_tokens, b, e,
-               [&](int p, const float* rows, int count) {
-                 int r = 0;
-                 for (; r + 8 <= count; r += 8) {
-                   transpose_8_keys(rows + static_cast<size_t>(r) * stride + offset, stride,
-                                    head_dim, kt + (p + r - base));
-                 }
-                 for (; r < count; ++r) {
-                   const float* key = rows + static_cast<size_t>(r) * stride + offset;
-                   float* column = kt + (p + r - base);
-                   for (int d = 0; d < head_dim; ++d)
-                     column[static_cast<size_t>(d) * chunk_positions] = key[d];
-                 }
-               });
+  for_each_run<T>(kv, true, layer, table, block_tokens, b, e, [&](int p, const T* rows, int count) {
+    int r = 0;
+    for (; r + 8 <= count; r += 8) {
+      const T* first = rows + static_cast<size_t>(r) * stride + offset;
+      if constexpr (std::is_same_v<T, float>) {
+        transpose_8_keys(first, stride, head_dim, kt + (p + r - base));
+      } else {
+        for (int i = 0; i < 8; ++i) {
+          copy_row(first + static_cast<size_t>(i) * stride, head_dim,
+                   widened + static_cast<size_t>(i) * head_dim);
+        }
+        transpose_8_keys(widened, static_cast<size_t>(head_dim), head_dim, kt + (p + r - base));
+      }
+    }
+    for (; r < count; ++r) {
+      const T* key = rows + static_cast<size_t>(r) * stride + offset;
+      float* column = kt + (p + r - base);
+      for (int d = 0; d < head_dim; ++d)
+        column[static_cast<size_t>(d) * chunk_positions] = to_float(key[d]);
+    }
+  });
 }
 
 // Up to six rows by sixteen columns of accumulators, as named variables: GCC keeps these in
@@ -318,9 +421,9 @@ std::vector<tile_job> make_tiles(const attention_batch& batch, int kv_heads, int
 }
 
 // Per-thread buffers for one chunk: scores [rows][chunk positions], the chunk's keys transposed,
-// its values packed.
+// its values packed, and eight bfloat16 keys widened.
 struct attention_scratch {
-  std::vector<float> scores, keys, values;
+  std::vector<float> scores, keys, values, widened;
 };
 
 template <class Fn>
@@ -409,7 +512,8 @@ void weigh_chunk(tile_rows& t, const float* values, int base, int b0, int e0, in
 
 // One tile: tokens [t0, t0 + n), every query head of one KV head, chunk by chunk of positions:
 // the chunk's keys transposed and values packed once for all rows (both stay in L1), scores,
-// the online softmax step, then the weighted values.
+// the online softmax step, then the weighted values. T is the storage's element type.
+template <class T>
 void attend_tile(const cpu_kv_storage& kv, int layer, const attention_batch& batch,
                  const tile_job& tile, float scale, attention_scratch& scratch, tile_rows& t) {
   const kv_layout& lay = kv.layout();
@@ -419,16 +523,15 @@ void attend_tile(const cpu_kv_storage& kv, int layer, const attention_batch& bat
   const int32_t* table = batch.block_ids + batch.block_offsets[batch.token_seq[tile.t0]];
   for (int cs = t.lo / chunk_positions * chunk_positions; cs < t.hi; cs += chunk_positions) {
     const int b0 = std::max(cs, t.lo), e0 = std::min(cs + chunk_positions, t.hi);
-    transpose_keys(kv, layer, table, lay.block_tokens, b0, e0, cs, stride, offset, head_dim,
-                   scratch.keys.data());
-    for_each_run(kv, false, layer, table, lay.block_tokens, b0, e0,
-                 [&](int p, const float* rows, int n) {
-                   for (int r = 0; r < n; ++r) {
-                     std::memcpy(scratch.values.data() + static_cast<size_t>(p + r - cs) * head_dim,
-                                 rows + static_cast<size_t>(r) * stride + offset,
-                                 sizeof(float) * static_cast<size_t>(head_dim));
-                   }
-                 });
+    transpose_keys<T>(kv, layer, table, lay.block_tokens, b0, e0, cs, stride, offset, head_dim,
+                      scratch.keys.data(), scratch.widened.data());
+    for_each_run<T>(
+        kv, false, layer, table, lay.block_tokens, b0, e0, [&](int p, const T* rows, int n) {
+          for (int r = 0; r < n; ++r) {
+            copy_row(rows + static_cast<size_t>(r) * stride + offset, head_dim,
+                     scratch.values.data() + static_cast<size_t>(p + r - cs) * head_dim);
+          }
+        });
     for (int r = 0; r < t.count; ++r) {
       t.scores[static_cast<size_t>(r)] =
           scratch.scores.data() + static_cast<ptrdiff_t>(r) * chunk_positions - cs;
@@ -472,6 +575,7 @@ void attention(const tensor& q, const cpu_kv_storage& kv, int layer, const atten
     const size_t chunk_floats = static_cast<size_t>(head_dim) * chunk_positions;
     scratch.keys.resize(chunk_floats);
     scratch.values.resize(chunk_floats);
+    scratch.widened.resize(static_cast<size_t>(head_dim) * 8);
     for (size_t item = begin; item < end; ++item) {
       const tile_job& tile = tiles[item];
       t.count = tile.n * group;
@@ -498,7 +602,11 @@ void attention(const tensor& q, const cpu_kv_storage& kv, int layer, const atten
         t.lo = std::min(t.lo, t.first[i]);
         t.hi = std::max(t.hi, t.len[i]);
       }
-      attend_tile(kv, layer, batch, tile, scale, scratch, t);
+      if (kv.is_bf16()) {
+        attend_tile<uint16_t>(kv, layer, batch, tile, scale, scratch, t);
+      } else {
+        attend_tile<float>(kv, layer, batch, tile, scale, scratch, t);
+      }
     }
   });
 }

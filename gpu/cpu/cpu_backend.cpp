@@ -32,11 +32,6 @@ class host_buffer final : public buffer {
   size_t bytes_ = 0;
 };
 
-size_t block_floats(const kv_layout& l) {
-  return static_cast<size_t>(l.block_tokens) * static_cast<size_t>(l.kv_heads) *
-         static_cast<size_t>(l.head_dim);
-}
-
 const cpu::packed_matrix& packed(const matrix& m) {
   return static_cast<const cpu::packed_matrix&>(m);
 }
@@ -100,21 +95,11 @@ class cpu_backend final : public backend {
   }
   void read_kv_block(const kv_storage& kv, int layer, int block, float* keys,
                      float* values) override {
-    const auto& c = static_cast<const cpu::cpu_kv_storage&>(kv);
-    const size_t n = block_floats(kv.layout());
-    std::memcpy(keys, c.key(layer, block, 0), n * sizeof(float));
-    if (!kv.layout().values_alias_keys) {
-      std::memcpy(values, c.value(layer, block, 0), n * sizeof(float));
-    }
+    cpu::read_kv_block(static_cast<const cpu::cpu_kv_storage&>(kv), layer, block, keys, values);
   }
   void write_kv_block(kv_storage& kv, int layer, int block, const float* keys,
                       const float* values) override {
-    auto& c = static_cast<cpu::cpu_kv_storage&>(kv);
-    const size_t n = block_floats(kv.layout());
-    std::memcpy(c.key(layer, block, 0), keys, n * sizeof(float));
-    if (!kv.layout().values_alias_keys) {
-      std::memcpy(c.value(layer, block, 0), values, n * sizeof(float));
-    }
+    cpu::write_kv_block(static_cast<cpu::cpu_kv_storage&>(kv), layer, block, keys, values);
   }
   void attention(const tensor& q, const kv_storage& kv, int layer, const attention_batch& batch,
                  int heads, float scale, int window, const tensor& out) override {

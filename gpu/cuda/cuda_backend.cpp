@@ -102,6 +102,12 @@ std::unique_ptr<buffer> cuda_backend::make_vector(const float* host, size_t coun
 }
 
 std::unique_ptr<kv_storage> cuda_backend::make_kv(const kv_layout& layout) {
+  // The CUDA kernels read float32 KV only; a bf16 KV cache is a CPU-backend option for now.
+  if (layout.element != dtype::f32) {
+    throw std::invalid_argument("the cuda backend keeps its KV cache in f32 only, not " +
+                                std::string(dtype_name(layout.element)) +
+                                " (kv_dtype bf16 runs on the cpu device)");
+  }
   return std::make_unique<device_kv>(device_, stream_, layout);
 }
 

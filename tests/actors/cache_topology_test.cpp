@@ -59,11 +59,13 @@ struct engine_answer {
 
 std::vector<engine_answer> engine_answers(const std::string& dir,
                                           const std::vector<std::vector<int32_t>>& prompts,
-                                          int max_tokens) {
+                                          int max_tokens, gpu::dtype kv_dtype = gpu::dtype::f32) {
   auto dev = gpu::make_cpu_backend();
   auto m = model::loaded_model::load(dir, *dev, true);
   REQUIRE(m.ok());
-  model::engine eng(*m.value(), *dev, {});
+  model::engine_options options;
+  options.kv_dtype = kv_dtype;
+  model::engine eng(*m.value(), *dev, options);
   model::request_options req;
   req.max_tokens = max_tokens;
   req.keep_logits = true;
@@ -505,6 +507,41 @@ TEST_CASE("a KV store restart keeps the SSD tier", "[topology][kv_cache]") {
   CHECK_THAT(text, Catch::Contains("brigade_prefix_cache_hit_rate{tier=\"ssd\"}"));
   CHECK_THAT(text, Catch::Contains("brigade_prefix_cache_scenario_hit_rate{scenario=\"chat\"}"));
   CHECK_THAT(text, Catch::Contains("brigade_kv_store_blocks{tier=\"ssd\"}"));
+}
+
+TEST_CASE("bf16 KV blocks take half the bytes, hit as bf16, and never serve an f32 deployment",
+          "[topology][kv_cache][bf16]") {
+  model_fixture f;
+  testing::temp_dir ssd{"cache-ssd"};
+  const auto p = prompt(7, 200, 120, 0);
+  const auto expected_bf16 = engine_answers(f.dir.path(), {p}, 6, gpu::dtype::bf16);
+  const auto expected_f32 = engine_answers(f.dir.path(), {p}, 6);
+  {
+    config::manifest m = ssd_manifest(f.dir.path(), ssd.path(), 1 << 20);
+    m.kv_dtype = gpu::dtype::bf16;
+    // One block in the pool and two in host memory, as ssd_manifest's f32 budgets hold.
+    m.kv_cache.pool_bytes = block_bytes / 2;
+    m.kv_cache.host_bytes = 2 * block_bytes / 2;
+    auto topo = deploy::topology::start(m);
+    REQUIRE(topo.ok());
+    auto& t = *topo.value();
+    CHECK(run(t, p, 6).tokens == expected_bf16[0].tokens);
+    wait_store_idle(t);
+    CHECK(store_detail(t)["block_bytes"] == block_bytes / 2);
+    REQUIRE(block_files(ssd.path()).size() >= 4);
+    const answer again = run(t, p, 6);
+    CHECK(again.tokens == expected_bf16[0].tokens);
+    CHECK(again.usage.cached_tokens > 0);
+  }
+  // The same model and SSD directory under f32: the bf16 blocks are another layout's.
+  auto topo = deploy::topology::start(ssd_manifest(f.dir.path(), ssd.path(), 1 << 20));
+  REQUIRE(topo.ok());
+  auto& t = *topo.value();
+  const answer first = run(t, p, 6);
+  CHECK(first.tokens == expected_f32[0].tokens);
+  CHECK(first.usage.cached_tokens == 0);
+  CHECK(statuses(t).at("prefill-0")["detail"]["cache"]["ssd_hit_tokens"] == 0);
+  CHECK(store_detail(t)["block_bytes"] == block_bytes);
 }
 
 TEST_CASE("a full disk stops demotion with a warning and loses nothing from upper tiers",

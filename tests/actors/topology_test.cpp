@@ -29,11 +29,14 @@ std::vector<int32_t> prompt(int i) {
 }
 
 // What the single-process engine generates for each prompt, greedily.
-std::vector<std::vector<int32_t>> engine_outputs(const std::string& dir, int n, int max_tokens) {
+std::vector<std::vector<int32_t>> engine_outputs(const std::string& dir, int n, int max_tokens,
+                                                 gpu::dtype kv_dtype = gpu::dtype::f32) {
   auto dev = gpu::make_cpu_backend();
   auto m = model::loaded_model::load(dir, *dev, true);
   REQUIRE(m.ok());
-  model::engine eng(*m.value(), *dev, {});
+  model::engine_options options;
+  options.kv_dtype = kv_dtype;
+  model::engine eng(*m.value(), *dev, options);
   model::request_options req;
   req.max_tokens = max_tokens;
   std::vector<int64_t> ids;
@@ -110,6 +113,20 @@ TEST_CASE("the topology reproduces the engine for any number of shards and decod
     auto sinks = submit_all(topo.value()->service(), n, max_tokens);
     check_outputs(*topo.value(), sinks, expected);
   }
+}
+
+TEST_CASE("with a bf16 KV cache the topology gives the bf16 engine's answer (P=2 D=2)",
+          "[topology][bf16]") {
+  model_fixture f;
+  const int n = 10, max_tokens = 10;
+  const auto expected = engine_outputs(f.dir.path(), n, max_tokens, gpu::dtype::bf16);
+  config::manifest m = manifest_for(f.dir.path(), 2, 2);
+  m.prefill.count = 2;
+  m.kv_dtype = gpu::dtype::bf16;
+  auto topo = deploy::topology::start(m);
+  REQUIRE(topo.ok());
+  auto sinks = submit_all(topo.value()->service(), n, max_tokens);
+  check_outputs(*topo.value(), sinks, expected);
 }
 
 TEST_CASE("decode worker killed mid-stream (P=1 D=2): same tokens, none twice", "[topology]") {

@@ -85,3 +85,30 @@ TEST_CASE("serve refuses a CUDA device this machine lacks at start, engine or to
   CHECK(bad.exit_code != 0);
   CHECK_THAT(bad.err, Catch::Contains("field '--device' is 'gpu0'"));
 }
+
+TEST_CASE("generate runs with a bf16 KV cache and refuses a bad --kv-dtype naming the value",
+          "[cli][kv_dtype]") {
+  const auto half = run_brigade(generate + " --kv-dtype bf16");
+  INFO(half.err);
+  REQUIRE(half.exit_code == 0);
+  CHECK(half.out.find("\"ids\"") != std::string::npos);
+  const auto bad = run_brigade(generate + " --kv-dtype f16");
+  CHECK(bad.exit_code != 0);
+  CHECK_THAT(bad.err, Catch::Contains("--kv-dtype is 'f16', not one of f32, bf16"));
+  const auto serve_bad =
+      run_brigade("serve --engine --model " + model + " --listen 127.0.0.1:0 --kv-dtype q8");
+  CHECK(serve_bad.exit_code != 0);
+  CHECK_THAT(serve_bad.err, Catch::Contains("--kv-dtype is 'q8', not one of f32, bf16"));
+}
+
+TEST_CASE("a bf16 KV cache on a CUDA device is refused at start, naming the worker",
+          "[cli][kv_dtype]") {
+  const auto gen = run_brigade(generate + " --device cuda:0 --kv-dtype bf16");
+  CHECK(gen.exit_code != 0);
+  CHECK_THAT(gen.err, Catch::Contains("--kv-dtype bf16 runs on the cpu device only"));
+  const auto serve = run_brigade("serve --model " + model +
+                                 " --listen 127.0.0.1:0 --device cuda:0 --kv-dtype bf16");
+  CHECK(serve.exit_code != 0);
+  CHECK_THAT(serve.err, Catch::Contains("field 'kv_dtype' is bf16, but decode-0 on local runs on "
+                                        "cuda:0, whose KV cache is f32 only"));
+}

@@ -312,3 +312,27 @@ TEST_CASE("chat_format names one of the chat formats, or is left to the model", 
   CHECK_THAT(parse_error("model: m\nchat_format: llama3"),
              Catch::Contains("'chat_format'") && Catch::Contains("chatml, qwen3, mistral"));
 }
+
+TEST_CASE("kv_dtype: f32 by default, bf16 on request, anything else refused", "[manifest]") {
+  auto plain = config::parse_manifest("model: /m\n", "m.yaml");
+  REQUIRE(plain.ok());
+  CHECK(plain->kv_dtype == gpu::dtype::f32);
+  auto half = config::parse_manifest("model: /m\nblock_tokens: 16\nkv_dtype: bf16\n", "m.yaml");
+  REQUIRE(half.ok());
+  CHECK(half->kv_dtype == gpu::dtype::bf16);
+  const std::string bad = parse_error("model: /m\nkv_dtype: f16\n");
+  CHECK_THAT(
+      bad, Catch::Contains("kv_dtype") && Catch::Contains("'f16'") && Catch::Contains("f32, bf16"));
+  CHECK_THAT(parse_error("model: /m\nkv_dtype: 16\n"), Catch::Contains("kv_dtype"));
+}
+
+TEST_CASE("kv_dtype bf16 is refused for a worker on a cuda device, naming the role", "[manifest]") {
+  const std::string bad =
+      parse_error("model: /m\nkv_dtype: bf16\nroles:\n  decode: {count: 1, device: \"cuda:0\"}\n");
+  CHECK_THAT(
+      bad, Catch::Contains("kv_dtype") && Catch::Contains("decode-0") && Catch::Contains("cuda:0"));
+  // Expert shards hold no KV: they may use a cuda device with a bf16 KV cache.
+  CHECK(config::parse_manifest(
+            "model: /m\nkv_dtype: bf16\nroles:\n  expert_shard: {device: \"cuda:0\"}\n", "m.yaml")
+            .ok());
+}

@@ -140,3 +140,12 @@ TEST_CASE("cuda attention does not depend on where the blocks lie", "[cuda]") {
     REQUIRE(std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0);
   }
 }
+
+TEST_CASE("the cuda backend refuses a bf16 KV layout, naming the type and where it runs",
+          "[cuda]") {
+  BRIGADE_CUDA_DEVICE_OR_SKIP(gpu);
+  kv_layout l = layout_for(64);
+  l.element = dtype::bf16;
+  CHECK_THROWS_WITH(gpu->make_kv(l), Catch::Contains("f32 only") && Catch::Contains("bfloat16") &&
+                                         Catch::Contains("cpu device"));
+}

@@ -2,9 +2,11 @@
 #include "model/engine.hpp"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstring>
 
 #include "common/thread_pool.hpp"
+#include "model/kv_layout.hpp"
 #include "model/model_writer.hpp"
 #include "support/small_model_spec.hpp"
 #include "support/temp_dir.hpp"
@@ -69,16 +71,19 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 TEST_CASE("a sequence's logits do not depend on its batch", "[engine]") {
   const std::string family = GENERATE(as<std::string>{}, "qwen3_moe", "deepseek_v3");
-  INFO("family " << family);
+  const gpu::dtype kv = GENERATE(gpu::dtype::f32, gpu::dtype::bf16);
+  INFO("family " << family << ", KV " << kv_dtype_name(kv));
   fixture f(family);
   request_options req;
   req.max_tokens = 12;
+  engine_options options;
+  options.kv_dtype = kv;
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < 6; ++i)
     prompts.push_back(prompt(5 + 7 * i, i));
-  const auto together = run(f, prompts, {}, req);
+  const auto together = run(f, prompts, options, req);
   for (size_t i = 0; i < prompts.size(); ++i) {
-    const auto alone = run(f, {prompts[i]}, {}, req);
+    const auto alone = run(f, {prompts[i]}, options, req);
     INFO("prompt " << i);
     CHECK(alone[0].tokens == together[i].tokens);
     CHECK(same_bits(alone[0].logits, together[i].logits));
@@ -87,12 +92,14 @@ TEST_CASE("a sequence's logits do not depend on its batch", "[engine]") {
 
 TEST_CASE("chunked prefill gives the same bits as one-shot prefill", "[engine]") {
   const std::string family = GENERATE(as<std::string>{}, "qwen3_moe", "deepseek_v3");
-  INFO("family " << family);
+  const gpu::dtype kv = GENERATE(gpu::dtype::f32, gpu::dtype::bf16);
+  INFO("family " << family << ", KV " << kv_dtype_name(kv));
   fixture f(family);
   request_options req;
   req.max_tokens = 6;
   const auto p = prompt(70, 3);
   engine_options big;
+  big.kv_dtype = kv;
   big.max_step_tokens = 256;
   engine_options small = big;
   small.max_step_tokens = 7;
@@ -104,6 +111,36 @@ TEST_CASE("chunked prefill gives the same bits as one-shot prefill", "[engine]")
   CHECK(a[0].tokens == b[0].tokens);
   CHECK(same_bits(a[0].logits, b[0].logits));
   CHECK(same_bits(a[0].logits, c[0].logits));
+}
+
+TEST_CASE("a bf16 KV cache moves the logits within its bound and halves the KV", "[engine]") {
+  const std::string family = GENERATE(as<std::string>{}, "qwen3_moe", "deepseek_v3");
+  INFO("family " << family);
+  fixture f(family);
+  request_options req;
+  req.max_tokens = 8;
+  const auto p = prompt(60, 5);
+  engine_options f32;
+  engine_options bf16;
+  bf16.kv_dtype = gpu::dtype::bf16;
+  const auto a = run(f, {p}, f32, req);
+  const auto b = run(f, {p}, bf16, req);
+  REQUIRE(a[0].logits.size() == b[0].logits.size());
+  // Compare the rows both runs computed from the same tokens: the first token's, and every later
+  // one while the tokens agree.
+  const size_t vocab = a[0].logits.size() / a[0].tokens.size();
+  float worst = 0.0f;
+  for (size_t row = 0; row < a[0].tokens.size(); ++row) {
+    for (size_t i = row * vocab; i < (row + 1) * vocab; ++i)
+      worst = std::max(worst, std::fabs(a[0].logits[i] - b[0].logits[i]));
+    if (a[0].tokens[row] != b[0].tokens[row]) break;
+  }
+  INFO("max |f32 - bf16| logits " << worst);
+  CHECK(worst > 0.0f);
+  CHECK(worst < 5e-2f);
+  engine e32(*f.model, *f.dev, f32);
+  engine e16(*f.model, *f.dev, bf16);
+  CHECK(e16.kv_bytes() * 2 == e32.kv_bytes());
 }
 
 TEST_CASE("results do not depend on the number of threads", "[engine]") {
