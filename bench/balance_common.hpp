@@ -35,11 +35,11 @@ inline double max_of(const std::vector<double>& v) {
 }
 
 /// A simulated planner's step: the first plan is taken as is; later ones by the adoption rule,
-/// judged on `judge_load`, each adopted one recording the share of slots it moved. `Run` holds
-/// current (optional layout), proposed, adopted and moved_fraction.
-template <class Run>
-void adopt_by_the_rule(Run& run, eplb::layout proposed, const eplb::load_matrix& judge_load,
-                       double margin) {
+/// judged on `judge_load` (a load matrix, or a trajectory of them), each adopted one recording
+/// the share of slots it moved. `Run` holds current (optional layout), proposed, adopted and
+/// moved_fraction.
+template <class Run, class Judged>
+void adopt_by_the_rule(Run& run, eplb::layout proposed, const Judged& judge_load, double margin) {
   if (!run.current) {
     run.current = std::move(proposed);
     return;

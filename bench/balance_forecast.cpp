@@ -3,11 +3,13 @@
 //
 // Each timeline runs three algorithms in lockstep: DeepSeek's EPLB and the planner, both planning
 // from the counts of the last interval, and the planner planning from eplb::load_forecast's
-// planning load (the forecast of the next interval, hedged). All three use the supervisor's
-// adoption rule; the forecast's proposals are judged on the expected load of the interval they
-// would serve. The first plan bootstraps each layout and is not counted. Every sample window is
-// then scored with the layout in force during it: a plan made from the intervals up to w is
-// scored on the windows of interval w + 1.
+// planning load (the forecast of the next interval, hedged), its plan polished for the forecast
+// loads along that interval (eplb::plan_for_trajectory). The forecast observes every sample
+// window. All three use the supervisor's adoption rule; the forecast's proposals are judged on the
+// forecast loads along the next two intervals, the others on the last interval's counts. The
+// first plan bootstraps each layout and is not counted. Every sample window is then scored with
+// the layout in force during it: a plan made from the intervals up to w is scored on the windows
+// of interval w + 1.
 #include "bench/balance_forecast.hpp"
 
 #include <CLI/CLI.hpp>
@@ -27,6 +29,7 @@
 #include "eplb/balance_metrics.hpp"
 #include "eplb/deepseek_eplb.hpp"
 #include "eplb/planner.hpp"
+#include "eplb/trajectory_polish.hpp"
 
 namespace brigade::bench {
 
@@ -65,18 +68,23 @@ struct algorithm_run {
   int adopted = 0;
 };
 
+eplb::planner_options planner_options_of(const cluster_shape& shape,
+                                         const forecast_bench_options& o) {
+  eplb::planner_options p;
+  p.shards = shape.shards;
+  p.slots_per_shard = shape.slots_per_shard;
+  p.keep_slack = o.keep_slack;
+  p.max_moved_fraction = o.max_moved;
+  return p;
+}
+
 result<eplb::layout> plan_with(algorithm a, const eplb::load_matrix& load,
                                const cluster_shape& shape, const forecast_bench_options& o,
                                const eplb::layout* current) {
   if (a == eplb_last) {
     return eplb::plan_deepseek_eplb(load, shape.shards, shape.slots_per_shard, 1);
   }
-  eplb::planner_options p;
-  p.shards = shape.shards;
-  p.slots_per_shard = shape.slots_per_shard;
-  p.keep_slack = o.keep_slack;
-  p.max_moved_fraction = o.max_moved;
-  return eplb::plan_layout(load, p, current);
+  return eplb::plan_layout(load, planner_options_of(shape, o), current);
 }
 
 /// Plans from `plan_load` and adopts by the rule, judged on `judge_load`.
@@ -86,6 +94,27 @@ status replan(algorithm a, algorithm_run& run, const eplb::load_matrix& plan_loa
   auto proposed = plan_with(a, plan_load, shape, o, run.current ? &*run.current : nullptr);
   if (!proposed) return proposed.err();
   adopt_by_the_rule(run, std::move(*proposed), judge_load, o.margin);
+  return ok_status();
+}
+
+/// The forecast's step: plans for the forecast, polished for the loads along the interval it
+/// serves, and judged along the next two (a plan the margin keeps serves more than one).
+status replan_forecast(algorithm_run& run, const eplb::load_forecast& forecast,
+                       const cluster_shape& shape, const forecast_bench_options& o) {
+  const eplb::load_matrix planning = forecast.planning_load();
+  if (o.trajectory_points == 0) {
+    return replan(planner_forecast, run, planning, forecast.expected(), shape, o);
+  }
+  // Observed windows per interval: the interval after the newest window spans horizons
+  // (0.5, r + 0.5).
+  const double r = o.per_interval ? 1 : o.replan_every;
+  const int k = o.trajectory_points;
+  auto proposed = eplb::plan_for_trajectory(planning, forecast.trajectory(0.5, r + 0.5, k),
+                                            planner_options_of(shape, o),
+                                            run.current ? &*run.current : nullptr);
+  if (!proposed) return proposed.err();
+  adopt_by_the_rule(run, std::move(*proposed), forecast.trajectory(0.5, 2 * r + 0.5, 2 * k),
+                    o.margin);
   return ok_status();
 }
 
@@ -102,7 +131,8 @@ result<timeline_runs> simulate(const cluster_shape& shape, const drift& d, uint6
   if (d.scenario == load_scenario::fast_drift) g.fast_crossfade_windows = d.crossfade_windows;
   g.seed = seed;
   expert_load_generator generator(g);
-  eplb::load_forecast forecast(o.forecast);
+  eplb::load_forecast forecast(
+      o.per_interval ? o.forecast : eplb::per_sample_window(o.forecast, o.replan_every));
   timeline_runs runs;
   const eplb::load_matrix zero(o.layers, std::vector<double>(shape.experts, 0.0));
   eplb::load_matrix interval = zero;
@@ -123,15 +153,17 @@ result<timeline_runs> simulate(const cluster_shape& shape, const drift& d, uint6
       for (int e = 0; e < shape.experts; ++e)
         interval[l][e] += window[l][e];
     }
+    if (!o.per_interval) {
+      if (status s = forecast.observe(window); !s) return s.err();
+    }
     if ((w + 1) % o.replan_every != 0) continue;
-    if (status s = forecast.observe(interval); !s) return s.err();
-    const eplb::load_matrix expected = forecast.expected();
-    const eplb::load_matrix planning = forecast.planning_load();
+    if (o.per_interval) {
+      if (status s = forecast.observe(interval); !s) return s.err();
+    }
     for (algorithm a : {eplb_last, planner_last}) {
       if (status s = replan(a, runs[a], interval, interval, shape, o); !s) return s.err();
     }
-    if (status s = replan(planner_forecast, runs[planner_forecast], planning, expected, shape, o);
-        !s) {
+    if (status s = replan_forecast(runs[planner_forecast], forecast, shape, o); !s) {
       return s.err();
     }
     eplb::load_matrix next = zero;
@@ -255,14 +287,16 @@ void print_table(const std::vector<row>& rows, const std::vector<goal>& goals,
       "brigade bench balance --forecast: %d layers, Zipf(0.65), %d windows of 1000 steps, re-plan "
       "every %d windows, adoption margin %.1f%%, seeds %llu-%llu\n"
       "forecast: %d intervals, recency decay %.2f, trend at %.1f standard errors, %.1f interval "
-      "ahead, hedge %.2f spreads\n"
+      "ahead, hedge %.2f spreads, observing %s; plans polished for %d points along the interval "
+      "(0: not)\n"
       "layer balancedness: sum of layer means over sum of layer maxima (1 / layer max/mean); "
       "summed: mean over max of the load summed over layers; both the mean over the scored "
       "windows and seeds.\nforesight: the planner given the counts of the interval it serves, "
       "which no forecast knows\n\n",
       o.layers, o.windows, o.replan_every, 100 * o.margin, static_cast<unsigned long long>(o.seed),
       static_cast<unsigned long long>(o.seed + o.seeds - 1), f.history_windows, f.recency_decay,
-      f.trend_z, f.horizon_windows, f.hedge);
+      f.trend_z, f.horizon_windows, f.hedge,
+      o.per_interval ? "each interval's sum" : "every sample window", o.trajectory_points);
   table balance({"cluster", "loads", "eplb", "planner", "forecast", "foresight", "fc - eplb",
                  "fc / eplb", "fc / planner", "summed: eplb", "planner", "forecast"});
   table moved(
@@ -320,7 +354,9 @@ void print_json(const std::vector<row>& rows, const std::vector<goal>& goals,
                      {"recency_decay", o.forecast.recency_decay},
                      {"trend_z", o.forecast.trend_z},
                      {"horizon_windows", o.forecast.horizon_windows},
-                     {"hedge", o.forecast.hedge}};
+                     {"hedge", o.forecast.hedge},
+                     {"observes", o.per_interval ? "interval" : "sample_window"},
+                     {"trajectory_points", o.trajectory_points}};
   for (const row& r : rows) {
     nlohmann::json j = {{"cluster", r.shape->name},
                         {"loads", r.loads->name},
@@ -351,8 +387,9 @@ void print_json(const std::vector<row>& rows, const std::vector<goal>& goals,
 void add_forecast_options(CLI::App& app, bool& enabled, forecast_bench_options& o) {
   auto* forecast = app.add_flag(
       "--forecast", enabled,
-      "instead of the figures above: the planner fed a forecast of the next re-plan interval "
-      "beside the planner and deepseek-eplb fed the last one, on steady loads (also with a "
+      "instead of the figures above: the planner fed a forecast of the next re-plan interval, "
+      "its plan polished for the loads along it, beside the planner and deepseek-eplb fed the "
+      "last one, on steady loads (also with a "
       "thousandth of the tokens) and slow, medium and fast drift (crossfades of 500, 150 and 50 "
       "windows), over several seeds");
   app.add_option("--seeds", o.seeds, "with --forecast: timelines per row, seeds from --seed on")
@@ -377,6 +414,16 @@ void add_forecast_options(CLI::App& app, bool& enabled, forecast_bench_options& 
   app.add_option("--hedge", o.forecast.hedge,
                  "with --forecast: spreads of its load each expert's planning load adds")
       ->check(CLI::Range(0.0, 100.0))
+      ->needs(forecast);
+  app.add_flag("--forecast-per-interval", o.per_interval,
+               "with --forecast: the forecast observes each re-plan interval's summed counts "
+               "rather than every sample window")
+      ->needs(forecast);
+  app.add_option("--trajectory-points", o.trajectory_points,
+                 "with --forecast: points along the served interval the forecast's plan is "
+                 "polished for, and adoption judged on twice as many along the next two; 0 plans "
+                 "for the forecast alone, judged on its expected load")
+      ->check(CLI::Range(0, 16))
       ->needs(forecast);
 }
 

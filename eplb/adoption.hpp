@@ -2,6 +2,8 @@
 // for the migration.
 #pragma once
 
+#include <vector>
+
 #include "eplb/layout.hpp"
 #include "eplb/load_matrix.hpp"
 
@@ -25,5 +27,12 @@ struct adoption_decision {
 /// it moves at least one slot and its gain is at least `margin` (0.02 asks for 2% less imbalance).
 adoption_decision judge_adoption(const layout& current, const layout& proposed,
                                  const load_matrix& load, double margin);
+
+/// The same rule along a trajectory of loads (load_forecast::trajectory, at least one point): each
+/// imbalance is the mean over the points of layer_max_over_mean, the mean step-time factor of the
+/// windows the loads stand for. A layout that drifts out of balance across them shows it here,
+/// where their middle alone would not.
+adoption_decision judge_adoption(const layout& current, const layout& proposed,
+                                 const std::vector<load_matrix>& trajectory, double margin);
 
 }  // namespace brigade::eplb

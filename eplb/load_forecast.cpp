@@ -129,7 +129,8 @@ double pooled_noise_per_share(const std::vector<line_fit>& fits, int n, double w
 
 // Shares rather than tokens, so that a change in traffic as a whole is not taken for a trend of
 // every expert.
-std::vector<load_forecast::expert_forecast> load_forecast::forecast_layer(int layer) const {
+std::vector<load_forecast::expert_forecast> load_forecast::forecast_layer(int layer,
+                                                                          double horizon) const {
   const int n = windows();
   const int experts = static_cast<int>(history_.back()[layer].size());
   const window_weights w(n, options_.recency_decay);
@@ -157,7 +158,7 @@ std::vector<load_forecast::expert_forecast> load_forecast::forecast_layer(int la
       trend_weight = f.slope * f.slope / (f.slope * f.slope + z * z * slope_var);
     }
     const double trend = trend_weight * f.slope;
-    out[e].share = std::max(0.0, f.level + trend * (n - 1 + options_.horizon_windows - w.x_mean));
+    out[e].share = std::max(0.0, f.level + trend * (n - 1 + horizon - w.x_mean));
     if (n >= 2) {
       // About the line actually used: the residuals plus the part of the slope left out (the
       // cross term vanishes for a least-squares line). A window's load also ramps by the trend
@@ -169,7 +170,7 @@ std::vector<load_forecast::expert_forecast> load_forecast::forecast_layer(int la
   return out;
 }
 
-load_matrix load_forecast::forecast(bool hedged) const {
+load_matrix load_forecast::forecast(double horizon, bool hedged) const {
   if (history_.empty()) return {};
   // One window has no trend and no spread: it forecasts itself, exactly, rather than rescaled.
   if (history_.size() == 1) return history_.back();
@@ -177,7 +178,7 @@ load_matrix load_forecast::forecast(bool hedged) const {
   const load_matrix& newest = history_.back();
   load_matrix out(newest.size(), std::vector<double>(newest.front().size()));
   for (size_t layer = 0; layer < newest.size(); ++layer) {
-    const std::vector<expert_forecast> f = forecast_layer(static_cast<int>(layer));
+    const std::vector<expert_forecast> f = forecast_layer(static_cast<int>(layer), horizon);
     double planned_sum = 0;
     for (size_t e = 0; e < f.size(); ++e) {
       out[layer][e] = f[e].share + (hedged ? options_.hedge * f[e].spread : 0.0);
@@ -192,11 +193,35 @@ load_matrix load_forecast::forecast(bool hedged) const {
 }
 
 load_matrix load_forecast::expected() const {
-  return forecast(false);
+  return forecast(options_.horizon_windows, false);
 }
 
 load_matrix load_forecast::planning_load() const {
-  return forecast(true);
+  return forecast(options_.horizon_windows, true);
+}
+
+std::vector<load_matrix> load_forecast::trajectory(double from_windows, double to_windows,
+                                                   int points) const {
+  assert(points >= 1 && 0 <= from_windows && from_windows <= to_windows);
+  std::vector<load_matrix> out;
+  if (history_.empty()) return out;
+  for (int i = 0; i < points; ++i)
+    out.push_back(forecast(from_windows + (to_windows - from_windows) * (i + 0.5) / points, false));
+  return out;
+}
+
+forecast_options per_sample_window(const forecast_options& per_interval, int windows_per_interval) {
+  assert(windows_per_interval >= 1);
+  const int r = windows_per_interval;
+  forecast_options o = per_interval;
+  o.history_windows = static_cast<int>(
+      std::min<long long>(max_history_windows, 1LL * per_interval.history_windows * r));
+  o.recency_decay = std::pow(per_interval.recency_decay, 1.0 / r);
+  // Interval h ahead holds the windows (h - 1) r + 1 ... h r after the newest: its middle.
+  o.horizon_windows =
+      std::min<double>(max_history_windows, (per_interval.horizon_windows - 1) * r + (r + 1) / 2.0);
+  o.horizon_windows = std::max(0.0, o.horizon_windows);
+  return o;
 }
 
 }  // namespace brigade::eplb

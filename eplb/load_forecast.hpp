@@ -16,8 +16,11 @@
 // replica, so the experts least certain to stay where the forecast puts them get the spare
 // replicas, within the slots there are.
 //
-// A window is whatever the caller plans from: the supervisor sums the load samples of a re-plan
-// interval and observes that sum once per plan.
+// A window is whatever the caller observes: a re-plan interval's summed loads, or (as the
+// supervisor and `brigade bench balance --forecast` do) each of its sample windows, with options
+// restated by per_sample_window. A plan serves a whole interval while the loads drift across it,
+// so trajectory() forecasts the loads along it, point by point, for plans that must hold up in
+// every window of it rather than on its sum.
 #pragma once
 
 #include <deque>
@@ -47,6 +50,14 @@ constexpr int max_history_windows = 64;
 /// Checks the options' ranges; load_forecast's constructor requires valid options.
 status validate_forecast_options(const forecast_options& options);
 
+/// `per_interval`, whose history, decay and horizon count re-plan intervals, for a forecast that
+/// observes each of an interval's `windows_per_interval` (at least 1) sample windows instead of
+/// their sum: the history holds as many intervals (at most max_history_windows windows), the
+/// decay per window compounds to the decay per interval, and the horizon is the middle of the
+/// interval `horizon_windows` ahead (at most max_history_windows windows). Trend, noise and
+/// spread are then fitted on the windows, so the first interval already shows the drift within it.
+forecast_options per_sample_window(const forecast_options& per_interval, int windows_per_interval);
+
 class load_forecast {
  public:
   /// `options` must pass validate_forecast_options.
@@ -68,6 +79,14 @@ class load_forecast {
   /// Empty before the first observe.
   load_matrix planning_load() const;
 
+  /// The expected loads along the horizons from `from_windows` to `to_windows` ahead (0 <= from
+  /// <= to): `points` (at least 1) forecasts at the middles of as many equal parts of that span,
+  /// in order, each on expected()'s scale and unhedged. Observing sample windows, (0.5, r + 0.5)
+  /// spans the next re-plan interval of r windows: the loads its plan meets window by window,
+  /// where expected() gives their middle (see trajectory_polish.hpp). Empty before the first
+  /// observe.
+  std::vector<load_matrix> trajectory(double from_windows, double to_windows, int points) const;
+
   /// Forgets every window, for a model or shape that changed.
   void clear() {
     history_.clear();
@@ -81,8 +100,9 @@ class load_forecast {
     double spread = 0;
   };
   /// Every expert of a layer; needs at least two windows.
-  std::vector<expert_forecast> forecast_layer(int layer) const;
-  load_matrix forecast(bool hedged) const;
+  std::vector<expert_forecast> forecast_layer(int layer, double horizon) const;
+  /// Every layer's forecast `horizon` windows after the newest, on the newest window's scale.
+  load_matrix forecast(double horizon, bool hedged) const;
 
   forecast_options options_;
   /// Newest last; each window's row per layer, and that row's total.

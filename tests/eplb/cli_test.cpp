@@ -97,6 +97,8 @@ TEST_CASE("bench balance compares the forecast planner with the last interval as
   const auto doc = nlohmann::json::parse(r.out);
   CHECK(doc["benchmark"] == "balance_forecast");
   CHECK(doc["forecast"]["history_windows"] == 3);
+  CHECK(doc["forecast"]["observes"] == "sample_window");
+  CHECK(doc["forecast"]["trajectory_points"] == 2);
   // Two clusters by five loads: steady, sparse steady, slow, medium and fast drift.
   REQUIRE(doc["results"].size() == 10);
   for (const auto& row : doc["results"]) {
@@ -109,6 +111,18 @@ TEST_CASE("bench balance compares the forecast planner with the last interval as
     CHECK(row["forecast_over_eplb"].get<double>() > 0);
   }
   CHECK(doc["goals"].size() == 3);
+}
+
+TEST_CASE("bench balance --forecast plans for interval sums as before on request", "[eplb][cli]") {
+  const auto r = run_brigade(
+      "bench balance --forecast --json --layers 2 --windows 40 --seeds 1 --forecast-per-interval "
+      "--trajectory-points 0");
+  INFO(r.all());
+  REQUIRE(r.exit_code == 0);
+  const auto doc = nlohmann::json::parse(r.out);
+  CHECK(doc["forecast"]["observes"] == "interval");
+  CHECK(doc["forecast"]["trajectory_points"] == 0);
+  REQUIRE(doc["results"].size() == 10);
 }
 
 TEST_CASE("bench balance refuses forecast options without --forecast", "[eplb][cli]") {
