@@ -2,7 +2,8 @@
 // kernel beside OpenBLAS sgemm on the same shapes, and decode at batch 1 beside the bound of
 // reading its weights (weight_read_bound.hpp), all measured in one run on one CPU kernel path; with
 // --compare-paths, every kernel path this machine has, side by side (engine_paths.hpp); with --peer
-// llamacpp, llama.cpp on the same model beside brigade (engine_peer.hpp).
+// llamacpp, llama.cpp on the same model beside brigade (engine_peer.hpp); with --device cuda:N,
+// prefill and decode on that device beside its bandwidth and FLOP bounds (engine_device.hpp).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/engine_device.hpp"
 #include "bench/engine_measure.hpp"
 #include "bench/engine_model.hpp"
 #include "bench/engine_paths.hpp"
@@ -20,6 +22,7 @@
 #include "bench/weight_read_bound.hpp"
 #include "common/thread_pool.hpp"
 #include "gpu/cpu/cpu_backend.hpp"
+#include "gpu/device_choice.hpp"
 #include "model/loaded_model.hpp"
 
 namespace brigade::bench {
@@ -100,6 +103,44 @@ void print_figures(const model::loaded_model& m, const model::model_spec& spec,
       100.0 * batch1 / bound_tokens_per_s, f.random_reads.tokens_per_s());
 }
 
+int fail(const std::string& message) {
+  std::fprintf(stderr, "brigade bench engine: %s\n", message.c_str());
+  return 1;
+}
+
+// --device cuda:N: refused at once when the device is not here, before any model is written or
+// loaded; the CPU's options (kernel paths, OpenBLAS, llama.cpp) do not apply there.
+int engine_on_device(const gpu::device_choice& device, const CLI::App& app,
+                     const device_bench_options& options) {
+  for (const char* cpu_only : {"--kernels", "--compare-paths", "--peer", "--kernel-only"}) {
+    if (app.count(cpu_only) > 0) {
+      return fail(std::string(cpu_only) +
+                  " measures the CPU kernels; it runs with --device cpu, not " +
+                  device.to_string());
+    }
+  }
+  auto dev = gpu::open_backend(device, "--device");
+  if (!dev) return fail(dev.err().message);
+  return bench_engine_on_device(*dev.value(), options);
+}
+
+// The model a CPU run measures: --model's checkpoint, with the FFN kernel measured on its
+// expert shape, or the benchmark model of --shape.
+result<std::unique_ptr<model::loaded_model>> load_cpu_model(const std::string& model_dir,
+                                                            const std::string& work_dir,
+                                                            const std::string& shape,
+                                                            gpu::backend& dev,
+                                                            model::model_spec& spec) {
+  if (model_dir.empty()) return load_engine_model(work_dir, dev, shape);
+  auto loaded = model::loaded_model::load(model_dir, dev, true);
+  if (!loaded) return loaded;
+  const model::model_config& c = loaded.value()->config;
+  spec.hidden = c.hidden_size;
+  spec.moe_inter = c.is_moe() ? c.expert_intermediate : c.dense_intermediate;
+  spec.dtype = loaded.value()->ckpt->main_dtype();
+  return loaded;
+}
+
 }  // namespace
 
 int engine(int argc, char** argv) {
@@ -109,6 +150,8 @@ int engine(int argc, char** argv) {
   std::string shape = "default", peer_name;
   path_comparison_options cmp;
   peer_options peer;
+  device_bench_options on_device;
+  std::string device_text = "cpu", model_dir;
   CLI::App app{"Engine throughput and kernel speed beside OpenBLAS", "brigade bench engine"};
   app.option_defaults()->always_capture_default();
   app.add_flag("--json", as_json, "print one JSON object");
@@ -129,7 +172,40 @@ int engine(int argc, char** argv) {
                  "(default: peers/llamacpp beside the brigade binary)");
   app.add_option("--work-dir", work_dir, "where the generated benchmark model is kept")
       ->capture_default_str();
+  app.add_option("--device", device_text,
+                 "where the engine runs: cpu, or cuda:N (prefill and decode beside the device's "
+                 "bandwidth and FLOP bounds)")
+      ->capture_default_str();
+  auto* model_opt = app.add_option("--model", model_dir,
+                                   "measure this checkpoint instead of the benchmark model");
+  model_opt->excludes(app.get_option("--shape"))
+      ->excludes(app.get_option("--peer"))
+      ->excludes(app.get_option("--compare-paths"));
+  auto* bandwidth_opt =
+      app.add_option("--bandwidth-gbs", on_device.peaks.bandwidth_gb_per_s,
+                     "with --device cuda:N: the device's memory bandwidth in GB/s (H200: 4800)")
+          ->check(CLI::PositiveNumber);
+  auto* tflops_opt =
+      app.add_option("--peak-tflops", on_device.peaks.bf16_tflop_per_s,
+                     "with --device cuda:N: the device's dense bf16 TFLOP/s (H200: 989)")
+          ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
+
+  const result<gpu::device_choice> device = gpu::parse_device(device_text, "--device");
+  if (!device) return fail(device.err().message);
+  if (device.value().cuda) {
+    on_device.model_dir = model_dir;
+    on_device.work_dir = work_dir;
+    on_device.shape = shape;
+    on_device.quick = quick;
+    on_device.as_json = as_json;
+    return engine_on_device(device.value(), app, on_device);
+  }
+  if (bandwidth_opt->count() > 0 || tflops_opt->count() > 0) {
+    return fail(
+        "--bandwidth-gbs and --peak-tflops are the bounds of --device cuda:N; on the "
+        "cpu the bound is measured");
+  }
 
   thread_pool& pool = thread_pool::shared();
   engine_figures f;
@@ -142,7 +218,7 @@ int engine(int argc, char** argv) {
   }
   const result<model::model_spec> shaped = engine_model_spec(shape);
   if (!shaped) return std::fprintf(stderr, "--shape: %s\n", shaped.err().message.c_str()), 1;
-  const model::model_spec& spec = shaped.value();
+  model::model_spec spec = shaped.value();
   if (!peer_name.empty()) {
     peer.peer = peer_name;
     peer.shape = shape;
@@ -162,7 +238,7 @@ int engine(int argc, char** argv) {
     return compare_kernel_paths(work_dir, spec, pool, cmp);
   }
   auto dev = gpu::cpu::make_backend(&pool, f.path);
-  auto loaded = load_engine_model(work_dir, *dev, shape);
+  auto loaded = load_cpu_model(model_dir, work_dir, shape, *dev, spec);
   if (!loaded) return std::fprintf(stderr, "%s\n", loaded.err().message.c_str()), 1;
   const model::loaded_model& m = *loaded.value();
   auto blas_lib = load_openblas();

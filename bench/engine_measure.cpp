@@ -104,13 +104,14 @@ double decode_tokens_per_s(const model::loaded_model& m, gpu::backend& dev, int 
   opt.max_running = batch;
   opt.max_step_tokens = std::max(batch, 256);
   // Every sequence must fit at once: whole blocks of prompt + generated tokens each.
-  const int per_seq = (32 + steps + 2 + opt.block_tokens - 1) / opt.block_tokens * opt.block_tokens;
+  const int per_seq = (decode_prompt_tokens + steps + 2 + opt.block_tokens - 1) / opt.block_tokens *
+                      opt.block_tokens;
   opt.kv_tokens = batch * per_seq;
   model::engine eng(m, dev, opt);
   model::request_options req;
   req.max_tokens = steps + 2;
   for (int b = 0; b < batch; ++b)
-    (void)eng.submit(bench_prompt(32, b, m.config.vocab_size), req);
+    (void)eng.submit(bench_prompt(decode_prompt_tokens, b, m.config.vocab_size), req);
   std::vector<model::token_event> ev;
   // Prefill until every sequence produced its first token, then time pure decode steps.
   std::set<int64_t> started;

@@ -50,8 +50,11 @@ ffn_figures measure_ffn(int rows, int hidden, int inter, thread_pool& pool,
 double prefill_tokens_per_s(const model::loaded_model& m, gpu::backend& dev, int tokens,
                             int trials);
 
-/// Decode tokens per second with `batch` sequences of 32-token prompts decoding together, over
-/// `steps` steps after every sequence has its first token.
+/// The prompt length of every sequence decode_tokens_per_s decodes.
+constexpr int decode_prompt_tokens = 32;
+
+/// Decode tokens per second with `batch` sequences of decode_prompt_tokens-long prompts decoding
+/// together, over `steps` steps after every sequence has its first token.
 double decode_tokens_per_s(const model::loaded_model& m, gpu::backend& dev, int batch, int steps);
 
 }  // namespace brigade::bench

@@ -25,7 +25,6 @@ using llamacpp::llama_peer;
 
 constexpr int prefill_tokens = 512;
 constexpr int prefill_trials = 3;  // best of, on both sides, as plain `bench engine` takes
-constexpr int decode_prompt_tokens = 32;
 constexpr int check_prompt_tokens = 16;
 constexpr int check_tokens = 32;
 

@@ -43,15 +43,6 @@ int fail(const std::string& message) {
   return 1;
 }
 
-// The backend of --device, or why there is none: the device must be here first.
-result<std::unique_ptr<gpu::backend>> open_device(const gpu::device_choice& device) {
-  if (device.cuda) {
-    status present = gpu::check_device_present(device, gpu::probe_cuda(), "--device");
-    if (!present) return present.err();
-  }
-  return gpu::make_backend(device);
-}
-
 }  // namespace
 
 int generate(int argc, char** argv) {
@@ -142,7 +133,7 @@ int generate(int argc, char** argv) {
                 " runs on the cpu device only: the cuda backend "
                 "keeps its KV cache in f32");
   }
-  auto made = open_device(device.value());
+  auto made = gpu::open_backend(device.value(), "--device");
   if (!made) return fail(made.err().message);
   std::unique_ptr<gpu::backend> dev = std::move(made.value());
   progress_bar bar("loading " + model_dir);

@@ -228,11 +228,7 @@ result<backend_service> start_service(const serve_options& o, const config::mani
   if (o.engine) {
     // The engine is one decode worker's work: it runs on the decode workers' device.
     const gpu::device_choice& device = m.decode.device;
-    if (device.cuda) {
-      status present = gpu::check_device_present(device, gpu::probe_cuda(), "serve --engine");
-      if (!present) return present.err();
-    }
-    auto made = gpu::make_backend(device);
+    auto made = gpu::open_backend(device, "serve --engine");
     if (!made) return made.err();
     b.dev = std::move(made.value());
     auto loaded = model::loaded_model::load(m.model, *b.dev, true, progress);

@@ -79,4 +79,13 @@ result<std::unique_ptr<backend>> make_backend(const device_choice& device, threa
   return make_cuda_backend(device.ordinal);
 }
 
+result<std::unique_ptr<backend>> open_backend(const device_choice& device, const std::string& who,
+                                              thread_pool* pool) {
+  if (device.cuda) {
+    status present = check_device_present(device, probe_cuda(), who);
+    if (!present) return present.err();
+  }
+  return make_backend(device, pool);
+}
+
 }  // namespace brigade::gpu

@@ -61,4 +61,10 @@ std::string describe_bytes(uint64_t bytes);
 result<std::unique_ptr<backend>> make_backend(const device_choice& device,
                                               thread_pool* pool = nullptr);
 
+/// make_backend on `device` once check_device_present has found it on this machine (probed
+/// only for a CUDA device), so that a command refuses an absent device before it loads anything,
+/// naming `who` (e.g. "--device") and what to do.
+result<std::unique_ptr<backend>> open_backend(const device_choice& device, const std::string& who,
+                                              thread_pool* pool = nullptr);
+
 }  // namespace brigade::gpu

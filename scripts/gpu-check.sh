@@ -3,7 +3,9 @@
 # crashed context cannot fail the rest), then `brigade generate --device cuda:0` against the CPU
 # engine on a random checkpoint of every family (the same greedy tokens over 64 steps), and
 # `brigade serve` with every role on cuda:0 (deploy/examples/one-gpu.yaml) against the CPU engine,
-# printed as one table, then the matmul benchmark; any mismatch fails it.
+# printed as one table, then the matmul benchmark and `brigade bench engine --device cuda:0` on
+# the benchmark model and on a model of hidden 2048, each figure beside the H200's bound (decode
+# against 4.8 TB/s, prefill against 989 bf16 TFLOP/s); any mismatch or failed run fails it.
 #
 #   scripts/gpu-check.sh prepare     on a machine with brigade's build dependencies (no GPU
 #                                    needed): builds the test binary and brigade with CUDA on and
@@ -16,8 +18,9 @@
 #
 # A device tool call carries the folder: run(command="scripts/gpu-check.sh run",
 # carry=[".gpu-carry"]). Options through the environment: SANITIZE=1 runs each case under
-# compute-sanitizer; BENCH=0 skips the benchmark; PARITY=0 skips the generate and serve
-# comparisons; BUILD_DIR (default build-gpu); OUT, when set, receives the full log.
+# compute-sanitizer; BENCH=0 skips the benchmarks; PARITY=0 skips the generate and serve
+# comparisons; BANDWIDTH_GBS and PEAK_TFLOPS replace the H200's bounds on another device;
+# BUILD_DIR (default build-gpu); OUT, when set, receives the full log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -234,6 +237,73 @@ parity() {
   return $status
 }
 
+# A model of Qwen3-30B-A3B's width (hidden 2048, 32 heads of 128, 4 KV heads, experts of 768) in
+# 4 layers of 16 experts, top-4: prefill's matmuls at a realistic width, in 0.85 GB of bf16.
+wide_model=(--family qwen3_moe --layers 4 --hidden 2048 --heads 32 --kv-heads 4 --head-dim 128
+  --experts 16 --top-k 4 --moe-inter 768 --vocab 16384 --seed 3)
+# The share of the bf16 FLOP bound that prefill on the hidden-2048 model is to reach.
+prefill_target=0.30
+
+# `bench engine --device cuda:0 --json --quick` on the benchmark model and on the hidden-2048
+# one, each run in its own time limit so that the whole check keeps its budget; one table of
+# every figure, its bound and its share. Non-zero when a run fails, not when a share is low.
+engine_bench() {
+  local bin=$1 dir=$carry/engine-bench status=0
+  local bounds=(--bandwidth-gbs "${BANDWIDTH_GBS:-4800}" --peak-tflops "${PEAK_TFLOPS:-989}")
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  timeout 90 "$bin/brigade" bench engine --device cuda:0 --json --quick "${bounds[@]}" \
+    --work-dir "$dir" >"$dir/bench-model.json" 2>"$dir/bench-model.err" || {
+    echo "FAIL: bench engine --device cuda:0 on the benchmark model:"
+    tail -20 "$dir/bench-model.err"
+    status=1
+  }
+  if timeout 60 "$bin/brigade" make-model "${wide_model[@]}" --out "$dir/hidden-2048" \
+    >"$dir/make-model.log" 2>&1; then
+    timeout 120 "$bin/brigade" bench engine --device cuda:0 --json --quick "${bounds[@]}" \
+      --model "$dir/hidden-2048" >"$dir/hidden-2048.json" 2>"$dir/hidden-2048.err" || {
+      echo "FAIL: bench engine --device cuda:0 --model hidden-2048:"
+      tail -20 "$dir/hidden-2048.err"
+      status=1
+    }
+  else
+    echo "FAIL: make-model ${wide_model[*]}:"
+    tail -20 "$dir/make-model.log"
+    status=1
+  fi
+  python3 - "$prefill_target" "bench model=$dir/bench-model.json" \
+    "hidden 2048=$dir/hidden-2048.json" <<'PY'
+import json, sys
+target = float(sys.argv[1])
+print("%-30s %12s %14s %8s  %s" % ("engine on cuda:0", "tokens/s", "bound tokens/s", "share",
+                                     "bound by"))
+for arg in sys.argv[2:]:
+    name, path = arg.split("=", 1)
+    try:
+        doc = json.load(open(path))
+    except (OSError, ValueError):
+        print("%-30s %12s" % (name, "-"))
+        continue
+    p = doc["prefill"]
+    rows = [("%s prefill %d" % (name, p["prompt_tokens"]), p["tokens_per_s"],
+             p["flop_bound_tokens_per_s"], p["share"], "bf16 FLOPs")]
+    for d in doc["decode"]:
+        rows.append(("%s decode b%d" % (name, d["batch"]), d["tokens_per_s"],
+                     d["bound_tokens_per_s"], d["share"], d["bound_by"]))
+    for what, tps, bound, share, by in rows:
+        print("%-30s %12.1f %14.1f %7.1f%%  %s" % (what, tps, bound, 100 * share, by))
+    b = doc["bounds"]
+    print("%-30s %.0f GB/s (--bandwidth-gbs), %.0f TFLOP/s (--peak-tflops), %.1f MB/token" %
+          ("", b["bandwidth_gb_per_s"], b["bf16_tflop_per_s"],
+           doc["active_weight_bytes_per_token"] / 1e6))
+    if name == "hidden 2048":
+        verdict = "met" if p["share"] >= target else "NOT MET"
+        print("prefill on hidden 2048 at %.1f%% of the FLOP bound (target %.0f%%): %s" %
+              (100 * p["share"], 100 * target, verdict))
+PY
+  return $status
+}
+
 run() {
   local tests bin
   unpack
@@ -260,6 +330,8 @@ run() {
   if [ "${BENCH:-1}" = 1 ]; then
     log "brigade bench cuda-matmul"
     "$bin/brigade" bench cuda-matmul || status=1
+    log "brigade bench engine --device cuda:0 against the device's bounds"
+    engine_bench "$bin" || status=1
   fi
   return $status
 }
