@@ -235,8 +235,9 @@ kv_store_impl::behavior_type kv_store_behavior(kv_store_pointer self, kv_store_c
   shape.values_alias_keys = st.config.values_alias_keys;
   auto element = model::parse_kv_dtype(st.config.kv_dtype, "kv_dtype");
   if (element.ok() && element.value() == gpu::dtype::bf16) shape.dtype = kvcache::kv_dtype::bf16;
-  auto model = element.ok() ? kvcache::model_fingerprint::make(st.config.model_id, shape)
-                            : result<kvcache::model_fingerprint>(element.err());
+  auto model = element.ok()
+                   ? kvcache::model_fingerprint::make(st.config.model_id, shape, st.config.numerics)
+                   : result<kvcache::model_fingerprint>(element.err());
   if (model.ok()) {
     st.model = model.value();
     try_open(self);

@@ -132,6 +132,9 @@ struct kv_store_config {
   /// The workers' KV element type, "f32" or "bf16": blocks arrive and leave as float32, and the
   /// tiers keep them in this type (a bf16 block is half the bytes, and part of its identity).
   std::string kv_dtype = "f32";
+  /// The deployment's kernel numerics ("f32", "bf16-dot": gpu/cpu/kernel_path.hpp): blocks
+  /// computed under another class would change results, so it is part of their identity too.
+  std::string numerics = "f32";
   uint64_t host_bytes = 0;
   uint64_t ssd_bytes = 0;
   std::string ssd_dir;  ///< Empty: no SSD tier.
@@ -150,8 +153,8 @@ struct kv_store_config {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_store_config& x) {
   return f(caf::meta::type_name("kv_store_config"), x.name, x.model_id, x.layers, x.block_tokens,
-           x.kv_heads, x.head_dim, x.values_alias_keys, x.kv_dtype, x.host_bytes, x.ssd_bytes,
-           x.ssd_dir, x.hash_key_id, x.scenarios, x.promotion_timeout);
+           x.kv_heads, x.head_dim, x.values_alias_keys, x.kv_dtype, x.numerics, x.host_bytes,
+           x.ssd_bytes, x.ssd_dir, x.hash_key_id, x.scenarios, x.promotion_timeout);
 }
 
 /// A null clock means the system clock.

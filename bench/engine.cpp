@@ -158,7 +158,8 @@ int engine(int argc, char** argv) {
   app.add_flag("--quick", quick, "fewer steps (for smoke tests)");
   app.add_flag("--kernel-only", kernel_only, "measure only the expert FFN kernel beside OpenBLAS");
   app.add_option("--kernels", kernels,
-                 "CPU kernel path: auto, avx2 or avx512 (default: BRIGADE_CPU_KERNELS, else auto)");
+                 "CPU kernel path: auto, avx2, avx512 or avx512_bf16 (default: "
+                 "BRIGADE_CPU_KERNELS, else auto)");
   app.add_flag("--compare-paths", compare,
                "prefill, decode and the FFN kernel on every kernel path here, alternating");
   app.add_option("--rounds", cmp.rounds, "rounds of --compare-paths and --peer")

@@ -15,6 +15,7 @@
 #include "cluster/fault_injection.hpp"
 #include "cluster/join_secret.hpp"
 #include "common/log.hpp"
+#include "gpu/cpu/kernel_path.hpp"
 
 namespace brigade::cluster {
 
@@ -304,6 +305,7 @@ node_agent_impl::behavior_type agent_behavior(agent_pointer self, node_agent_con
         h.name = st.config.name;
         h.nonce = ours;
         h.proof = join_proof(st.config.secret, "node", coordinator_nonce, ours);
+        h.numerics = gpu::cpu::process_numerics_name();
         return h;
       },
       [=](join_atom, const std::string& proof,

@@ -32,16 +32,19 @@ namespace brigade::cluster {
 
 using actors::role_kind;
 
-/// A node's answer to hello: who it is, its nonce and its proof of the secret.
+/// A node's answer to hello: who it is, its nonce and its proof of the secret, and the numerics
+/// class its CPU kernels compute in (gpu/cpu/kernel_path.hpp: "f32" or "bf16-dot"), which must be
+/// the coordinator's for one answer across topologies to hold.
 struct node_hello {
   std::string name;
   std::string nonce;
   std::string proof;
+  std::string numerics;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_hello& x) {
-  return f(caf::meta::type_name("node_hello"), x.name, x.nonce, x.proof);
+  return f(caf::meta::type_name("node_hello"), x.name, x.nonce, x.proof, x.numerics);
 }
 
 /// How the coordinator wants the node: the manifest's UCX settings for the data plane, and how

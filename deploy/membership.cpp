@@ -13,6 +13,7 @@
 #include "cluster/join_secret.hpp"
 #include "common/log.hpp"
 #include "common/wall_clock.hpp"
+#include "gpu/cpu/kernel_path.hpp"
 
 namespace brigade::deploy {
 
@@ -255,6 +256,19 @@ void handshake(membership_pointer self, const std::string& name, node_agent_acto
                                      " failed the join secret check: it was started with "
                                      "another secret; refusing it",
                                  true);
+            }
+            const std::string ours_numerics = gpu::cpu::process_numerics_name();
+            if (h.numerics != ours_numerics) {
+              return dial_failed(
+                  self, name,
+                  "node '" + name + "' at " + n.spec.address + " computes in " +
+                      (h.numerics.empty() ? std::string("unknown") : h.numerics) +
+                      " numerics and this coordinator in " + ours_numerics +
+                      ": their answers would differ, so it is refused. Start every process "
+                      "with the same BRIGADE_CPU_KERNELS class (" +
+                      (ours_numerics == "f32" ? "unset, auto, avx2 or avx512" : "avx512_bf16") +
+                      ")",
+                  true);
             }
             data_plane_settings settings{st.m.transport.tls, st.m.transport.net_devices,
                                          st.m.liveness.grace_ms};

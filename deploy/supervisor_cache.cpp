@@ -5,6 +5,7 @@
 #include "actors/kv_store.hpp"
 #include "common/log.hpp"
 #include "deploy/supervisor_state.hpp"
+#include "gpu/cpu/kernel_path.hpp"
 #include "model/checkpoint_identity.hpp"
 #include "model/kv_layout.hpp"
 
@@ -55,6 +56,8 @@ kv_store_config kv_store_config_for(supervisor_pointer self, const supervised_ch
   cfg.head_dim = mc.head_dim;
   cfg.values_alias_keys = mc.kv_values_alias_keys();
   cfg.kv_dtype = model::kv_dtype_name(m.kv_dtype);
+  // Every node runs the coordinator's numerics (membership refuses others), so it is ours.
+  cfg.numerics = gpu::cpu::process_numerics_name();
   cfg.host_bytes = m.kv_cache.host_bytes;
   cfg.ssd_bytes = m.kv_cache.ssd_bytes;
   cfg.ssd_dir = m.kv_cache.ssd_dir;

@@ -32,7 +32,8 @@ std::size_t dtype_bytes(kv_dtype dtype) {
 }
 
 result<model_fingerprint> model_fingerprint::make(std::string_view model_id,
-                                                  const kv_block_shape& shape) {
+                                                  const kv_block_shape& shape,
+                                                  std::string_view numerics) {
   if (model_id.empty() || model_id.size() > max_model_id_chars || !printable(model_id)) {
     return error(errc::invalid_argument,
                  "KV cache model id '" + std::string(model_id.substr(0, 64)) +
@@ -46,13 +47,21 @@ result<model_fingerprint> model_fingerprint::make(std::string_view model_id,
                      std::to_string(shape.layers) + ", " + std::to_string(shape.block_tokens) +
                      ", " + std::to_string(shape.kv_heads) + ", " + std::to_string(shape.head_dim));
   }
+  if (numerics.empty() || numerics.size() > 32 || !printable(numerics) ||
+      numerics.find(' ') != std::string_view::npos) {
+    return error(errc::invalid_argument, "KV block numerics '" +
+                                             std::string(numerics.substr(0, 40)) +
+                                             "' is invalid: expected a class name such as "
+                                             "f32 or bf16-dot");
+  }
   auto s = std::make_shared<state>();
   s->shape = shape;
   s->text = "model=" + std::string(model_id) + " layers=" + std::to_string(shape.layers) +
             " block_tokens=" + std::to_string(shape.block_tokens) +
             " kv_heads=" + std::to_string(shape.kv_heads) +
             " head_dim=" + std::to_string(shape.head_dim) + " dtype=" + to_string(shape.dtype) +
-            (shape.values_alias_keys ? " rows=once" : "");
+            (shape.values_alias_keys ? " rows=once" : "") +
+            (numerics == "f32" ? std::string() : " numerics=" + std::string(numerics));
   s->digest = XXH3_64bits(s->text.data(), s->text.size());
   return model_fingerprint(std::move(s));
 }

@@ -39,11 +39,15 @@ class model_fingerprint {
 
   /// The fingerprint of `model_id` (the checkpoint's content id, "content:<hex>", which hashes
   /// its configuration, tokenizer and weights; 1 to 256 printable characters) with blocks of
-  /// `shape`; every dimension positive.
-  static result<model_fingerprint> make(std::string_view model_id, const kv_block_shape& shape);
+  /// `shape`; every dimension positive. `numerics` is the kernel numerics class that computes
+  /// the blocks ("f32", "bf16-dot": gpu/cpu/kernel_path.hpp): KV from another class would change
+  /// a sequence's results, so blocks are never served across classes.
+  static result<model_fingerprint> make(std::string_view model_id, const kv_block_shape& shape,
+                                        std::string_view numerics = "f32");
 
   /// "model=<id> layers=16 block_tokens=16 kv_heads=8 head_dim=64 dtype=f32" (with " rows=once"
-  /// when values alias keys): what block files store and compare.
+  /// when values alias keys, " numerics=<class>" when not f32): what block files store and
+  /// compare.
   const std::string& text() const { return state_->text; }
   /// XXH3 of text(): the key tiers index blocks by.
   std::uint64_t digest() const { return state_->digest; }

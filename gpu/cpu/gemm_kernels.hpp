@@ -1,7 +1,7 @@
 // The matmul's per-instruction-set kernels, behind gemm() (gemm.cpp splits the work and calls
 // one of these per work item). Private to gpu/cpu.
 //
-// The contract every kernel keeps, whatever its tiles and blocking: output y[r][n] is
+// The contract every exact kernel keeps (the f32 numerics class), whatever its tiles and blocking: output y[r][n] is
 //   fma(x[r][K-1], W[n][K-1], ... fma(x[r][1], W[n][1], fma(x[r][0], W[n][0], +0.0f)) ...)
 // with every weight widened exactly to float32, then + bias[n] (a separate rounded add) when
 // there is a bias. A partial sum may go through y between blocks of k: storing and reloading a
@@ -36,5 +36,11 @@ void gemm_block_avx2(const gemm_operands& op, int row_begin, int row_end, int pa
 /// call it where kernel_path_available(kernel_path::avx512).
 void gemm_block_avx512(const gemm_operands& op, int row_begin, int row_end, int panel_begin,
                        int panel_end);
+
+/// AVX512-BF16: bf16 weights by vdpbf16ps, activations rounded to bf16, the chain documented in
+/// gemm_avx512_bf16.cpp (another numerics class: not the contract above); f32 and f16 weights as
+/// gemm_block_avx512. Only call it where kernel_path_available(kernel_path::avx512_bf16).
+void gemm_block_avx512_bf16(const gemm_operands& op, int row_begin, int row_end, int panel_begin,
+                            int panel_end);
 
 }  // namespace brigade::gpu::cpu

@@ -11,8 +11,18 @@ const char* kernel_path_name(kernel_path path) {
       return "avx2";
     case kernel_path::avx512:
       return "avx512";
+    case kernel_path::avx512_bf16:
+      return "avx512_bf16";
   }
   return "unknown";
+}
+
+kernel_numerics numerics_of(kernel_path path) {
+  return path == kernel_path::avx512_bf16 ? kernel_numerics::bf16_dot : kernel_numerics::f32;
+}
+
+const char* numerics_name(kernel_numerics numerics) {
+  return numerics == kernel_numerics::bf16_dot ? "bf16-dot" : "f32";
 }
 
 bool kernel_path_available(kernel_path path) {
@@ -24,13 +34,24 @@ bool kernel_path_available(kernel_path path) {
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     case kernel_path::avx512:
       return kernel_path_available(kernel_path::avx2) && __builtin_cpu_supports("avx512f");
+    case kernel_path::avx512_bf16:
+      // vpermw (AVX512BW) interleaves a panel's pairs of k; AVX512VL stores half vectors.
+      return kernel_path_available(kernel_path::avx512) && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
   }
   return false;
 }
 
+namespace {
+
+constexpr kernel_path every_path[] = {kernel_path::avx2, kernel_path::avx512,
+                                      kernel_path::avx512_bf16};
+
+}  // namespace
+
 std::vector<kernel_path> available_kernel_paths() {
   std::vector<kernel_path> paths;
-  for (kernel_path p : {kernel_path::avx2, kernel_path::avx512}) {
+  for (kernel_path p : every_path) {
     if (kernel_path_available(p)) paths.push_back(p);
   }
   return paths;
@@ -53,7 +74,7 @@ std::string path_list() {
 
 result<kernel_path> choose_kernel_path(std::string_view request) {
   if (request == "auto") return best_kernel_path();
-  for (kernel_path p : {kernel_path::avx2, kernel_path::avx512}) {
+  for (kernel_path p : every_path) {
     if (request != kernel_path_name(p)) continue;
     if (!kernel_path_available(p)) {
       return error(errc::unsupported,
@@ -63,7 +84,7 @@ result<kernel_path> choose_kernel_path(std::string_view request) {
     return p;
   }
   return error(errc::invalid_argument, "unknown CPU kernel path '" + std::string(request) +
-                                           "' (expected auto, avx2 or avx512)");
+                                           "' (expected auto, avx2, avx512 or avx512_bf16)");
 }
 
 kernel_path process_kernel_path() {
@@ -75,8 +96,13 @@ kernel_path process_kernel_path() {
   return chosen.value();
 }
 
+const char* process_numerics_name() {
+  return numerics_name(numerics_of(process_kernel_path()));
+}
+
 std::string describe_kernel_paths(kernel_path in_use) {
-  return std::string(kernel_path_name(in_use)) + " (available: " + path_list() + ")";
+  return std::string(kernel_path_name(in_use)) + ", numerics " +
+         numerics_name(numerics_of(in_use)) + " (available: " + path_list() + ")";
 }
 
 }  // namespace brigade::gpu::cpu

@@ -9,6 +9,7 @@
   every stream completes with the same text; the registry shows who died with the node and why;
   over loopback the first kill also lands mid-migration, which rolls back to the layout before;
 - a node started with another join secret is refused and gets nothing spawned;
+- a node whose CPU kernels compute in another numerics class is refused, naming both;
 - `brigade deploy --dry-run` prints the placement node by node;
 - serve --speculate 4 drafts by prompt lookup on the decode worker's node, and serve --draft-model
   DIR with a draft model the node loads from its own disk; the text stays generate's;
@@ -49,14 +50,15 @@ def run(cmd, **kw):
 
 
 class node:
-    def __init__(self, brigade, name, host, secret_file, log, netns=None):
+    def __init__(self, brigade, name, host, secret_file, log, netns=None, env=None):
         cmd = [brigade, "node", "--listen", f"{host}:0", "--join-secret-file", secret_file,
                "--name", name]
         if netns:
             cmd = ["ip", "netns", "exec", netns] + cmd
         self.name = name
         self.log = open(log, "w")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True,
+                                     env=None if env is None else {**os.environ, **env})
         line = self.proc.stdout.readline()
         m = re.search(r"listening on (\S+):(\d+) \(pid (\d+)\)", line)
         if not m:
@@ -484,6 +486,35 @@ def check_wrong_secret(brigade, model, workdir, host):
     return ok
 
 
+def check_other_numerics(brigade, model, workdir, host):
+    # A node whose CPU kernels compute in another numerics class (bf16 dot products) would give
+    # other answers than the coordinator's: it is refused at join, naming both classes.
+    probe = subprocess.run([brigade, "tokenize", "--help"], capture_output=True, text=True,
+                           env={**os.environ, "BRIGADE_CPU_KERNELS": "avx512_bf16"})
+    if "lacks" in probe.stderr:
+        print("  node in another numerics class: skipped, this CPU lacks AVX512-BF16")
+        return True
+    secret = os.path.join(workdir, "secret")
+    good = node(brigade, "exact", host, secret, os.path.join(workdir, "numerics-good.log"))
+    other = node(brigade, "bf16dot", host, secret, os.path.join(workdir, "numerics-other.log"),
+                 env={"BRIGADE_CPU_KERNELS": "avx512_bf16"})
+    manifest = os.path.join(workdir, "numerics.yaml")
+    write_manifest(manifest, model, secret, [good, other],
+                   ["{prefill: 1, decode: 1, expert_shard: 1}", "{expert_shard: 1}"], "tcp", "lo")
+    try:
+        out = subprocess.run([brigade, "serve", manifest, "--listen", "127.0.0.1:0"],
+                             capture_output=True, text=True, timeout=120)
+    finally:
+        good.stop()
+        other.stop()
+    spawned = "spawned" in open(os.path.join(workdir, "numerics-other.log")).read()
+    ok = (out.returncode != 0 and "bf16dot" in out.stderr and "bf16-dot numerics" in out.stderr
+          and "in f32" in out.stderr and "BRIGADE_CPU_KERNELS" in out.stderr and not spawned)
+    print(f"  node in another numerics class: {'refused' if ok else 'NOT refused'}: "
+          f"{out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.stdout[-200:]}")
+    return ok
+
+
 def check_dry_run(brigade, workdir):
     manifest = os.path.join(workdir, "dry.yaml")
     with open(manifest, "w") as f:
@@ -635,6 +666,7 @@ def main():
             c.stop()
         ok = check_deepseek(brigade, workdir) and ok
         ok = check_wrong_secret(brigade, model, workdir, "127.0.0.1") and ok
+        ok = check_other_numerics(brigade, model, workdir, "127.0.0.1") and ok
         ok = check_dry_run(brigade, workdir) and ok
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1

@@ -1,7 +1,7 @@
-// The CPU kernel paths (gpu/cpu/kernel_path.hpp): every path this machine has computes the one
-// documented FMA chain per output, so all give the same bits, on the matmul alone and through the
-// whole engine; every path is batch invariant; and a process runs the path it asked for or refuses
-// to start.
+// The CPU kernel paths (gpu/cpu/kernel_path.hpp): every exact path this machine has computes the
+// one documented FMA chain per output, so all give the same bits, on the matmul alone and through
+// the whole engine; every path, bf16-dot included, is batch invariant; and a process runs the path
+// it asked for or refuses to start. The bf16-dot path's own chain: kernel_bf16_dot_test.cpp.
 #include "gpu/cpu/kernel_path.hpp"
 
 #include <catch2/catch.hpp>
@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include "gemm_problem.hpp"
 
 #include "common/thread_pool.hpp"
 #include "gpu/cpu/cpu_backend.hpp"
@@ -21,75 +22,12 @@
 using namespace brigade;
 using namespace brigade::gpu;
 using cpu::kernel_path;
+using testing::problem;
+using testing::random_problem;
+using testing::run;
+using testing::same_row;
 
 namespace {
-
-// One random matmul: x [m, k] with row stride ldx, W [n, k], y [m, n] with row stride ldy.
-struct problem {
-  dtype type = dtype::f32;
-  int m = 1, n = 1, k = 1, ldx = 1, ldy = 1;
-  std::vector<float> x, bias;
-  std::unique_ptr<cpu::packed_matrix> w;
-
-  std::string describe() const {
-    return std::string(dtype_name(type)) + " m " + std::to_string(m) + " n " + std::to_string(n) +
-           " k " + std::to_string(k) + " ldx " + std::to_string(ldx) + " ldy " +
-           std::to_string(ldy) + (bias.empty() ? "" : " bias");
-  }
-};
-
-// Mostly normal values, with exact zeros and subnormals mixed in: every path must treat those
-// the same way too.
-float random_value(std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  const int kind = std::uniform_int_distribution<int>(0, 49)(rng);
-  if (kind == 0) return 0.0f;
-  if (kind == 1) return normal(rng) * 1e-39f;
-  return normal(rng);
-}
-
-int odd_in(std::mt19937& rng, int lo, int hi) {
-  return std::uniform_int_distribution<int>(lo, hi)(rng) | 1;
-}
-
-// Rows 1..64; odd column counts n and k, past one panel group and (for k) one block of 256.
-problem random_problem(std::mt19937& rng) {
-  problem p;
-  p.type = std::vector<dtype>{dtype::f32, dtype::bf16, dtype::f16}[rng() % 3];
-  p.m = std::uniform_int_distribution<int>(1, 64)(rng);
-  p.n = odd_in(rng, 1, 161);
-  p.k = odd_in(rng, 1, 601);
-  p.ldx = p.k + static_cast<int>(rng() % 3);
-  p.ldy = p.n + static_cast<int>(rng() % 3);
-  std::vector<unsigned char> bytes(static_cast<size_t>(p.n) * p.k * dtype_size(p.type));
-  for (size_t i = 0; i < static_cast<size_t>(p.n) * p.k; ++i) {
-    const float v = random_value(rng);
-    if (p.type == dtype::f32) {
-      std::memcpy(&bytes[4 * i], &v, 4);
-    } else {
-      const uint16_t h = p.type == dtype::bf16 ? f32_to_bf16(v) : f32_to_f16(v);
-      std::memcpy(&bytes[2 * i], &h, 2);
-    }
-  }
-  p.w = cpu::packed_matrix::pack({host_matrix{bytes.data(), p.type, p.n, p.k}});
-  p.x.resize(static_cast<size_t>(p.m) * p.ldx);
-  for (auto& v : p.x)
-    v = random_value(rng);
-  if (rng() % 2) {
-    p.bias.resize(static_cast<size_t>(p.n));
-    for (auto& v : p.bias)
-      v = random_value(rng);
-  }
-  return p;
-}
-
-// y for rows [first, first + rows) of p.x, on `path`; padding between rows stays NaN.
-std::vector<float> run(const problem& p, int first, int rows, kernel_path path, thread_pool& pool) {
-  std::vector<float> y(static_cast<size_t>(rows) * p.ldy, std::nanf(""));
-  cpu::gemm(p.x.data() + static_cast<size_t>(first) * p.ldx, p.ldx, rows, *p.w,
-            p.bias.empty() ? nullptr : p.bias.data(), y.data(), p.ldy, pool, path);
-  return y;
-}
 
 // The contract of gemm_kernels.hpp, one scalar operation at a time: a fused multiply-add chain
 // over k in order from +0, then the bias as a separate add.
@@ -111,15 +49,9 @@ std::vector<float> fma_chain(const problem& p) {
   return y;
 }
 
-bool same_row(const std::vector<float>& a, int ra, const std::vector<float>& b, int rb,
-              const problem& p) {
-  return std::memcmp(a.data() + static_cast<size_t>(ra) * p.ldy,
-                     b.data() + static_cast<size_t>(rb) * p.ldy, sizeof(float) * p.n) == 0;
-}
-
 }  // namespace
 
-TEST_CASE("every kernel path computes each output as the one documented FMA chain",
+TEST_CASE("every exact kernel path computes each output as the one documented FMA chain",
           "[kernel_path]") {
   thread_pool pool(2);
   const uint32_t seed = 2028;
@@ -128,6 +60,8 @@ TEST_CASE("every kernel path computes each output as the one documented FMA chai
     const problem p = random_problem(rng);
     const std::vector<float> reference = fma_chain(p);
     for (kernel_path path : cpu::available_kernel_paths()) {
+      // The bf16-dot path keeps this chain for f32 and f16 weights; bf16 weights are its own.
+      if (cpu::numerics_of(path) != cpu::kernel_numerics::f32 && p.type == dtype::bf16) continue;
       INFO("seed " << seed << " trial " << trial << " path " << cpu::kernel_path_name(path) << " "
                    << p.describe());
       const std::vector<float> y = run(p, 0, p.m, path, pool);
@@ -162,7 +96,8 @@ TEST_CASE("on every kernel path a row's result never depends on its batch or thr
   }
 }
 
-TEST_CASE("the engine generates the same tokens and logits on every kernel path", "[kernel_path]") {
+TEST_CASE("the engine generates the same tokens and logits on every exact kernel path",
+          "[kernel_path]") {
   for (const char* family : {"qwen3_moe", "deepseek_v3"}) {
     INFO("family " << family);
     testing::temp_dir dir("kernel-paths");
@@ -175,6 +110,7 @@ TEST_CASE("the engine generates the same tokens and logits on every kernel path"
     std::vector<std::vector<float>> logits;
     std::vector<std::vector<int32_t>> tokens;
     for (kernel_path path : cpu::available_kernel_paths()) {
+      if (cpu::numerics_of(path) != cpu::kernel_numerics::f32) continue;
       auto dev = cpu::make_backend(nullptr, path);
       auto m = model::loaded_model::load(dir.path(), *dev, true);
       REQUIRE(m.ok());
@@ -220,6 +156,11 @@ TEST_CASE("a kernel path is chosen by name, and one this CPU lacks is refused", 
     CHECK_THAT(avx512.err().message, Catch::Contains("available: avx2"));
     CHECK_THROWS_WITH(cpu::make_backend(nullptr, kernel_path::avx512), Catch::Contains("lacks"));
   }
+  // "auto" only ever means an exact path: the bf16-dot one changes results, so it is asked for.
+  CHECK(cpu::numerics_of(cpu::best_kernel_path()) == cpu::kernel_numerics::f32);
+  const result<kernel_path> bf16_dot = cpu::choose_kernel_path("avx512_bf16");
+  CHECK(bf16_dot.ok() == cpu::kernel_path_available(kernel_path::avx512_bf16));
+  if (!bf16_dot.ok()) CHECK(bf16_dot.err().code == errc::unsupported);
   const result<kernel_path> unknown = cpu::choose_kernel_path("avx9000");
   REQUIRE_FALSE(unknown.ok());
   CHECK(unknown.err().code == errc::invalid_argument);

@@ -12,6 +12,11 @@ With --kv-dtype bf16, brigade keeps its KV cache in bfloat16 (generate --kv-dtyp
 must then match within BF16_KV_LOGIT_TOLERANCE, the bound docs/kvcache.md states, and a chosen id
 may differ from the reference argmax only by that much.
 
+With --kernels avx512_bf16, brigade runs its bf16 dot-product CPU kernels (BRIGADE_CPU_KERNELS),
+which round activations to bf16 where they meet bf16 weights: another numerics class, checked
+within BF16_DOT_LOGIT_TOLERANCE (docs/cpu_kernels.md). Where the CPU lacks AVX512-BF16 the run
+is skipped (exit code 77).
+
 With --speculate N, brigade drafts up to N tokens per step by prompt lookup and verifies them in
 one step; the rows must match the reference all the same, and some drafts must have been accepted
 (otherwise the run would only repeat the plain one).
@@ -22,7 +27,7 @@ names brigade's message. Every other error and every mismatch fails, and --stric
 too. So such a case starts checking by itself the day brigade loads the family.
 
 Usage: check_brigade.py BRIGADE_BIN [--quick] [--case NAME ...] [--workdir DIR] [--steps N]
-                        [--speculate N] [--kv-dtype f32|bf16] [--strict]
+                        [--speculate N] [--kv-dtype f32|bf16] [--kernels PATH] [--strict]
 """
 
 import argparse
@@ -54,6 +59,17 @@ TIE_TOLERANCE = 1e-4
 # whose router's top-k margin is smaller than that perturbation may pick another expert and then
 # differs by far more (own_deepseek_v3_noqlora_yarn_bf16: 1.38): such cases are not run with it.
 BF16_KV_LOGIT_TOLERANCE = 1e-1
+# The bf16 dot-product kernels round each activation to bf16 (a relative error of up to 2^-9)
+# before every matmul with bf16 weights: the same order of perturbation as a bf16 KV cache.
+BF16_DOT_LOGIT_TOLERANCE = 1e-1
+
+
+def tolerance_for(kv_dtype, kernels, weights="bfloat16"):
+    """The bound for a run; the bf16 dot-product kernels multiply f32 and f16 weights exactly."""
+    rounded = kernels == "avx512_bf16" and weights == "bfloat16"
+    if kv_dtype == "bf16" or rounded:
+        return max(BF16_KV_LOGIT_TOLERANCE, BF16_DOT_LOGIT_TOLERANCE)
+    return LOGIT_TOLERANCE
 # Router logits of the k-th and (k+1)-th expert closer than this are a near tie: float32 rounding
 # may legitimately pick either expert, so a failure after one is reported as such.
 ROUTER_TIE = 1e-5
@@ -273,7 +289,8 @@ def pending_refusal(case, failure):
             f"{lines[-1][:300]}")
 
 
-def run_case(case, brigade, workdir, steps, speculate, strict=False, kv_dtype="f32"):
+def run_case(case, brigade, workdir, steps, speculate, strict=False, kv_dtype="f32",
+             kernels=None):
     case_dir = os.path.join(workdir, case["name"])
     shutil.rmtree(case_dir, ignore_errors=True)
     os.makedirs(case_dir)
@@ -302,7 +319,7 @@ def run_case(case, brigade, workdir, steps, speculate, strict=False, kv_dtype="f
         raise
     sequence = prompt + generated[:-1]
     want = reference.logits(sequence)[len(prompt) - 1:]
-    tolerance = BF16_KV_LOGIT_TOLERANCE if kv_dtype == "bf16" else LOGIT_TOLERANCE
+    tolerance = tolerance_for(kv_dtype, kernels, case["dtype"])
     max_err = compare(case, prompt, generated, got, want, reference.min_router_gap, tolerance)
     return {"rows": len(generated), "max_err": max_err, "router_gap": reference.min_router_gap,
             "accepted": accepted}
@@ -345,6 +362,8 @@ def parse_args(argv):
     parser.add_argument("--kv-dtype", choices=("f32", "bf16"), default="f32",
                         help="brigade's KV cache element type (generate --kv-dtype); bf16 is "
                         "checked within BF16_KV_LOGIT_TOLERANCE")
+    parser.add_argument("--kernels", help="brigade's CPU kernel path (BRIGADE_CPU_KERNELS); "
+                        "avx512_bf16 is checked within BF16_DOT_LOGIT_TOLERANCE")
     parser.add_argument("--strict", action="store_true",
                         help="fail, rather than skip, cases of cases.PENDING_FAMILIES that "
                         "brigade refuses as unsupported")
@@ -370,6 +389,14 @@ def main(argv):
             print(f"{c['name']:34} {c['source']:10} {c['dtype']:9} {describe(c)}")
         return 0
     brigade = os.path.abspath(args.brigade)
+    if args.kernels:
+        os.environ["BRIGADE_CPU_KERNELS"] = args.kernels
+        probe = subprocess.run([brigade, "tokenize", "--help"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        if probe.returncode != 0:
+            print(f"SKIP: brigade refuses BRIGADE_CPU_KERNELS={args.kernels}: "
+                  f"{probe.stderr.strip()}")
+            return 77
     workdir = args.workdir or tempfile.mkdtemp(prefix="brigade-oracle-")
     os.makedirs(workdir, exist_ok=True)
     print(f"{'case':34} {'source':10} {'dtype':9} {'rows':>4} {'max abs err':>11} "
@@ -379,7 +406,7 @@ def main(argv):
     for case in cases:
         try:
             r = run_case(case, brigade, workdir, args.steps, args.speculate, args.strict,
-                         args.kv_dtype)
+                         args.kv_dtype, args.kernels)
             accepted += r["accepted"]
             gap = "-" if r["router_gap"] == float("inf") else f"{r['router_gap']:.2e}"
             print(f"{case['name']:34} {case['source']:10} {case['dtype']:9} {r['rows']:4d} "
@@ -405,8 +432,9 @@ def main(argv):
               f"once brigade loads {case['family']}; --strict fails instead")
     matched = len(cases) - len(failures) - len(skipped)
     print(f"\n{matched}/{len(cases) - len(skipped)} cases match the reference "
-          f"(tolerance {BF16_KV_LOGIT_TOLERANCE if args.kv_dtype == 'bf16' else LOGIT_TOLERANCE:g}"
-          f", KV {args.kv_dtype}, {args.steps} greedy steps each)"
+          f"(tolerance {tolerance_for(args.kv_dtype, args.kernels):g}"
+          f", KV {args.kv_dtype}, kernels {args.kernels or 'auto'}, {args.steps} greedy steps "
+          f"each)"
           + (f"; {len(skipped)} skipped because brigade does not load "
              f"{', '.join(sorted({c['family'] for c, _ in skipped}))} yet" if skipped else ""))
     if args.speculate > 0:
