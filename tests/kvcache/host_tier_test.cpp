@@ -128,8 +128,9 @@ TEST_CASE("host tier never serves a block of another model under the same hash",
   CHECK(intact(tier.get({b.digest(), 42}, retention::chat), b, 42));
 }
 
-TEST_CASE("a fingerprint names model, block shape and dtype; payloads must match its size",
-          "[host_tier]") {
+TEST_CASE(
+    "a fingerprint names model, block shape, dtype and numerics; payloads must match its size",
+    "[host_tier]") {
   const auto f32 = *model_fingerprint::make("m", {2, 4, 2, 8, kv_dtype::f32});
   const auto bf16 = *model_fingerprint::make("m", {2, 4, 2, 8, kv_dtype::bf16});
   CHECK(f32.text() == "model=m layers=2 block_tokens=4 kv_heads=2 head_dim=8 dtype=f32");
@@ -138,6 +139,15 @@ TEST_CASE("a fingerprint names model, block shape and dtype; payloads must match
   CHECK(f32.values_offset(1) == 3 * f32.half_bytes());
   CHECK_FALSE(model_fingerprint::make("", {2, 4, 2, 8, kv_dtype::f32}).ok());
   CHECK_FALSE(model_fingerprint::make("m", {2, 0, 2, 8, kv_dtype::f32}).ok());
+  // The kernel numerics class: f32 leaves the text as it was (blocks on SSD stay valid), another
+  // class is part of the identity, and a malformed one is refused.
+  CHECK(model_fingerprint::make("m", {2, 4, 2, 8, kv_dtype::f32}, "f32")->text() == f32.text());
+  const auto dot = *model_fingerprint::make("m", {2, 4, 2, 8, kv_dtype::f32}, "bf16-dot");
+  CHECK(dot.text() == f32.text() + " numerics=bf16-dot");
+  CHECK(dot.digest() != f32.digest());
+  CHECK(dot != f32);
+  CHECK_FALSE(model_fingerprint::make("m", {2, 4, 2, 8, kv_dtype::f32}, "bf16 dot").ok());
+  CHECK_FALSE(model_fingerprint::make("m", {2, 4, 2, 8, kv_dtype::f32}, "").ok());
   auto wrong = block_payload::make(f32, 1, std::vector<std::uint8_t>(10));
   REQUIRE_FALSE(wrong.ok());
   CHECK(wrong.err().message.find("does not match") != std::string::npos);
