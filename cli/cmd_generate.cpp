@@ -11,6 +11,7 @@
 #include "common/progress.hpp"
 #include "gpu/backend.hpp"
 #include "gpu/device_choice.hpp"
+#include "model/confidence_calibration_json.hpp"
 #include "model/draft_model.hpp"
 #include "model/engine.hpp"
 #include "model/kv_layout.hpp"
@@ -198,7 +199,9 @@ int generate(int argc, char** argv) {
                         {"drafted_tokens", spec.drafted_tokens},
                         {"accepted_tokens", spec.accepted_tokens},
                         {"drafted_by_position", spec.drafted_at},
-                        {"accepted_by_position", spec.accepted_at}};
+                        {"accepted_by_position", spec.accepted_at},
+                        {"proposed_tokens", spec.proposed_tokens},
+                        {"calibration", model::calibration_json(spec.calibration)}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%s\n", text.c_str());

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/confidence_calibration_json.hpp"
+
 namespace brigade::deploy {
 namespace {
 
@@ -120,25 +122,6 @@ json detail_of(const prefill_status& s) {
           {"cache", cache}};
 }
 
-// The confidence head's calibration: per bucket of its prediction, the drafts verification
-// judged, their mean prediction and the share kept (both 0 for an empty bucket).
-json calibration_of(const model::confidence_calibration& c) {
-  json out = json::array();
-  for (int b = 0; b < model::confidence_calibration::buckets; ++b) {
-    const auto i = static_cast<size_t>(b);
-    const int64_t n = i < c.drafts.size() ? c.drafts[i] : 0;
-    const double predicted = i < c.predicted.size() ? c.predicted[i] : 0.0;
-    const int64_t kept = i < c.kept.size() ? c.kept[i] : 0;
-    const double count = static_cast<double>(n);
-    out.push_back({{"bucket", model::confidence_calibration::bucket_name(b)},
-                   {"drafts", n},
-                   {"kept", kept},
-                   {"mean_predicted", n > 0 ? predicted / count : 0.0},
-                   {"observed", n > 0 ? static_cast<double>(kept) / count : 0.0}});
-  }
-  return out;
-}
-
 json detail_of(const decode_status& s) {
   const model::speculation_stats& x = s.speculation;
   return {{"free_kv_blocks", s.free_kv_blocks},
@@ -157,7 +140,7 @@ json detail_of(const decode_status& s) {
             {"batch_limited_steps", x.batch_limited_steps},
             {"drafted_by_position", x.drafted_at},
             {"accepted_by_position", x.accepted_at},
-            {"calibration", calibration_of(x.calibration)}}}};
+            {"calibration", model::calibration_json(x.calibration)}}}};
 }
 
 json detail_of(const node_status& s) {

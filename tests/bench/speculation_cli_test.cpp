@@ -102,3 +102,30 @@ TEST_CASE("bench speculation refuses a draft length out of range", "[bench][cli]
   CHECK(r.exit_code != 0);
   CHECK_THAT(r.err + r.out, Catch::Contains("--drafts"));
 }
+
+TEST_CASE("generate --json with a draft model reports its confidence head's calibration",
+          "[bench][cli]") {
+  const std::string pair = std::string(BRIGADE_SOURCE_DIR) + "/models/default";
+  const auto r = brigade::testing::run_brigade(
+      "generate --model " + pair + "/target --draft-model " + pair +
+      "/draft --prompt 'The brigade of experts' --max-tokens 24 --temperature 0 --json");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto spec = nlohmann::json::parse(r.out).at("speculation");
+  INFO(spec.dump());
+  CHECK(spec.at("draft") == "model");
+  const auto& buckets = spec.at("calibration");
+  REQUIRE(buckets.size() == 10);
+  CHECK(buckets[0].at("bucket") == "0.0-0.1");
+  int64_t judged = 0, kept = 0;
+  for (const auto& b : buckets) {
+    CHECK(b.at("kept").get<int64_t>() <= b.at("drafts").get<int64_t>());
+    judged += b.at("drafts").get<int64_t>();
+    kept += b.at("kept").get<int64_t>();
+  }
+  // Every draft verification judged is in one bucket; the head kept drafting here.
+  CHECK(judged > 0);
+  CHECK(judged <= spec.at("drafted_tokens").get<int64_t>());
+  CHECK(kept <= spec.at("accepted_tokens").get<int64_t>());
+  CHECK(spec.at("proposed_tokens").get<int64_t>() >= spec.at("drafted_tokens").get<int64_t>());
+}

@@ -1,0 +1,24 @@
+#include "model/confidence_calibration_json.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace brigade::model {
+
+nlohmann::json calibration_json(const confidence_calibration& c) {
+  nlohmann::json out = nlohmann::json::array();
+  for (int b = 0; b < confidence_calibration::buckets; ++b) {
+    const auto i = static_cast<size_t>(b);
+    const int64_t n = i < c.drafts.size() ? c.drafts[i] : 0;
+    const double predicted = i < c.predicted.size() ? c.predicted[i] : 0.0;
+    const int64_t kept = i < c.kept.size() ? c.kept[i] : 0;
+    const double count = static_cast<double>(n);
+    out.push_back({{"bucket", confidence_calibration::bucket_name(b)},
+                   {"drafts", n},
+                   {"kept", kept},
+                   {"mean_predicted", n > 0 ? predicted / count : 0.0},
+                   {"observed", n > 0 ? static_cast<double>(kept) / count : 0.0}});
+  }
+  return out;
+}
+
+}  // namespace brigade::model
