@@ -11,11 +11,11 @@
 #include "common/progress.hpp"
 #include "gpu/backend.hpp"
 #include "gpu/device_choice.hpp"
-#include "model/confidence_calibration_json.hpp"
 #include "model/draft_model.hpp"
 #include "model/engine.hpp"
 #include "model/kv_layout.hpp"
 #include "model/loaded_model.hpp"
+#include "model/speculation_json.hpp"
 #include "model/tokenizer.hpp"
 
 namespace brigade::cli {
@@ -192,16 +192,8 @@ int generate(int argc, char** argv) {
     j["text"] = text;
     j["finish_reason"] = model::to_string(eng.finished(id.value()));
     if (request.top_logprobs >= 0) j["logprobs"] = logprobs;
-    const model::speculation_stats& spec = eng.speculation();
-    j["speculation"] = {{"max_draft", options.speculation.max_draft},
-                        {"draft", model::to_string(options.speculation.draft)},
-                        {"verify_steps", spec.verify_steps},
-                        {"drafted_tokens", spec.drafted_tokens},
-                        {"accepted_tokens", spec.accepted_tokens},
-                        {"drafted_by_position", spec.drafted_at},
-                        {"accepted_by_position", spec.accepted_at},
-                        {"proposed_tokens", spec.proposed_tokens},
-                        {"calibration", model::calibration_json(spec.calibration)}};
+    j["speculation"] = model::speculation_json(eng.speculation(), options.speculation.max_draft,
+                                               options.speculation.draft);
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%s\n", text.c_str());

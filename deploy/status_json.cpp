@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/confidence_calibration_json.hpp"
+#include "model/speculation_json.hpp"
 
 namespace brigade::deploy {
 namespace {
@@ -123,24 +123,12 @@ json detail_of(const prefill_status& s) {
 }
 
 json detail_of(const decode_status& s) {
-  const model::speculation_stats& x = s.speculation;
   return {{"free_kv_blocks", s.free_kv_blocks},
           {"step_ms_total", s.step_ms_total},
           {"kv_blocks", s.kv_blocks},
           {"stalled", s.stalled},
           {"epoch", s.epoch},
-          {"speculation",
-           {{"max_draft", s.max_draft},
-            {"draft", model::to_string(s.draft)},
-            {"verify_steps", x.verify_steps},
-            {"drafted_tokens", x.drafted_tokens},
-            {"proposed_tokens", x.proposed_tokens},
-            {"accepted_tokens", x.accepted_tokens},
-            {"emitted_tokens", x.emitted_tokens},
-            {"batch_limited_steps", x.batch_limited_steps},
-            {"drafted_by_position", x.drafted_at},
-            {"accepted_by_position", x.accepted_at},
-            {"calibration", model::calibration_json(x.calibration)}}}};
+          {"speculation", model::speculation_json(s.speculation, s.max_draft, s.draft)}};
 }
 
 json detail_of(const node_status& s) {

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/metrics.hpp"
+#include "model/speculation_json.hpp"
 #include "serve/speculation_metrics.hpp"
 
 namespace brigade::serve {
@@ -278,6 +279,27 @@ std::string engine_service::actors_json() const {
       {"actors", nlohmann::json::array({engine_actor})},
   };
   return snapshot.dump();
+}
+
+std::string engine_service::status_json() const {
+  int queued = 0;
+  model::speculation_stats speculation;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queued = static_cast<int>(submitted_.size());
+    speculation = speculation_;
+  }
+  const model::speculation_options& spec = options_.engine.speculation;
+  nlohmann::json engine = {
+      {"name", "engine"},
+      {"role", "engine"},
+      {"queue_depth", engine_waiting_.load() + queued},
+      {"in_flight", engine_running_.load()},
+      {"steps", steps_.load()},
+      {"detail",
+       {{"speculation",
+         model::speculation_json(speculation, spec.enabled() ? spec.max_draft : 0, spec.draft)}}}};
+  return nlohmann::json::array({engine}).dump();
 }
 
 void engine_service::collect_metrics(metrics::registry& into) const {

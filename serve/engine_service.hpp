@@ -58,6 +58,9 @@ class engine_service final : public inference_service {
   service_info info() const override { return info_; }
   bool ready() const override { return started_.load() && !stopping_flag_.load(); }
   std::string actors_json() const override;
+  /// One entry, the engine, in the topology's shape (deploy/status_json.hpp): its queue, steps
+  /// and, in detail, its speculation counts, so the dashboard's panels work without a topology.
+  std::string status_json() const override;
   void collect_metrics(metrics::registry& into) const override;
 
  private:

@@ -164,6 +164,7 @@ test_server::test_server(const server_options& options) {
   so.max_queued = options.max_queued;
   so.engine.kv_tokens = 4096;
   so.engine.max_running = 8;
+  so.engine.speculation.max_draft = options.speculate;
   engine = std::make_unique<engine_service>(*m.loaded, *m.dev, so);
   if (options.start_service) engine->start();
   recorder = std::make_unique<recording_service>(*engine);

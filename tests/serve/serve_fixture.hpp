@@ -45,6 +45,7 @@ class recording_service final : public inference_service {
   bool ready() const override { return inner_.ready(); }
   /// Throws while fail_actors_json is set: a fault in answering one request.
   std::string actors_json() const override;
+  std::string status_json() const override { return inner_.status_json(); }
   void collect_metrics(metrics::registry& into) const override { inner_.collect_metrics(into); }
 
   void set_gate(int after_tokens) { gate_after_tokens_ = after_tokens; }
@@ -92,6 +93,7 @@ struct server_options {
   bool start_service = true;
   int max_connections = 64;
   size_t max_body_bytes = 1 << 20;
+  int speculate = 0;  ///< Prompt-lookup drafts per step; 0: off.
 };
 
 /// engine_service -> recording_service -> api_handler -> http_server on a free port.

@@ -331,6 +331,33 @@ TEST_CASE("models, health, readiness, actors and metrics answer", "[serve]") {
   }
 }
 
+TEST_CASE("the engine's /v1/status has its queue, steps and speculation counts", "[serve]") {
+  for (int speculate : {0, 4}) {
+    INFO("speculate " << speculate);
+    server_options options;
+    options.speculate = speculate;
+    test_server server(options);
+    auto client = server.client();
+    post(*client, "/v1/completions", completion_body(6));
+    auto status = client->request("GET", "/v1/status");
+    REQUIRE(status.ok());
+    REQUIRE(status->status == 200);
+    const json s = parse_json(status->body);
+    INFO(s.dump());
+    REQUIRE(s.is_array());
+    REQUIRE(s.size() == 1);
+    CHECK(s[0]["role"] == "engine");
+    CHECK(s[0]["steps"].get<int64_t>() > 0);
+    CHECK(s[0]["queue_depth"] == 0);
+    const json& spec = s[0]["detail"]["speculation"];
+    CHECK(spec["max_draft"] == speculate);
+    CHECK(spec["draft"] == "lookup");
+    CHECK(spec["calibration"].size() == 10);
+    CHECK(spec["accepted_tokens"].get<int64_t>() <= spec["drafted_tokens"].get<int64_t>());
+    if (speculate == 0) CHECK(spec["verify_steps"] == 0);
+  }
+}
+
 TEST_CASE("a fault while answering one request is a 500 for it alone; the server goes on",
           "[serve]") {
   test_server server;

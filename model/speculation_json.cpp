@@ -1,4 +1,4 @@
-#include "model/confidence_calibration_json.hpp"
+#include "model/speculation_json.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -19,6 +19,20 @@ nlohmann::json calibration_json(const confidence_calibration& c) {
                    {"observed", n > 0 ? static_cast<double>(kept) / count : 0.0}});
   }
   return out;
+}
+
+nlohmann::json speculation_json(const speculation_stats& s, int max_draft, draft_kind draft) {
+  return {{"max_draft", max_draft},
+          {"draft", to_string(draft)},
+          {"verify_steps", s.verify_steps},
+          {"drafted_tokens", s.drafted_tokens},
+          {"proposed_tokens", s.proposed_tokens},
+          {"accepted_tokens", s.accepted_tokens},
+          {"emitted_tokens", s.emitted_tokens},
+          {"batch_limited_steps", s.batch_limited_steps},
+          {"drafted_by_position", s.drafted_at},
+          {"accepted_by_position", s.accepted_at},
+          {"calibration", calibration_json(s.calibration)}};
 }
 
 }  // namespace brigade::model

@@ -1,0 +1,21 @@
+// Speculation's counts as JSON, built once for every place that reports them: GET /v1/status
+// (a decode worker's detail, the single-process engine's), and `generate --json`.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "model/confidence_calibration.hpp"
+#include "model/speculation.hpp"
+
+namespace brigade::model {
+
+/// Per bucket of the prediction: {bucket, drafts, kept, mean_predicted, observed}, the drafts
+/// verification judged, those kept, their mean prediction and the share kept (0 when empty).
+nlohmann::json calibration_json(const confidence_calibration& c);
+
+/// {max_draft, draft, verify_steps, drafted_tokens, proposed_tokens, accepted_tokens,
+/// emitted_tokens, batch_limited_steps, drafted_by_position, accepted_by_position, calibration}
+/// (docs/speculation.md).
+nlohmann::json speculation_json(const speculation_stats& s, int max_draft, draft_kind draft);
+
+}  // namespace brigade::model
