@@ -11,27 +11,15 @@
 #include "eplb/expert_groups.hpp"
 #include "eplb/node_alignment.hpp"
 #include "eplb/planner.hpp"
-#include "eplb/trajectory_polish.hpp"
 
 namespace brigade::deploy {
-namespace {
-
-// Sample windows per re-plan interval (the cadence; an early plan comes sooner).
-int windows_per_plan(const rebalance_options& o) {
-  return static_cast<int>(std::clamp<int64_t>(
-      o.replan_interval_steps / std::max<int64_t>(1, o.sample_interval_steps), 1, 1 << 20));
-}
-
-}  // namespace
-
 rebalancer::rebalancer(const model::model_config& config, eplb::layout initial,
                        rebalance_options options)
     : current_(std::move(initial)), options_(options) {
   moe_layers_ = config.moe_layers();
   expert_groups_ = config.expert_groups;
-  // The forecast sees every sample window, so the trend within an interval shows from the first
-  // plan on; its history, decay and horizon are the defaults' intervals.
-  forecast_ = eplb::load_forecast(eplb::per_sample_window({}, windows_per_plan(options_)));
+  since_plan_.assign(moe_layers_.size(),
+                     std::vector<double>(static_cast<size_t>(config.num_experts)));
   if (!options_.groups_per_node) return;
   status s = options_.nodes > 0 && current_.shards() % options_.nodes == 0
                  ? eplb::validate_expert_groups(current_.experts(), current_.shards(),
@@ -101,8 +89,10 @@ bool rebalancer::add_sample(int shard, uint64_t window_id,
       closed.shard_load[s] += loads[s];
   }
   last_balancedness_ = report.balancedness;
-  // A window the forecast refuses (a layer row of another width) is measured but not forecast.
-  (void)forecast_.observe(w.load);
+  for (size_t i = 0; i < w.load.size(); ++i) {
+    for (size_t e = 0; e < w.load[i].size(); ++e)
+      since_plan_[i][e] += w.load[i][e];
+  }
   ++windows_since_plan_;
   history_.push_back(std::move(closed));
   while (history_.size() > options_.history_windows)
@@ -132,23 +122,21 @@ double max_over_mean(const std::vector<double>& loads) {
 }  // namespace
 
 std::optional<eplb::layout> rebalancer::plan_if_due(const std::vector<int>& shard_node) {
-  const int per_plan = windows_per_plan(options_);
+  const int64_t windows_per_plan =
+      std::max<int64_t>(1, options_.replan_interval_steps / options_.sample_interval_steps);
   // Early: the last window's shards, by their own counts, were further apart than allowed.
   const bool lopsided = options_.early_replan_above > 0 && windows_since_plan_ > 0 &&
                         !history_.empty() &&
                         max_over_mean(history_.back().shard_counted) > options_.early_replan_above;
-  if (windows_since_plan_ < per_plan && !lopsided) return std::nullopt;
-  if (forecast_.windows() == 0) return std::nullopt;
+  if (windows_since_plan_ < windows_per_plan && !lopsided) return std::nullopt;
+  if (!forecast_.observe(since_plan_)) return std::nullopt;
   windows_since_plan_ = 0;
+  for (auto& row : since_plan_)
+    std::fill(row.begin(), row.end(), 0.0);
   // Planned for the forecast (hedged: spread replicas toward the least predictable experts),
-  // polished for the forecast loads along the interval it serves, and judged along the next two
-  // (a plan the margin keeps serves more than one).
+  // judged on the load expected next.
   const eplb::load_matrix planning = forecast_.planning_load();
   const eplb::load_matrix load = forecast_.expected();
-  const int points = eplb::default_trajectory_points;
-  const std::vector<eplb::load_matrix> along = forecast_.trajectory(0.5, per_plan + 0.5, points);
-  const std::vector<eplb::load_matrix> judged =
-      forecast_.trajectory(0.5, 2.0 * per_plan + 0.5, 2 * points);
   eplb::planner_options opt;
   opt.shards = current_.shards();
   opt.slots_per_shard = current_.slots_per_shard();
@@ -164,7 +152,7 @@ std::optional<eplb::layout> rebalancer::plan_if_due(const std::vector<int>& shar
   std::optional<eplb::layout> proposal;
   eplb::move_cost cost;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    auto planned = eplb::plan_for_trajectory(planning, along, opt, &current_);
+    auto planned = eplb::plan_layout(planning, opt, &current_);
     if (!planned) return std::nullopt;
     proposal =
         eplb::align_to_nodes(current_, planned.value(), shard_node, options_.cross_node_copy_cost);
@@ -180,7 +168,7 @@ std::optional<eplb::layout> rebalancer::plan_if_due(const std::vector<int>& shar
   }
   // As in the planner, the budget bounds the moves a plan chooses, not the ones its new replica
   // counts need: a plan still over it after the retries is judged on its gain alone.
-  const auto decision = eplb::judge_adoption(current_, *proposal, judged, options_.margin);
+  const auto decision = eplb::judge_adoption(current_, *proposal, load, options_.margin);
   // A layout that splits groups over nodes (the initial one) is left whatever the gain: the
   // placement asks for it, and a token's all-to-all reaches fewer nodes once it is done.
   const bool regroup = opt.groups_per_node && decision.moved_slots > 0 &&

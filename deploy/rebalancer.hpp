@@ -135,8 +135,9 @@ class rebalancer {
   rebalance_options options_;
   std::map<uint64_t, window> open_;
   std::optional<uint64_t> newest_window_;        // the newest window any shard reported
-  // The loads of the windows a plan will serve, forecast from the sample windows before them:
-  // under drift a plan made from the last interval fits the one that has passed.
+  std::vector<std::vector<double>> since_plan_;  // [moe layer][expert]
+  // The load of the interval a plan will serve, forecast from the intervals before it: under
+  // drift a plan made from the last interval fits the one that has passed.
   eplb::load_forecast forecast_;
   int windows_since_plan_ = 0;
   std::deque<closed_window> history_;
