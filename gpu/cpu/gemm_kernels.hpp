@@ -1,7 +1,8 @@
 // The matmul's per-instruction-set kernels, behind gemm() (gemm.cpp splits the work and calls
 // one of these per work item). Private to gpu/cpu.
 //
-// The contract every exact kernel keeps (the f32 numerics class), whatever its tiles and blocking: output y[r][n] is
+// The contract every exact kernel keeps (the f32 numerics class), whatever its tiles and blocking:
+// output y[r][n] is
 //   fma(x[r][K-1], W[n][K-1], ... fma(x[r][1], W[n][1], fma(x[r][0], W[n][0], +0.0f)) ...)
 // with every weight widened exactly to float32, then + bias[n] (a separate rounded add) when
 // there is a bias. A partial sum may go through y between blocks of k: storing and reloading a

@@ -462,27 +462,38 @@ def check_node_kill(c, brigade, model, victim, expect_dead, sig=signal.SIGKILL,
     return ok
 
 
-def check_wrong_secret(brigade, model, workdir, host):
-    other = os.path.join(workdir, "other-secret")
-    with open(other, "w") as f:
-        f.write("a-different-secret-0123456789\n")
-    good = node(brigade, "good", host, os.path.join(workdir, "secret"),
-                os.path.join(workdir, "secret-good.log"))
-    bad = node(brigade, "intruder", host, other, os.path.join(workdir, "secret-bad.log"))
-    manifest = os.path.join(workdir, "secret.yaml")
-    write_manifest(manifest, model, os.path.join(workdir, "secret"), [good, bad],
+def serve_with_odd_node(brigade, model, workdir, host, tag, odd_name, odd_secret, odd_env=None):
+    """Serves over a good node and an odd one; returns serve's result and whether the odd node
+    got anything spawned."""
+    secret = os.path.join(workdir, "secret")
+    good = node(brigade, "good", host, secret, os.path.join(workdir, f"{tag}-good.log"))
+    odd_log = os.path.join(workdir, f"{tag}-odd.log")
+    odd = node(brigade, odd_name, host, odd_secret, odd_log, env=odd_env)
+    manifest = os.path.join(workdir, f"{tag}.yaml")
+    write_manifest(manifest, model, secret, [good, odd],
                    ["{prefill: 1, decode: 1, expert_shard: 1}", "{expert_shard: 1}"], "tcp", "lo")
     try:
         out = subprocess.run([brigade, "serve", manifest, "--listen", "127.0.0.1:0"],
                              capture_output=True, text=True, timeout=120)
     finally:
         good.stop()
-        bad.stop()
-    spawned = "spawned" in open(os.path.join(workdir, "secret-bad.log")).read()
+        odd.stop()
+    return out, "spawned" in open(odd_log).read()
+
+
+def last_words(out):
+    return out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.stdout[-200:]
+
+
+def check_wrong_secret(brigade, model, workdir, host):
+    other = os.path.join(workdir, "other-secret")
+    with open(other, "w") as f:
+        f.write("a-different-secret-0123456789\n")
+    out, spawned = serve_with_odd_node(brigade, model, workdir, host, "secret", "intruder", other)
     ok = out.returncode != 0 and "join secret" in out.stderr and "intruder" in out.stderr
     ok = ok and not spawned
     print(f"  node with the wrong join secret: {'refused' if ok else 'NOT refused'}: "
-          f"{out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.stdout[-200:]}")
+          f"{last_words(out)}")
     return ok
 
 
@@ -494,24 +505,13 @@ def check_other_numerics(brigade, model, workdir, host):
     if "lacks" in probe.stderr:
         print("  node in another numerics class: skipped, this CPU lacks AVX512-BF16")
         return True
-    secret = os.path.join(workdir, "secret")
-    good = node(brigade, "exact", host, secret, os.path.join(workdir, "numerics-good.log"))
-    other = node(brigade, "bf16dot", host, secret, os.path.join(workdir, "numerics-other.log"),
-                 env={"BRIGADE_CPU_KERNELS": "avx512_bf16"})
-    manifest = os.path.join(workdir, "numerics.yaml")
-    write_manifest(manifest, model, secret, [good, other],
-                   ["{prefill: 1, decode: 1, expert_shard: 1}", "{expert_shard: 1}"], "tcp", "lo")
-    try:
-        out = subprocess.run([brigade, "serve", manifest, "--listen", "127.0.0.1:0"],
-                             capture_output=True, text=True, timeout=120)
-    finally:
-        good.stop()
-        other.stop()
-    spawned = "spawned" in open(os.path.join(workdir, "numerics-other.log")).read()
+    out, spawned = serve_with_odd_node(brigade, model, workdir, host, "numerics", "bf16dot",
+                                       os.path.join(workdir, "secret"),
+                                       {"BRIGADE_CPU_KERNELS": "avx512_bf16"})
     ok = (out.returncode != 0 and "bf16dot" in out.stderr and "bf16-dot numerics" in out.stderr
           and "in f32" in out.stderr and "BRIGADE_CPU_KERNELS" in out.stderr and not spawned)
     print(f"  node in another numerics class: {'refused' if ok else 'NOT refused'}: "
-          f"{out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.stdout[-200:]}")
+          f"{last_words(out)}")
     return ok
 
 
