@@ -10,6 +10,7 @@ Needs Debian's python3-torch and python3-numpy (`apt-get install -y python3-torc
 python3.11-doc`). The same --seed and --threads give the same files.
 
     /usr/bin/python3 scripts/train_default_pair.py --out models/default
+    /usr/bin/python3 scripts/train_default_pair.py --out models/default --draft-only
     /usr/bin/python3 scripts/train_default_pair.py --out /tmp/tiny --size tiny \\
         --check-with-brigade build/brigade
 """
@@ -42,8 +43,12 @@ SIZES = {
                        head_dim=64, experts=16, top_k=4, moe_inter=128, dense_inter=512),
         "draft": dict(family="qwen3", hidden=128, layers=2, heads=4, kv_heads=2, head_dim=32,
                       dense_inter=384, tie_embeddings=True),
-        "batch": 8, "seq": 512, "target_steps": 700, "draft_steps": 300,
+        "batch": 8, "seq": 512, "target_steps": 700, "draft_steps": 700,
         "target_lr": 3e-3, "draft_lr": 3e-3,
+        # Each draft step: draft_batch real windows of seq tokens, and gen_batch sequences of
+        # the target's own greedy text (gen_prompt tokens of training text, then gen_tokens the
+        # target chose), generated gen_chunk at a time.
+        "draft_batch": 4, "gen_batch": 16, "gen_prompt": 64, "gen_tokens": 80, "gen_chunk": 128,
     },
     "tiny": {
         "target": dict(family="qwen3_moe", hidden=64, layers=2, heads=4, kv_heads=2,
@@ -52,6 +57,7 @@ SIZES = {
                       dense_inter=64, tie_embeddings=True),
         "batch": 4, "seq": 128, "target_steps": 60, "draft_steps": 30,
         "target_lr": 3e-3, "draft_lr": 3e-3,
+        "draft_batch": 2, "gen_batch": 4, "gen_prompt": 32, "gen_tokens": 32, "gen_chunk": 32,
     },
 }
 AUX_LOSS_COEF = 0.01
@@ -73,6 +79,9 @@ def parse_args():
                    help="compare brigade's tokenizer and greedy tokens with ours")
     p.add_argument("--check-only", action="store_true",
                    help="do not train: check the pair already in --out")
+    p.add_argument("--draft-only", action="store_true",
+                   help="train only the draft, against the target and tokenizer already in "
+                        "--out; rewrites --out/draft and the report's draft figures")
     return p.parse_args()
 
 
@@ -99,10 +108,37 @@ def make_shape(spec, vocab):
     return modeling.Shape(vocab=vocab, **spec)
 
 
-def train_pair(args, size, tok, train_ids):
+def init_models(args, size, vocab):
+    """The freshly initialised target and draft: both drawn, in this order, from --seed (so
+    --draft-only starts the draft from the same weights as a full run)."""
     torch.manual_seed(args.seed)
-    target = modeling.CausalLM(make_shape(size["target"], tok.size))
-    draft = modeling.CausalLM(make_shape(size["draft"], tok.size))
+    target = modeling.CausalLM(make_shape(size["target"], vocab))
+    draft = modeling.CausalLM(make_shape(size["draft"], vocab))
+    return target, draft
+
+
+def train_draft(args, size, draft, target, train_ids):
+    """Distils draft from the bf16 target: KL to the target's distribution on windows of the
+    training text and on the target's own greedy continuations of other windows. Returns the
+    bf16 draft and the report's draft_s and draft_training."""
+    steps = args.draft_steps or size["draft_steps"]
+    real = training.Batches(train_ids, size["draft_batch"], size["seq"], args.seed + 2)
+    generated = training.Generated(target, train_ids, size["gen_batch"], size["gen_prompt"],
+                                   size["gen_tokens"], size["gen_chunk"], args.seed + 3)
+    draft_s = training.distill_draft(draft, target, [("text", 1.0, real),
+                                                     ("generated", 1.0, generated)],
+                                     steps, size["draft_lr"], log)
+    log(f"draft: {generated.sequences} greedy sequences generated in {generated.seconds:.0f} s")
+    info = {"steps": steps, "text_windows_per_step": size["draft_batch"],
+            "text_window_tokens": size["seq"], "generated_per_step": size["gen_batch"],
+            "generated_prompt_tokens": size["gen_prompt"],
+            "generated_greedy_tokens": size["gen_tokens"],
+            "generated_sequences": generated.sequences, "generation_s": generated.seconds}
+    return checkpoint.bf16_copy(draft), draft_s, info
+
+
+def train_pair(args, size, tok, train_ids):
+    target, draft = init_models(args, size, tok.size)
     log(f"target: {modeling.count_parameters(target)} parameters; "
         f"draft: {modeling.count_parameters(draft)}")
     steps = args.target_steps or size["target_steps"]
@@ -110,10 +146,8 @@ def train_pair(args, size, tok, train_ids):
     target_s = training.train_target(target, batches, steps, size["target_lr"], AUX_LOSS_COEF,
                                      log)
     target = checkpoint.bf16_copy(target)
-    steps = args.draft_steps or size["draft_steps"]
-    batches = training.Batches(train_ids, size["batch"], size["seq"], args.seed + 2)
-    draft_s = training.distill_draft(draft, target, batches, steps, size["draft_lr"], log)
-    return target, checkpoint.bf16_copy(draft), {"target_s": target_s, "draft_s": draft_s}
+    draft, draft_s, info = train_draft(args, size, draft, target, train_ids)
+    return target, draft, {"target_s": target_s, "draft_s": draft_s, "draft_training": info}
 
 
 def load_tokenizer(model_dir):
@@ -164,6 +198,41 @@ def write_report(path, report):
         f.write("\n")
 
 
+def draft_only(args, size, train_docs, held_out):
+    """Trains the draft again against the committed target (what a full run's target is: the
+    same seed gives the same target) and rewrites --out/draft and the report's draft entries."""
+    report_path = os.path.join(args.out, "training_report.json")
+    with open(report_path) as f:
+        old = json.load(f)
+    if (old["seed"], old["size"]) != (args.seed, args.size):
+        sys.exit(f"{report_path} is for seed {old['seed']} and size {old['size']}")
+    tok = load_tokenizer(os.path.join(args.out, "target"))
+    target = checkpoint.load_model_dir(os.path.join(args.out, "target"))
+    train_ids = token_stream(tok, train_docs)
+    if len(train_ids) != old["train_tokens"]:
+        sys.exit(f"train text: {len(train_ids)} tokens, the report says {old['train_tokens']}")
+    log(f"train text: {len(train_ids)} tokens; target loaded from {args.out}")
+    _, draft = init_models(args, size, tok.size)
+    draft, draft_s, info = train_draft(args, size, draft, target, train_ids)
+    checkpoint.write_model_dir(os.path.join(args.out, "draft"), draft, tok)
+    new = {"draft_s": draft_s, "draft_training": info,
+           "total_training_s": old["total_training_s"] - old["draft_s"] + draft_s,
+           "parameters": dict(old["parameters"], draft=modeling.count_parameters(draft)),
+           "safetensors_mb": dict(old["safetensors_mb"],
+                                  draft=file_mb(os.path.join(args.out, "draft",
+                                                             "model.safetensors"))),
+           "figures": evaluate(args, size, tok, target, draft, held_out)}
+    # A full run's key order: draft_training right after draft_s.
+    report = {}
+    for key, value in old.items():
+        if key != "draft_training":
+            report[key] = new.get(key, value)
+        if key == "draft_s":
+            report["draft_training"] = info
+    write_report(report_path, report)
+    return tok, target, draft
+
+
 def main():
     args = parse_args()
     torch.set_num_threads(args.threads)
@@ -179,6 +248,8 @@ def main():
         tok = load_tokenizer(os.path.join(args.out, "target"))
         target = checkpoint.load_model_dir(os.path.join(args.out, "target"))
         draft = checkpoint.load_model_dir(os.path.join(args.out, "draft"))
+    elif args.draft_only:
+        tok, target, draft = draft_only(args, size, train_docs, held_out)
     else:
         tok = train_tokenizer(train_docs)
         report["tokenizer_s"] = time.time() - start

@@ -1,5 +1,6 @@
 """The training loops: the target on next-token cross-entropy plus the router's load-balancing
-loss, the draft on the KL divergence to the target's distribution; and the held-out figures."""
+loss, the draft on the KL divergence to the target's distribution (on windows of the training
+text and on the target's own greedy continuations of such windows); and the held-out figures."""
 import math
 import time
 
@@ -103,24 +104,108 @@ def kl_to_teacher(student_logits, teacher_logits):
     return (t.exp() * (t - s)).sum(-1).mean()
 
 
-def distill_draft(draft, teacher, batches, steps, lr, log, every=25):
+class Generated:
+    """Batches of the target's own greedy text: windows of `prompt` tokens of the training
+    stream (drawn from a seeded generator), each followed by `continuation` tokens the target
+    chose greedily (generate_greedy). Generated in chunks of `chunk` sequences as they are
+    needed; each sequence is used once. The same seed gives the same batches."""
+
+    def __init__(self, model, ids, batch, prompt, continuation, chunk, seed, log=None):
+        self.model, self.batch, self.continuation = model, batch, continuation
+        self.seq = prompt + continuation
+        self.prompts = Batches(ids, chunk, prompt - 1, seed)
+        self.pool, self.log = [], log
+        self.seconds, self.sequences = 0.0, 0
+
+    def next(self):
+        if len(self.pool) < self.batch:
+            start = time.time()
+            prompts = self.prompts.next()
+            rows = torch.cat([prompts, generate_greedy(self.model, prompts, self.continuation)],
+                             dim=1)
+            self.pool.extend(rows.unbind(0))
+            self.seconds += time.time() - start
+            self.sequences += len(prompts)
+        out, self.pool = torch.stack(self.pool[:self.batch]), self.pool[self.batch:]
+        return out
+
+
+def _layer_cached(layer, x, cos, sin, mask, cache):
+    """DecoderLayer.forward for the new positions x, given the keys and values of the earlier
+    ones (cache, or None); returns the output and the extended cache."""
+    a = layer.self_attn
+    s = a.s
+    b, t, _ = x.shape
+    h = layer.input_layernorm(x)
+    q = a.q_norm(a.q_proj(h).view(b, t, s.heads, s.head_dim)).transpose(1, 2)
+    k = a.k_norm(a.k_proj(h).view(b, t, s.kv_heads, s.head_dim)).transpose(1, 2)
+    v = a.v_proj(h).view(b, t, s.kv_heads, s.head_dim).transpose(1, 2)
+    q = q * cos + modeling.rotate_half(q) * sin
+    k = k * cos + modeling.rotate_half(k) * sin
+    if cache is not None:
+        k = torch.cat([cache[0], k], dim=2)
+        v = torch.cat([cache[1], v], dim=2)
+    group = s.heads // s.kv_heads
+    scores = (q @ k.repeat_interleave(group, dim=1).transpose(-1, -2)) * (s.head_dim ** -0.5)
+    probs = torch.softmax((scores + mask).float(), dim=-1).to(q.dtype)
+    out = (probs @ v.repeat_interleave(group, dim=1)).transpose(1, 2).reshape(b, t, -1)
+    x = x + a.o_proj(out)
+    y = layer.mlp(layer.post_attention_layernorm(x))
+    if isinstance(y, tuple):
+        y = y[0]
+    return x + y, (k, v)
+
+
+@torch.no_grad()
+def generate_greedy(model, prompts, steps):
+    """[B, steps] greedy tokens after each row of prompts [B, P], with a KV cache: the prompt in
+    one forward, then one token per forward."""
+    s = model.shape
+    b, p = prompts.shape
+    cos, sin = modeling.rope_tables(s, p + steps)
+    caches = [None] * len(model.model.layers)
+    ids, pos, out = prompts, 0, []
+    for _ in range(steps):
+        t = ids.shape[1]
+        mask = torch.full((t, pos + t), -math.inf).triu(pos + 1)
+        x = model.model.embed_tokens(ids)
+        for i, layer in enumerate(model.model.layers):
+            x, caches[i] = _layer_cached(layer, x, cos[pos:pos + t], sin[pos:pos + t], mask,
+                                         caches[i])
+        x = model.model.norm(x[:, -1:])
+        head = model.model.embed_tokens.weight if model.lm_head is None else model.lm_head.weight
+        ids = (x @ head.t()).argmax(-1)
+        out.append(ids)
+        pos += t
+    return torch.cat(out, dim=1)
+
+
+def distill_draft(draft, teacher, sources, steps, lr, log, every=25):
+    """Trains draft on the KL divergence to teacher's distribution at every position of the
+    batches of each source (an object with next() -> [B, T + 1] ids, of which the first T are
+    fed), the sources' mean KLs summed with their weights: sources is [(name, weight, source)]."""
     opt = make_optimizer(draft, lr, 0.1)
     sched = Schedule(lr, max(1, steps // 20), steps)
-    progress = Progress("draft", steps, batches.batch * batches.seq, every, log)
+    tokens = sum(src.batch * src.seq for _, _, src in sources)
+    progress = Progress("draft", steps, tokens, every, log)
     draft.train()
     for step in range(steps):
         for group in opt.param_groups:
             group["lr"] = sched.at(step)
-        x = batches.next()[:, :-1]
-        with torch.no_grad():
-            teacher_logits, _ = teacher(x)
-        logits, _ = draft(x)
-        kl = kl_to_teacher(logits, teacher_logits)
+        losses, total = {}, 0.0
+        for name, weight, src in sources:
+            x = src.next()[:, :-1]
+            with torch.no_grad():
+                teacher_logits, _ = teacher(x)
+            logits, _ = draft(x)
+            kl = kl_to_teacher(logits, teacher_logits)
+            total = total + weight * kl
+            losses["kl_" + name] = kl.item()
         opt.zero_grad(set_to_none=True)
-        kl.backward()
+        total.backward()
         torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
         opt.step()
-        progress.add(step, kl=kl.item())
+        progress.add(step, **losses)
     draft.eval()
     return progress.seconds()
 
