@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 
 #include "actors/handoff_check.hpp"
@@ -17,6 +18,7 @@
 #include "model/kv_layout.hpp"
 #include "model/sampler.hpp"
 #include "model/speculation.hpp"
+#include "model/speculation_gate.hpp"
 
 namespace brigade::actors {
 namespace {
@@ -45,6 +47,8 @@ struct decode_state {
   std::unique_ptr<model::draft_source> drafts;   // null while speculation is off
   std::shared_ptr<const model::confidence_head> head;  // the drafts' head; null without one
   model::speculation_stats speculation;
+  std::unique_ptr<model::speculation_gate> gate;     // null: every step may draft
+  std::chrono::steady_clock::time_point step_start;  // of the step in flight
   static inline const char* name = "decode_worker";
 };
 
@@ -138,6 +142,7 @@ void step_done(decode_pointer self) {
   const auto& c = st.ctx->config;
   const std::vector<float>& logits = st.loop.run.driver->logits();
   std::vector<token_update> updates;
+  int produced_tokens = 0;
   size_t row = 0;  // each sequence has a row per fed token: its last one, then its drafts
   for (size_t i = 0; i < st.in_step.size(); ++i) {
     const std::vector<int32_t>& drafts = st.proposals[i].tokens;
@@ -156,6 +161,7 @@ void step_done(decode_pointer self) {
                                                            static_cast<uint64_t>(s.next_index),
                                                            drafts, rules, s.params.top_logprobs);
     const std::vector<int32_t>& produced = verified.tokens;
+    produced_tokens += static_cast<int>(produced.size());
     st.speculation.add(static_cast<int>(drafts.size()), static_cast<int>(produced.size()));
     st.speculation.add_proposed(st.proposals[i].computed, static_cast<int>(drafts.size()));
     s.drafts.record(st.config.speculation, static_cast<int>(drafts.size()),
@@ -187,6 +193,11 @@ void step_done(decode_pointer self) {
     if (ended) release(st, s.request);
   }
   if (!updates.empty()) self->send(st.config.reports, std::move(updates));
+  if (st.gate) {
+    // From the drafts to the verified tokens: the expert shards' round trips count too.
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - st.step_start;
+    st.gate->record(took.count(), produced_tokens);
+  }
 }
 
 // The step's sequences go back to the router, which re-dispatches them.
@@ -215,7 +226,11 @@ void propose_drafts(decode_state& st) {
   if (st.config.speculation.enabled() && !drafting && !st.seqs.empty()) {
     ++st.speculation.batch_limited_steps;
   }
-  if (!drafting || !st.drafts) return;
+  if (!drafting || !st.drafts || st.in_step.empty()) return;
+  if (st.gate && !st.gate->allow(static_cast<int>(st.in_step.size()))) {
+    ++st.speculation.gated_steps;
+    return;
+  }
   std::vector<model::draft_sequence> asking;
   std::vector<size_t> slots;  // each asking sequence's place in the batch
   for (size_t i = 0; i < st.in_step.size(); ++i) {
@@ -235,6 +250,7 @@ void propose_drafts(decode_state& st) {
 // Every running sequence feeds its last token, and its drafts while the batch is small enough.
 bool fill_batch(decode_pointer self) {
   auto& st = self->state;
+  st.step_start = std::chrono::steady_clock::now();
   st.loop.batch.clear();
   st.in_step.clear();
   for (auto it = st.seqs.begin(); it != st.seqs.end();) {
@@ -316,6 +332,8 @@ decode_worker_impl::behavior_type decode_behavior(decode_pointer self,
   hooks.step_abandoned = [self](const std::string& why) { step_abandoned(self, why); };
   hooks.has_work = [self] { return !self->state.seqs.empty(); };
   st.drafts = make_drafts(*st.ctx, st.config, st.head);
+  if (st.drafts && st.config.speculation.measured_gate)
+    st.gate = std::make_unique<model::speculation_gate>();
   // Every running sequence may feed its drafts after its last token.
   start_loop(self, st.ctx->config, st.config.name, st.config.layout_acks,
              st.config.stall_timeout_ms, std::move(shards),

@@ -76,6 +76,7 @@ run_figures run_once(const model::loaded_model& m, gpu::backend& dev,
                   (static_cast<int>(prompts[0].size()) + max_tokens + 2 * opt.block_tokens);
   opt.speculation.max_draft = max_draft;
   opt.speculation.adaptive = adaptive;
+  opt.speculation.measured_gate = false;  // the rows measure drafting itself
   model::engine eng(m, dev, opt);
   model::request_options req;
   req.max_tokens = max_tokens;

@@ -13,6 +13,7 @@
 #include "model/confidence_head.hpp"
 #include "model/draft_model.hpp"
 #include "model/engine.hpp"
+#include "model/speculation_gate.hpp"
 #include "model/tokenizer.hpp"
 
 namespace brigade::bench {
@@ -59,9 +60,14 @@ struct row_figures {
   source src = source::plain;
   int concurrency = 1;
   int gate = 0;  // disable_above_batch; 0 never stops drafting
+  // With the measured gate (as served), whose state carries over the row's runs; null: off, every
+  // step may draft (the rows that measure a source itself).
+  std::shared_ptr<model::speculation_gate> measured;
   int64_t tokens = 0, steps = 0, verified = 0, computed = 0, accepted = 0;
   double seconds = 0, cost_units = 0;  // cost_units: verify costs over a plain step's, summed
-  std::vector<int64_t> drafted_at, accepted_at;
+  // Per draft index i: steps that fed it, steps that reached it (fed it, and kept every draft
+  // before it) and steps that kept it.
+  std::vector<int64_t> drafted_at, reached_at, accepted_at;
   std::vector<step_record> records;
   bool same_tokens = true;
 
@@ -80,13 +86,28 @@ struct row_figures {
                       : 0.0);
     return a;
   }
+  // Per index, the share kept of the drafts reached there: a verify step of length l yields
+  // 1 + a0 + a0 a1 + ... + a0...a(l-1) tokens.
+  std::vector<double> conditional_acceptance() const {
+    std::vector<double> a;
+    for (size_t i = 0; i < reached_at.size(); ++i)
+      a.push_back(reached_at[i] > 0
+                      ? static_cast<double>(accepted_at[i]) / static_cast<double>(reached_at[i])
+                      : 0.0);
+    return a;
+  }
 };
 
-row_figures make_row(source s, int concurrency) {
+row_figures make_row(source s, int concurrency, bool measured_gate = false) {
   row_figures r;
   r.src = s;
   r.concurrency = concurrency;
+  if (measured_gate) r.measured = std::make_shared<model::speculation_gate>();
   return r;
+}
+
+std::string row_name(const row_figures& r) {
+  return std::string(to_string(r.src)) + (r.measured ? " (gate)" : "");
 }
 
 // `count` windows of `length` tokens spread evenly over `tokens`.
@@ -158,6 +179,8 @@ std::vector<std::vector<int32_t>> run_row(const pair_models& p, gpu::backend& de
   const int kv = n * (o.prompt_tokens + o.max_tokens + o.max_draft + 32);
   model::engine_options opt = options_for(p, row.src, o.max_draft, n, kv);
   opt.speculation.disable_above_batch = row.gate;
+  opt.speculation.measured_gate = row.measured != nullptr;
+  opt.gate = row.measured;
   bool timing = false;
   opt.on_verified = [&](const model::draft_proposal& proposal, int kept) {
     if (!timing) return;
@@ -169,10 +192,12 @@ std::vector<std::vector<int32_t>> run_row(const pair_models& p, gpu::backend& de
     row.cost_units += cost[static_cast<size_t>(std::min(fed, o.max_draft))] / cost[0];
     if (row.drafted_at.size() < static_cast<size_t>(fed)) {
       row.drafted_at.resize(static_cast<size_t>(fed), 0);
+      row.reached_at.resize(static_cast<size_t>(fed), 0);
       row.accepted_at.resize(static_cast<size_t>(fed), 0);
     }
     for (int i = 0; i < fed; ++i) {
       row.drafted_at[static_cast<size_t>(i)] += 1;
+      if (i <= kept) row.reached_at[static_cast<size_t>(i)] += 1;
       if (i < kept) row.accepted_at[static_cast<size_t>(i)] += 1;
     }
     if (!proposal.features.empty()) row.records.push_back({proposal.features, kept});
@@ -195,7 +220,8 @@ std::vector<std::vector<int32_t>> run_row(const pair_models& p, gpu::backend& de
   return outputs;
 }
 
-// The best speedup a fixed verify length allows with acceptance `a` per position (conditional)
+// The best speedup a fixed verify length allows with acceptance `a` per position (conditional:
+// of the drafts reached there)
 // and verify costs `cost` per length (its last element, the draft's step, unused), drafting taken
 // as free.
 double fixed_length_bound(const std::vector<double>& a, const std::vector<double>& cost) {
@@ -274,6 +300,7 @@ status record_events(const pair_options& o, const pair_models& p, gpu::backend& 
 
 json row_json(const row_figures& r, double plain_tokens_per_s, double bound) {
   return {{"source", to_string(r.src)},
+          {"gate", r.measured ? "measured" : "off"},
           {"concurrency", r.concurrency},
           {"tokens_per_s", r.tokens_per_s()},
           {"verified_per_step", r.per_step(r.verified)},
@@ -282,14 +309,36 @@ json row_json(const row_figures& r, double plain_tokens_per_s, double bound) {
           {"speedup", plain_tokens_per_s > 0 ? r.tokens_per_s() / plain_tokens_per_s : 0.0},
           {"bound", bound},
           {"acceptance_by_position", r.acceptance_by_position()},
+          {"conditional_acceptance_by_position", r.conditional_acceptance()},
           {"same_tokens", r.same_tokens}};
 }
 
+// Whether the gate has measured the batch class of `batch` sequences.
+bool decided(const model::speculation_gate& gate, int batch) {
+  const int from = 1 << model::speculation_gate::class_of(batch);
+  for (const auto& c : gate.view()) {
+    if (c.batch_from == from) return c.decided;
+  }
+  return false;
+}
+constexpr int max_warm_passes = 64;
+
 // Runs every source of `rows` on each prompt group in turn, rotating their order, and checks
-// their tokens against plain decoding's (rows[0]).
+// their tokens against plain decoding's (rows[0]). A row with the measured gate first decodes
+// the groups untimed until its gate has measured the row's batch class (its grace, then a
+// measurement: as in a server that has been serving a while).
 void run_rows(const pair_models& p, gpu::backend& dev,
               const std::vector<std::vector<std::vector<int32_t>>>& groups, const pair_options& o,
               const std::vector<double>& cost, std::vector<row_figures>& rows) {
+  for (const row_figures& r : rows) {
+    if (!r.measured) continue;
+    row_figures warm = make_row(r.src, r.concurrency);
+    warm.measured = r.measured;
+    for (int pass = 0; pass < max_warm_passes && !decided(*r.measured, r.concurrency); ++pass) {
+      for (const auto& group : groups)
+        run_row(p, dev, group, o, cost, warm);
+    }
+  }
   for (int round = 0; round < o.rounds; ++round) {
     for (size_t g = 0; g < groups.size(); ++g) {
       std::vector<std::vector<std::vector<int32_t>>> outputs(rows.size());
@@ -308,7 +357,7 @@ double row_bound(const row_figures& r, const std::vector<double>& cost) {
   // The head's own policy: the tokens its steps yielded over what their verify steps cost.
   if (r.src == source::draft_head)
     return r.cost_units > 0 ? static_cast<double>(r.steps + r.accepted) / r.cost_units : 1.0;
-  return fixed_length_bound(r.acceptance_by_position(), cost);
+  return fixed_length_bound(r.conditional_acceptance(), cost);
 }
 
 void add_rows(const std::vector<row_figures>& rows, const std::vector<double>& cost, json& out,
@@ -317,7 +366,7 @@ void add_rows(const std::vector<row_figures>& rows, const std::vector<double>& c
   for (const row_figures& r : rows) {
     const double bound = row_bound(r, cost);
     out["rows"].push_back(row_json(r, plain, bound));
-    t.add_row({to_string(r.src), std::to_string(r.concurrency), fixed(r.tokens_per_s(), 1),
+    t.add_row({row_name(r), std::to_string(r.concurrency), fixed(r.tokens_per_s(), 1),
                fixed(r.per_step(r.verified), 2), fixed(r.per_step(r.computed), 2),
                fixed(100.0 * r.acceptance(), 1) + "%", fixed(r.tokens_per_s() / plain, 2) + "x",
                fixed(bound, 2) + "x", r.same_tokens ? "yes" : "NO"});
@@ -349,15 +398,18 @@ void add_concurrency_rows(const pair_models& p, gpu::backend& dev, const pair_op
   out["gate"] = {
       {"disable_above_batch", gate}, {"source", to_string(spec)}, {"rows", json::array()}};
   for (int c : o.concurrency) {
-    std::vector<row_figures> rows{make_row(source::plain, c), make_row(spec, c)};
+    std::vector<row_figures> rows{make_row(source::plain, c), make_row(spec, c),
+                                  make_row(spec, c, true)};
     const bool gates = gate > 0 && c > gate;
     if (gates) {
       rows.push_back(make_row(spec, c));
       rows.back().gate = gate;
     }
     run_rows(p, dev, {windows(p.eval_tokens, c, o.prompt_tokens)}, o, cost, rows);
-    add_rows({rows[0], rows[1]}, cost, out, t);
-    const row_figures& g = rows.back();
+    add_rows({rows[0], rows[1], rows[2]}, cost, out, t);
+    const row_figures& measured = rows[2];
+    const row_figures& g = gates ? rows.back() : rows[1];
+    const bool same = rows[1].same_tokens && g.same_tokens && measured.same_tokens;
     out["gate"]["rows"].push_back({{"concurrency", c},
                                    {"plain_tokens_per_s", rows[0].tokens_per_s()},
                                    {"ungated_tokens_per_s", rows[1].tokens_per_s()},
@@ -365,12 +417,14 @@ void add_concurrency_rows(const pair_models& p, gpu::backend& dev, const pair_op
                                    {"gated_tokens_per_s", g.tokens_per_s()},
                                    {"gated_speedup", ratio_of(g, rows[0])},
                                    {"gate_stops_drafting", gates},
-                                   {"same_tokens", rows[1].same_tokens && g.same_tokens}});
+                                   {"measured_tokens_per_s", measured.tokens_per_s()},
+                                   {"measured_speedup", ratio_of(measured, rows[0])},
+                                   {"same_tokens", same}});
     gated.add_row({std::to_string(c), fixed(rows[0].tokens_per_s(), 1),
                    fixed(rows[1].tokens_per_s(), 1), fixed(ratio_of(rows[1], rows[0]), 2) + "x",
                    fixed(g.tokens_per_s(), 1), fixed(ratio_of(g, rows[0]), 2) + "x",
-                   gates ? "off" : "on (= ungated)",
-                   rows[1].same_tokens && g.same_tokens ? "yes" : "NO"});
+                   gates ? "off" : "on (= ungated)", fixed(measured.tokens_per_s(), 1),
+                   fixed(ratio_of(measured, rows[0]), 2) + "x", same ? "yes" : "NO"});
   }
 }
 
@@ -464,6 +518,8 @@ status run_pair_bench(const pair_options& o, gpu::backend& dev, json& out, std::
   std::vector<row_figures> single;
   for (source s : sources)
     single.push_back(make_row(s, 1));
+  // The source as served: with the measured gate.
+  single.push_back(make_row(p.head ? source::draft_head : source::draft_fixed, 1, true));
   std::vector<std::vector<std::vector<int32_t>>> groups;
   for (auto& prompt : windows(p.eval_tokens, o.prompts, o.prompt_tokens))
     groups.push_back({prompt});
@@ -476,13 +532,19 @@ status run_pair_bench(const pair_options& o, gpu::backend& dev, json& out, std::
   const int gate =
       o.gate >= 0 ? o.gate : config::default_manifest("").decode.speculation.disable_above_batch;
   table gated({"concurrency", "plain tokens/s", "ungated tokens/s", "ungated speedup",
-               "gated tokens/s", "gated speedup", "drafting when gated", "same tokens"});
+               "gated tokens/s", "gated speedup", "drafting when gated", "measured gate tokens/s",
+               "measured gate speedup", "same tokens"});
   add_concurrency_rows(p, dev, o, cost, gate, out, t, gated);
   const std::string gate_text = "disable_above_batch " + std::to_string(gate) +
                                 (gate == 0 ? ", never stops drafting" : "") +
                                 (o.gate >= 0 ? " (--gate)" : " (brigade serve's default)");
   text = t.render();
-  if (!o.concurrency.empty()) text += "\nthe utility gate: " + gate_text + "\n\n" + gated.render();
+  if (!o.concurrency.empty()) {
+    text += "\nthe utility gates: " + gate_text +
+            "; the measured gate (model/speculation_gate.hpp)\n"
+            "once it has measured (untimed passes first)\n\n" +
+            gated.render();
+  }
   if (!o.sweep_batches.empty()) text += sweep_batches(p, dev, o, cost, gate, gate_text, out);
   if (p.head) {
     // Calibration on the fixed window's steps: every draft reached there was verified, whatever

@@ -68,6 +68,10 @@ int generate(int argc, char** argv) {
   app.add_option("--draft-model", draft_dir,
                  "draft with this small dense model of the same tokenizer (up to 5 tokens per "
                  "step unless --speculate says otherwise)");
+  bool no_gate = false;
+  app.add_flag("--no-speculation-gate", no_gate,
+               "draft in every step, even where drafting measured slower per token than plain "
+               "decoding");
   std::string head_choice;
   app.add_option("--confidence-head", head_choice,
                  "with --draft-model: verify only the drafts this head trusts (PATH, or none; "
@@ -152,6 +156,7 @@ int generate(int argc, char** argv) {
   model::engine_options options;
   options.kv_dtype = kv_dtype.value();
   options.speculation.max_draft = speculate;
+  options.speculation.measured_gate = !no_gate;
   if (!draft_dir.empty()) {
     options.speculation.draft = model::draft_kind::model;
     options.speculation.draft_model = draft_dir;

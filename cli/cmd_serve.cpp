@@ -64,6 +64,7 @@ struct serve_options {
   // Overrides of the manifest's values; -1 keeps the manifest's.
   int speculate = -1;
   std::string draft_model;
+  bool no_speculation_gate = false;
   int max_queued = -1;
   int max_running = -1;
   int kv_tokens = -1;
@@ -104,6 +105,10 @@ void add_options(CLI::App& app, serve_options& o) {
                  "otherwise (overrides roles.decode.speculation.draft_model; on nodes, the "
                  "directory must exist on each node that runs a decode worker)")
       ->default_str("");
+  app.add_flag("--no-speculation-gate", o.no_speculation_gate,
+               "draft in every decode step, even where the decode worker measured drafting "
+               "slower per token than plain decoding (sets "
+               "roles.decode.speculation.measured_gate false)");
   app.add_option("--served-model-name", o.served_model_name,
                  "the name clients send as \"model\" (overrides serve.model_name; default the "
                  "model directory's name)")
@@ -175,6 +180,7 @@ result<config::manifest> manifest_for(const serve_options& o) {
     }
   }
   if (o.speculate >= 0) m.decode.speculation.max_draft = o.speculate;
+  if (o.no_speculation_gate) m.decode.speculation.measured_gate = false;
   if (o.max_queued > 0) m.admission_queue = o.max_queued;
   if (o.max_running > 0) m.decode.max_running = o.max_running;
   if (o.kv_tokens > 0) m.decode.kv_tokens = o.kv_tokens;

@@ -200,6 +200,7 @@ void read_speculation(yaml_section& s, model::speculation_options& out) {
   s.integer("lookback_tokens", out.lookback_tokens, 1, 1 << 24);
   s.flag("adaptive", out.adaptive);
   s.integer("disable_above_batch", out.disable_above_batch, 0, 1 << 20);
+  s.flag("measured_gate", out.measured_gate);
   if (out.min_trust > 1.0 || out.min_trust == 0.0) s.invalid("min_trust", "must be in (0, 1]");
   if (out.max_ngram < out.min_ngram) s.invalid("max_ngram", "must be at least min_ngram");
 }

@@ -1,6 +1,7 @@
 #include "model/engine.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <stdexcept>
 
 #include "model/kv_layout.hpp"
@@ -37,6 +38,8 @@ engine::engine(const loaded_model& model, gpu::backend& dev, const engine_option
                               options.confidence_head);
   if (options.confidence_head && options.speculation.draft == draft_kind::model)
     options_.speculation.adaptive = false;
+  if (drafts_ && options.speculation.measured_gate)
+    gate_ = options.gate ? options.gate : std::make_shared<speculation_gate>();
 }
 
 engine::~engine() = default;
@@ -120,8 +123,13 @@ int engine::add_decoding(std::vector<sequence*>& in_batch, std::vector<int>& fed
   const auto decoding = std::count_if(active_.begin(), active_.end(), [](const auto& s) {
     return s->computed >= s->prompt_tokens;
   });
-  const bool drafting = options_.speculation.drafts_at(static_cast<int>(decoding));
-  if (options_.speculation.enabled() && !drafting) ++speculation_.batch_limited_steps;
+  bool drafting = options_.speculation.drafts_at(static_cast<int>(decoding));
+  if (options_.speculation.enabled() && !drafting && decoding > 0)
+    ++speculation_.batch_limited_steps;
+  if (drafting && gate_ && decoding > 0 && !gate_->allow(static_cast<int>(decoding))) {
+    drafting = false;
+    ++speculation_.gated_steps;
+  }
   std::vector<draft_sequence> asking;
   std::vector<size_t> slots;  // each asking sequence's place in the batch
   for (auto& s : active_) {
@@ -157,6 +165,7 @@ int engine::add_decoding(std::vector<sequence*>& in_batch, std::vector<int>& fed
 
 void engine::build_batch(std::vector<sequence*>& in_batch, std::vector<int>& fed) {
   batch_.clear();
+  mixed_step_ = false;
   in_batch.clear();
   fed.clear();
   // Decoding sequences first: one token each (and its drafts) keeps inter-token latency flat.
@@ -173,6 +182,7 @@ void engine::build_batch(std::vector<sequence*>& in_batch, std::vector<int>& fed
     in_batch.push_back(s.get());
     fed.push_back(chunk);
     budget -= chunk;
+    mixed_step_ = true;
   }
 }
 
@@ -205,6 +215,7 @@ void engine::finish_step(const std::vector<sequence*>& in_batch, std::vector<tok
         verify_drafts(rows, vocab, s.options.sampling, static_cast<uint64_t>(s.generated.size()),
                       drafts, rules, s.options.top_logprobs);
     const std::vector<int32_t>& produced = verified.tokens;
+    if (i < proposals_.size()) decoded_tokens_ += static_cast<int>(produced.size());
     speculation_.add(static_cast<int>(drafts.size()), static_cast<int>(produced.size()));
     s.drafts.record(options_.speculation, static_cast<int>(drafts.size()),
                     static_cast<int>(produced.size()) - 1);
@@ -241,6 +252,7 @@ void engine::append_token(sequence& s, int32_t token, const float* row, position
 }
 
 bool engine::step(std::vector<token_event>& events) {
+  const auto start = std::chrono::steady_clock::now();
   admit_waiting();
   std::vector<sequence*> in_batch;
   std::vector<int> fed;
@@ -249,7 +261,13 @@ bool engine::step(std::vector<token_event>& events) {
   run_step(*model_.forward, *model_.experts, *kv_, ws_, batch_, logits_);
   for (size_t i = 0; i < in_batch.size(); ++i)
     in_batch[i]->computed += fed[i];
+  decoded_tokens_ = 0;
   finish_step(in_batch, events);
+  if (gate_) {
+    // The whole step counts: the drafts' own forward, the verify rows and the sampling.
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    gate_->record(took.count(), decoded_tokens_, !mixed_step_);
+  }
   // Retire finished sequences and give back their blocks.
   for (auto it = active_.begin(); it != active_.end();) {
     if ((*it)->finished != finish_reason::none) {

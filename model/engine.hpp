@@ -30,6 +30,7 @@
 #include "model/loaded_model.hpp"
 #include "model/sampler.hpp"
 #include "model/speculation.hpp"
+#include "model/speculation_gate.hpp"
 #include "model/step_batch.hpp"
 #include "model/workspace.hpp"
 
@@ -55,6 +56,10 @@ struct engine_options {
   /// Called after every decode step of a sequence with what its source proposed (no tokens when
   /// it drafted nothing) and how many of the drafts the target kept; for benchmarks and fitting.
   std::function<void(const draft_proposal& proposal, int kept)> on_verified;
+  /// The measured gate's state (speculation.measured_gate), when it should outlive this engine:
+  /// what it learned of the pair and the machine then carries over (a benchmark's runs). Null:
+  /// the engine keeps its own.
+  std::shared_ptr<speculation_gate> gate;
 };
 
 struct request_options {
@@ -137,6 +142,9 @@ class engine {
   std::vector<draft_proposal> proposals_;
   std::vector<int32_t> feed_;  // a decoding sequence's last token and drafts, while batched
   speculation_stats speculation_;
+  std::shared_ptr<speculation_gate> gate_;  // null: every step may draft
+  int decoded_tokens_ = 0;                  // tokens the step's decoding sequences produced
+  bool mixed_step_ = false;                 // the step carried prefill rows beside decoding ones
   int64_t next_id_ = 1;
   std::deque<std::unique_ptr<sequence>> waiting_;
   std::vector<std::unique_ptr<sequence>> active_;

@@ -112,6 +112,7 @@ void speculation_stats::merge(const speculation_stats& other) {
   accepted_tokens += other.accepted_tokens;
   emitted_tokens += other.emitted_tokens;
   batch_limited_steps += other.batch_limited_steps;
+  gated_steps += other.gated_steps;
   const size_t n = std::max(drafted_at.size(), other.drafted_at.size());
   drafted_at.resize(n, 0);
   accepted_at.resize(n, 0);

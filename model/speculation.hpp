@@ -54,6 +54,9 @@ struct speculation_options {
   /// batch already keeps the hardware busy, and verify steps then cost throughput (one user gains
   /// far more from speculation than a full cluster does).
   int disable_above_batch = 0;
+  /// The decoder times its own steps and drafts only where drafting is faster per token, batch
+  /// class by batch class (model/speculation_gate.hpp). Off: every step may draft.
+  bool measured_gate = true;
 
   bool enabled() const { return max_draft > 0 && draft != draft_kind::none; }
   /// Whether a step with `decoding` sequences may draft at all.
@@ -131,6 +134,9 @@ struct speculation_stats {
   int64_t emitted_tokens = 0;   ///< Tokens the verify steps produced (accepted plus one each).
   /// Steps that drafted nothing because more sequences decoded than disable_above_batch.
   int64_t batch_limited_steps = 0;
+  /// Steps that drafted nothing because the measured gate held drafting off: where it found
+  /// drafting slower, and the plain steps of its measurements.
+  int64_t gated_steps = 0;
   /// Per draft index i (0 is the first draft after the last token): drafts fed there, and those
   /// kept. A draft is kept only after every draft before it was, so the acceptance at index i,
   /// accepted_at[i] / drafted_at[i], is conditional on reaching i. At most max_draft entries.

@@ -30,6 +30,7 @@ nlohmann::json speculation_json(const speculation_stats& s, int max_draft, draft
           {"accepted_tokens", s.accepted_tokens},
           {"emitted_tokens", s.emitted_tokens},
           {"batch_limited_steps", s.batch_limited_steps},
+          {"gated_steps", s.gated_steps},
           {"drafted_by_position", s.drafted_at},
           {"accepted_by_position", s.accepted_at},
           {"calibration", calibration_json(s.calibration)}};

@@ -14,7 +14,8 @@ namespace brigade::model {
 nlohmann::json calibration_json(const confidence_calibration& c);
 
 /// {max_draft, draft, verify_steps, drafted_tokens, proposed_tokens, accepted_tokens,
-/// emitted_tokens, batch_limited_steps, drafted_by_position, accepted_by_position, calibration}
+/// emitted_tokens, batch_limited_steps, gated_steps, drafted_by_position, accepted_by_position,
+/// calibration}
 /// (docs/speculation.md).
 nlohmann::json speculation_json(const speculation_stats& s, int max_draft, draft_kind draft);
 

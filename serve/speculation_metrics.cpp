@@ -58,6 +58,11 @@ void collect_speculation_metrics(const model::speculation_stats& totals, metrics
   raise_to(drafted, static_cast<double>(totals.drafted_tokens));
   raise_to(accepted, static_cast<double>(totals.accepted_tokens));
   raise_to(limited, static_cast<double>(totals.batch_limited_steps));
+  auto& gated = into.add_counter("brigade_speculative_gated_steps_total",
+                                 "Decode steps that drafted nothing because the measured gate "
+                                 "found drafting slower per token, or measured plain steps.")
+                    .get();
+  raise_to(gated, static_cast<double>(totals.gated_steps));
   auto& drafted_at = into.add_counter("brigade_speculative_draft_tokens_by_position_total",
                                       "Draft tokens fed at each draft index (0 is the first "
                                       "after the last token).",

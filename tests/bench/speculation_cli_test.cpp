@@ -45,7 +45,8 @@ TEST_CASE("bench speculation on the trained pair has a row per source and concur
   std::vector<std::string> sources;
   for (const auto& row : rows) {
     INFO(row.dump());
-    sources.push_back(row.at("source").get<std::string>() + "@" +
+    sources.push_back(row.at("source").get<std::string>() +
+                      (row.at("gate") == "measured" ? "+gate" : "") + "@" +
                       std::to_string(row.at("concurrency").get<int>()));
     CHECK(row.at("same_tokens").get<bool>());
     CHECK(row.at("tokens_per_s").get<double>() > 0);
@@ -62,9 +63,11 @@ TEST_CASE("bench speculation on the trained pair has a row per source and concur
     CHECK(row.at("drafted_per_step").get<double>() >= row.at("verified_per_step").get<double>());
     CHECK(row.at("acceptance").get<double>() >= 0);
   }
+  // Each source measured by itself (the gate off), then the head as served, with the measured
+  // gate (model/speculation_gate.hpp).
   const std::vector<std::string> expected{"plain@1",          "lookup@1",     "draft_fixed@1",
-                                          "draft_adaptive@1", "draft_head@1", "plain@2",
-                                          "draft_head@2"};
+                                          "draft_adaptive@1", "draft_head@1", "draft_head+gate@1",
+                                          "plain@2",          "draft_head@2", "draft_head+gate@2"};
   CHECK(sources == expected);
   CHECK(rows[0].at("speedup").get<double>() == Approx(1.0));
   CHECK(doc.at("calibration").size() > 0);
@@ -78,8 +81,10 @@ TEST_CASE("bench speculation on the trained pair has a row per source and concur
   CHECK(gated.at("gate_stops_drafting").get<bool>());
   CHECK(gated.at("same_tokens").get<bool>());
   CHECK(gated.at("gated_tokens_per_s").get<double>() > 0);
-  CHECK(gated.at("ungated_tokens_per_s").get<double>() == Approx(rows[6].at("tokens_per_s")));
+  CHECK(gated.at("ungated_tokens_per_s").get<double>() == Approx(rows[7].at("tokens_per_s")));
   CHECK(gated.at("gated_speedup").get<double>() > 0);
+  CHECK(gated.at("measured_tokens_per_s").get<double>() == Approx(rows[8].at("tokens_per_s")));
+  CHECK(gated.at("measured_speedup").get<double>() > 0);
   // The sweep over batches (--quick: 1 and 2) and the crossover it measures.
   const auto& sweep = doc.at("sweep");
   REQUIRE(sweep.at("rows").size() == 2);

@@ -1,0 +1,113 @@
+#include "model/speculation_gate.hpp"
+
+#include <algorithm>
+
+namespace brigade::model {
+namespace {
+
+// A step slower than this many times its kind's median was interrupted (preempted, paged), not
+// slowed by what it computed: a verify step of max_draft rows costs a few plain steps, not this.
+constexpr double interrupted_over_median = 4.0;
+
+template <class Sample>
+double tokens_per_second(std::vector<Sample> samples) {
+  if (samples.empty()) return 0.0;
+  std::vector<double> seconds;
+  for (const Sample& s : samples)
+    seconds.push_back(s.seconds);
+  std::nth_element(seconds.begin(),
+                   seconds.begin() + static_cast<std::ptrdiff_t>(seconds.size() / 2),
+                   seconds.end());
+  const double limit = interrupted_over_median * seconds[seconds.size() / 2];
+  double total_s = 0.0, tokens = 0.0;
+  for (const Sample& s : samples) {
+    if (s.seconds > limit) continue;
+    total_s += s.seconds;
+    tokens += s.tokens;
+  }
+  return total_s > 0 ? tokens / total_s : 0.0;
+}
+
+}  // namespace
+
+speculation_gate::speculation_gate(const settings& s) : settings_(s) {
+  settings_.grace_steps = std::max(0, settings_.grace_steps);
+  settings_.measure_steps = std::max(2, settings_.measure_steps);
+  settings_.first_hold = std::max(1, settings_.first_hold);
+  settings_.max_hold = std::max(settings_.first_hold, settings_.max_hold);
+}
+
+int speculation_gate::class_of(int decoding) {
+  int c = 0;
+  for (int n = std::max(1, decoding); n > 1 && c + 1 < classes; n /= 2)
+    ++c;
+  return c;
+}
+
+bool speculation_gate::allow(int decoding) {
+  current_ = class_of(decoding);
+  batch_class& c = classes_[static_cast<size_t>(current_)];
+  c.seen = true;
+  if (c.steps++ < settings_.grace_steps) {
+    current_ = -1;  // not a measurement
+    return true;
+  }
+  if (!c.measuring && c.steps_left <= 0) {
+    c.measuring = true;
+    c.calls = 0;
+    c.drafted.clear();
+    c.plain.clear();
+  }
+  if (c.measuring) {
+    // Alternating, so that both kinds see the same load on the machine and the same text.
+    current_drafts_ = c.calls++ % 2 == 0;
+  } else {
+    current_drafts_ = c.drafting;
+    --c.steps_left;
+  }
+  if (!current_drafts_) ++held_off_;
+  return current_drafts_;
+}
+
+void speculation_gate::record(double seconds, int tokens, bool measured) {
+  if (current_ < 0) return;
+  batch_class& c = classes_[static_cast<size_t>(current_)];
+  current_ = -1;
+  if (!c.measuring || !measured || tokens <= 0 || seconds <= 0) return;
+  (current_drafts_ ? c.drafted : c.plain).push_back({seconds, tokens});
+  const size_t each = static_cast<size_t>(settings_.measure_steps) / 2;
+  if (c.drafted.size() >= each && c.plain.size() >= each) decide(c);
+}
+
+void speculation_gate::decide(batch_class& c) {
+  c.drafting_rate = tokens_per_second(c.drafted);
+  c.plain_rate = tokens_per_second(c.plain);
+  const bool drafting = c.drafting_rate > c.plain_rate * (1.0 + settings_.margin);
+  c.hold = c.decided && drafting == c.drafting ? std::min(2 * c.hold, settings_.max_hold)
+                                               : settings_.first_hold;
+  c.drafting = drafting;
+  c.decided = true;
+  c.measuring = false;
+  c.steps_left = c.hold;
+  ++c.measurements;
+}
+
+std::vector<speculation_gate::class_view> speculation_gate::view() const {
+  std::vector<class_view> out;
+  for (int i = 0; i < classes; ++i) {
+    const batch_class& c = classes_[static_cast<size_t>(i)];
+    if (!c.seen) continue;
+    class_view v;
+    v.batch_from = 1 << i;
+    v.steps = c.steps;
+    v.decided = c.decided;
+    v.drafting = c.drafting;
+    v.drafting_tokens_per_s = c.drafting_rate;
+    v.plain_tokens_per_s = c.plain_rate;
+    v.measurements = c.measurements;
+    out.push_back(v);
+  }
+  return out;
+}
+
+}  // namespace brigade::model

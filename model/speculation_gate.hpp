@@ -1,0 +1,96 @@
+// The measured utility gate: whether drafting pays, found by timing the decoder's own steps.
+//
+// A verify step costs more than a plain one (each fed draft is a row, and on a mixture of experts
+// each row reads its own experts), and a draft model costs its forward on top. Where the drafts
+// kept do not repay that, speculation slows decoding down. Where that point lies depends on the
+// model pair, the hardware, the batch and the text, so no fixed rule (disable_above_batch) finds
+// it; the gate measures it instead, per batch class (1, 2-3, 4-7, ... sequences decoding):
+//
+//   grace      a class's first grace_steps steps draft as asked: a short run (a test, one
+//              request) sees speculation exactly as configured, and only a decoder that runs
+//              long pays for measuring
+//   measuring  a few steps, every other one without drafts: tokens per second drafting against
+//              tokens per second plain, each summed over its own steps (a step far slower than
+//              its kind's median, a preemption, is left out)
+//   decided    drafting stays on only if it was at least `margin` faster; the decision holds for
+//              `first_hold` steps of its class, then is measured again. A decision measured
+//              the same way again holds twice as long (up to max_hold), so a pair that never
+//              pays soon costs almost nothing, and a change (other text, other load) is found.
+//
+// Outputs never depend on it: speculation is lossless, so drafting or not changes only speed.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace brigade::model {
+
+class speculation_gate {
+ public:
+  struct settings {
+    int grace_steps = 256;   ///< Steps of a class before its first measurement.
+    int measure_steps = 16;  ///< Measured steps per measurement, half of them plain.
+    int first_hold = 256;    ///< Steps a new decision holds before it is measured again.
+    int max_hold = 8192;     ///< The longest hold, after the same decision again and again.
+    double margin = 0.02;    ///< How much faster per token drafting must be to stay on.
+  };
+  /// Batch classes: decoding sequences 1, 2-3, 4-7, ..., and 2^(classes-1) or more.
+  static constexpr int classes = 12;
+
+  speculation_gate() : speculation_gate(settings{}) {}
+  explicit speculation_gate(const settings& s);
+
+  /// Whether a step in which `decoding` sequences decode may draft. Call once per such step,
+  /// then record() it.
+  bool allow(int decoding);
+  /// The step allow() was last asked about ended after `seconds`, its decoding sequences having
+  /// produced `tokens`. A step that also carried prefill rows is no measure of decoding:
+  /// `measured` false.
+  void record(double seconds, int tokens, bool measured = true);
+
+  /// What the gate knows of one batch class.
+  struct class_view {
+    int batch_from = 1;                ///< The class's smallest batch.
+    int64_t steps = 0;                 ///< Steps asked about.
+    bool decided = false;              ///< A measurement has ended.
+    bool drafting = true;              ///< Its decision (true until one is made).
+    double drafting_tokens_per_s = 0;  ///< The last measurement's figures (0: none yet).
+    double plain_tokens_per_s = 0;
+    int64_t measurements = 0;
+  };
+  /// The classes that have seen a step.
+  std::vector<class_view> view() const;
+  /// Steps in which the gate kept drafting off (decisions, and measurements' plain steps).
+  int64_t held_off_steps() const { return held_off_; }
+
+  static int class_of(int decoding);
+
+ private:
+  struct sample {
+    double seconds = 0;
+    int tokens = 0;
+  };
+  struct batch_class {
+    bool seen = false;
+    int64_t steps = 0;  // steps asked about
+    bool measuring = true;
+    bool drafting = true;  // the decision, or the kind of the step in flight while measuring
+    bool decided = false;
+    int hold = 0;        // the current decision's hold length
+    int steps_left = 0;  // steps before the next measurement
+    int calls = 0;       // steps asked about during this measurement
+    std::vector<sample> drafted, plain;
+    double drafting_rate = 0, plain_rate = 0;
+    int64_t measurements = 0;
+  };
+  void decide(batch_class& c);
+
+  settings settings_;
+  std::array<batch_class, classes> classes_{};
+  int current_ = -1;            // the class of the step in flight
+  bool current_drafts_ = true;  // whether that step drafts
+  int64_t held_off_ = 0;
+};
+
+}  // namespace brigade::model

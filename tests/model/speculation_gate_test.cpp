@@ -1,0 +1,130 @@
+// The measured utility gate, fed step times that say which kind of step is faster per token.
+#include "model/speculation_gate.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace brigade::model;
+
+namespace {
+
+// A decoder whose steps cost `draft_s` (yielding `draft_tokens`) when drafting and `plain_s`
+// (one token per sequence) when not. Runs `steps` steps of `batch` sequences and returns how many
+// drafted.
+int run(speculation_gate& gate, int steps, int batch, double draft_s, double draft_tokens,
+        double plain_s) {
+  int drafted = 0;
+  for (int i = 0; i < steps; ++i) {
+    const bool drafts = gate.allow(batch);
+    drafted += drafts ? 1 : 0;
+    gate.record(drafts ? draft_s : plain_s,
+                drafts ? static_cast<int>(draft_tokens * batch) : batch);
+  }
+  return drafted;
+}
+
+speculation_gate::settings quick() {
+  speculation_gate::settings s;
+  s.grace_steps = 0;
+  s.measure_steps = 8;
+  s.first_hold = 32;
+  s.max_hold = 128;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("the gate keeps drafting where it is faster per token", "[speculation_gate]") {
+  speculation_gate gate(quick());
+  // Drafting: 2 tokens per step for 1.5 plain steps' time.
+  run(gate, 8, 1, 1.5e-3, 2, 1e-3);
+  const auto v = gate.view();
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].decided);
+  CHECK(v[0].drafting);
+  CHECK(v[0].drafting_tokens_per_s == Approx(2 / 1.5e-3));
+  CHECK(v[0].plain_tokens_per_s == Approx(1 / 1e-3));
+  // Decided: every step of the hold drafts.
+  CHECK(run(gate, 32, 1, 1.5e-3, 2, 1e-3) == 32);
+}
+
+TEST_CASE("the gate stops drafting where it is slower, and costs little after",
+          "[speculation_gate]") {
+  speculation_gate gate(quick());
+  // Drafting: 1.2 tokens per step for twice a plain step's time.
+  const int measuring = run(gate, 8, 1, 2e-3, 1.2, 1e-3);
+  CHECK(measuring == 4);  // the measurement alternates
+  CHECK_FALSE(gate.view()[0].drafting);
+  CHECK(run(gate, 32, 1, 2e-3, 1.2, 1e-3) == 0);
+  // Measured again after the hold, and the same answer holds twice as long each time, up to
+  // max_hold: over 1000 steps only the measurements' drafting steps draft.
+  const int later = run(gate, 1000, 1, 2e-3, 1.2, 1e-3);
+  CHECK(later > 0);
+  CHECK(later < 50);  // a measurement drafts 4 steps, and the holds grow to 128
+  CHECK(gate.held_off_steps() > 1000);
+}
+
+TEST_CASE("a change of speed is found at the next measurement", "[speculation_gate]") {
+  speculation_gate gate(quick());
+  run(gate, 8, 1, 2e-3, 1.2, 1e-3);
+  REQUIRE_FALSE(gate.view()[0].drafting);
+  // Drafts start to hold (another text): within a hold and a measurement, drafting is back on.
+  run(gate, 32 + 8, 1, 1.2e-3, 3, 1e-3);
+  CHECK(gate.view()[0].drafting);
+  CHECK(gate.view()[0].measurements == 2);
+}
+
+TEST_CASE("batch classes are measured apart", "[speculation_gate]") {
+  CHECK(speculation_gate::class_of(1) == 0);
+  CHECK(speculation_gate::class_of(3) == 1);
+  CHECK(speculation_gate::class_of(4) == 2);
+  CHECK(speculation_gate::class_of(63) == 5);
+  CHECK(speculation_gate::class_of(1 << 20) == speculation_gate::classes - 1);
+  speculation_gate gate(quick());
+  run(gate, 8, 1, 1.5e-3, 2, 1e-3);     // pays alone
+  run(gate, 8, 32, 40e-3, 1.1, 20e-3);  // not at 32
+  const auto v = gate.view();
+  REQUIRE(v.size() == 2);
+  CHECK(v[0].batch_from == 1);
+  CHECK(v[0].drafting);
+  CHECK(v[1].batch_from == 32);
+  CHECK_FALSE(v[1].drafting);
+}
+
+TEST_CASE("an interrupted step and a prefill step do not decide", "[speculation_gate]") {
+  speculation_gate gate(quick());
+  // Drafting pays, but one drafting step was preempted for 100 plain steps' time.
+  for (int i = 0; i < 8; ++i) {
+    const bool drafts = gate.allow(1);
+    gate.record(drafts ? (i == 0 ? 0.1 : 1.5e-3) : 1e-3, drafts ? 2 : 1);
+  }
+  CHECK(gate.view()[0].drafting);
+  // Steps that carried prefill rows are not measurements: no decision after them.
+  speculation_gate other(quick());
+  for (int i = 0; i < 20; ++i) {
+    other.allow(1);
+    other.record(1e-3, 1, false);
+  }
+  CHECK_FALSE(other.view()[0].decided);
+}
+
+TEST_CASE("a margin: drafting no faster than plain is turned off", "[speculation_gate]") {
+  speculation_gate gate(quick());
+  run(gate, 8, 1, 2e-3, 2, 1e-3);  // the same tokens per second
+  CHECK_FALSE(gate.view()[0].drafting);
+}
+
+TEST_CASE("a class drafts as asked for its first grace steps", "[speculation_gate]") {
+  speculation_gate::settings s = quick();
+  s.grace_steps = 20;
+  speculation_gate gate(s);
+  // Drafting is slower, but the first 20 steps all draft and none is measured.
+  CHECK(run(gate, 20, 4, 2e-3, 1.2, 1e-3) == 20);
+  CHECK_FALSE(gate.view()[0].decided);
+  CHECK(gate.view()[0].steps == 20);
+  CHECK(gate.held_off_steps() == 0);
+  // Then the measurement, and drafting stops.
+  CHECK(run(gate, 8, 4, 2e-3, 1.2, 1e-3) == 4);
+  CHECK_FALSE(gate.view()[0].drafting);
+  // Another class has its own grace.
+  CHECK(run(gate, 20, 1, 2e-3, 1.2, 1e-3) == 20);
+}
