@@ -32,6 +32,7 @@ double tokens_per_second(std::vector<Sample> samples) {
 
 speculation_gate::speculation_gate(const settings& s) : settings_(s) {
   settings_.grace_steps = std::max(0, settings_.grace_steps);
+  settings_.class_steps = std::max(0, settings_.class_steps);
   settings_.measure_steps = std::max(2, settings_.measure_steps);
   settings_.first_hold = std::max(1, settings_.first_hold);
   settings_.max_hold = std::max(settings_.first_hold, settings_.max_hold);
@@ -48,9 +49,16 @@ bool speculation_gate::allow(int decoding) {
   current_ = class_of(decoding);
   batch_class& c = classes_[static_cast<size_t>(current_)];
   c.seen = true;
-  if (c.steps++ < settings_.grace_steps) {
+  ++c.steps;
+  if (steps_++ < settings_.grace_steps) {
     current_ = -1;  // not a measurement
     return true;
+  }
+  if (!c.decided && c.steps <= settings_.class_steps) {
+    current_drafts_ = nearest_decision(current_);
+    current_ = -1;
+    if (!current_drafts_) ++held_off_;
+    return current_drafts_;
   }
   if (!c.measuring && c.steps_left <= 0) {
     c.measuring = true;
@@ -90,6 +98,17 @@ void speculation_gate::decide(batch_class& c) {
   c.measuring = false;
   c.steps_left = c.hold;
   ++c.measurements;
+}
+
+bool speculation_gate::nearest_decision(int i) const {
+  for (int d = 1; d < classes; ++d) {
+    for (int j : {i - d, i + d}) {
+      if (j < 0 || j >= classes) continue;
+      const batch_class& c = classes_[static_cast<size_t>(j)];
+      if (c.decided) return c.drafting;
+    }
+  }
+  return true;
 }
 
 std::vector<speculation_gate::class_view> speculation_gate::view() const {

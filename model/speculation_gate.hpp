@@ -6,9 +6,13 @@
 // model pair, the hardware, the batch and the text, so no fixed rule (disable_above_batch) finds
 // it; the gate measures it instead, per batch class (1, 2-3, 4-7, ... sequences decoding):
 //
-//   grace      a class's first grace_steps steps draft as asked: a short run (a test, one
+//   grace      the decoder's first grace_steps steps draft as asked: a short run (a test, one
 //              request) sees speculation exactly as configured, and only a decoder that runs
-//              long pays for measuring
+//              long pays for measuring.
+//   borrowing  a class seen fewer than class_steps times (the tail of a batch, a passing load)
+//              follows the nearest class that was measured: measuring it would cost more than
+//              its few steps can gain, and each of its drafting steps makes the draft catch up
+//              whole contexts.
 //   measuring  a few steps, every other one without drafts: tokens per second drafting against
 //              tokens per second plain, each summed over its own steps (a step far slower than
 //              its kind's median, a preemption, is left out)
@@ -29,7 +33,8 @@ namespace brigade::model {
 class speculation_gate {
  public:
   struct settings {
-    int grace_steps = 256;   ///< Steps of a class before its first measurement.
+    int grace_steps = 256;   ///< Steps of the decoder before any measurement.
+    int class_steps = 64;    ///< Steps of a class before its own first measurement.
     int measure_steps = 16;  ///< Measured steps per measurement, half of them plain.
     int first_hold = 256;    ///< Steps a new decision holds before it is measured again.
     int max_hold = 8192;     ///< The longest hold, after the same decision again and again.
@@ -85,9 +90,13 @@ class speculation_gate {
     int64_t measurements = 0;
   };
   void decide(batch_class& c);
+  // The decision of the measured class nearest to class `i` (the smaller one on a tie); true
+  // before any class was measured.
+  bool nearest_decision(int i) const;
 
   settings settings_;
   std::array<batch_class, classes> classes_{};
+  int64_t steps_ = 0;           // steps asked about, every class
   int current_ = -1;            // the class of the step in flight
   bool current_drafts_ = true;  // whether that step drafts
   int64_t held_off_ = 0;

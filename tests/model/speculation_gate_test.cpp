@@ -25,6 +25,7 @@ int run(speculation_gate& gate, int steps, int batch, double draft_s, double dra
 speculation_gate::settings quick() {
   speculation_gate::settings s;
   s.grace_steps = 0;
+  s.class_steps = 0;
   s.measure_steps = 8;
   s.first_hold = 32;
   s.max_hold = 128;
@@ -113,7 +114,7 @@ TEST_CASE("a margin: drafting no faster than plain is turned off", "[speculation
   CHECK_FALSE(gate.view()[0].drafting);
 }
 
-TEST_CASE("a class drafts as asked for its first grace steps", "[speculation_gate]") {
+TEST_CASE("the decoder drafts as asked for its first grace steps", "[speculation_gate]") {
   speculation_gate::settings s = quick();
   s.grace_steps = 20;
   speculation_gate gate(s);
@@ -125,6 +126,30 @@ TEST_CASE("a class drafts as asked for its first grace steps", "[speculation_gat
   // Then the measurement, and drafting stops.
   CHECK(run(gate, 8, 4, 2e-3, 1.2, 1e-3) == 4);
   CHECK_FALSE(gate.view()[0].drafting);
-  // Another class has its own grace.
-  CHECK(run(gate, 20, 1, 2e-3, 1.2, 1e-3) == 20);
+  // After the grace, another class is measured from its first step.
+  CHECK(run(gate, 8, 1, 2e-3, 1.2, 1e-3) == 4);
+  CHECK_FALSE(gate.view()[0].drafting);
+  CHECK(gate.view()[0].batch_from == 1);
+}
+
+TEST_CASE("a rarely seen class follows the nearest measured one", "[speculation_gate]") {
+  speculation_gate::settings s = quick();
+  s.class_steps = 10;
+  speculation_gate gate(s);
+  // Before any class was measured, a new class drafts as asked.
+  CHECK(run(gate, 10, 8, 2e-3, 1.2, 1e-3) == 10);
+  CHECK(run(gate, 8, 8, 2e-3, 1.2, 1e-3) == 4);  // its own measurement: slower
+  REQUIRE_FALSE(gate.view()[0].drafting);
+  // The batch's tail (4-7, 2-3 and 1 sequences) follows it: no drafting, no measurement.
+  CHECK(run(gate, 3, 5, 1e-3, 3, 1e-3) == 0);
+  CHECK(run(gate, 3, 2, 1e-3, 3, 1e-3) == 0);
+  CHECK(run(gate, 3, 1, 1e-3, 3, 1e-3) == 0);
+  for (const auto& c : gate.view())
+    CHECK(c.decided == (c.batch_from == 8));
+  // A class seen often enough is measured for itself: alone, drafting pays.
+  run(gate, 20, 1, 1e-3, 3, 1e-3);
+  const auto v = gate.view();
+  REQUIRE(v.front().batch_from == 1);
+  CHECK(v.front().decided);
+  CHECK(v.front().drafting);
 }
