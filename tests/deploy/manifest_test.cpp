@@ -202,6 +202,15 @@ roles:
   CHECK(m->decode.speculation.max_ngram == 3);
   CHECK(m->decode.speculation.min_ngram == 1);
   CHECK(m->decode.speculation.disable_above_batch == 8);
+  // The measured gate is on unless the manifest turns it off.
+  CHECK(plain->decode.speculation.measured_gate);
+  CHECK(m->decode.speculation.measured_gate);
+  auto ungated = config::parse_manifest(
+      "model: m\nroles:\n  decode: {speculation: {max_draft: 2, "
+      "measured_gate: false}}\n",
+      "m.yaml");
+  REQUIRE(ungated.ok());
+  CHECK_FALSE(ungated->decode.speculation.measured_gate);
 }
 
 TEST_CASE("roles.decode.speculation.draft: prompt lookup, or a draft model drafting 5",
@@ -239,6 +248,8 @@ TEST_CASE("bad speculation fields are refused, naming the field", "[manifest]") 
                  Catch::Contains("at least min_ngram"));
   CHECK_THAT(parse_error(head + "{disable_above_batch: -2}}}"),
              Catch::Contains("'roles.decode.speculation.disable_above_batch'"));
+  CHECK_THAT(parse_error(head + "{measured_gate: sometimes}}}"),
+             Catch::Contains("'roles.decode.speculation.measured_gate'"));
   CHECK_THAT(
       parse_error(head + "{drafts: 3}}}"),
       Catch::Contains("'roles.decode.speculation.drafts'") && Catch::Contains("not a known field"));

@@ -53,10 +53,14 @@ def check(name, ok, detail=""):
 
 
 def close(shown, expected):
-    """A rendered ratio against the JSON's: toFixed and Python round ties differently."""
+    """A rendered ratio against the JSON's: within half a unit of the last decimal shown (toFixed
+    rounds binary values, so 2.125 may show as 2.12 or 2.13)."""
     if expected is None:
         return shown == "-"
-    return shown != "-" and abs(float(shown) - expected) <= 0.0015
+    if shown == "-":
+        return False
+    decimals = len(shown.split(".")[1]) if "." in shown else 0
+    return abs(float(shown) - expected) <= 0.5 * 10 ** -decimals + 1e-9
 
 
 def ratio(part, whole):
