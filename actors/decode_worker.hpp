@@ -78,9 +78,9 @@ typename Inspector::result_type inspect(Inspector& f, decode_status& x) {
            x.step_ms_total, x.stalled, x.epoch, x.max_draft, x.draft, x.speculation.verify_steps,
            x.speculation.drafted_tokens, x.speculation.proposed_tokens,
            x.speculation.accepted_tokens, x.speculation.emitted_tokens,
-           x.speculation.batch_limited_steps, x.speculation.gated_steps, x.speculation.drafted_at, x.speculation.accepted_at,
-           x.speculation.calibration.drafts, x.speculation.calibration.predicted,
-           x.speculation.calibration.kept);
+           x.speculation.batch_limited_steps, x.speculation.gated_steps, x.speculation.drafted_at,
+           x.speculation.accepted_at, x.speculation.calibration.drafts,
+           x.speculation.calibration.predicted, x.speculation.calibration.kept);
 }
 
 /// What a decode worker accepts. It sends token updates and failures to its config's `reports`

@@ -10,7 +10,7 @@ namespace {
 constexpr double interrupted_over_median = 4.0;
 
 template <class Sample>
-double tokens_per_second(std::vector<Sample> samples) {
+double tokens_per_second(const std::vector<Sample>& samples) {
   if (samples.empty()) return 0.0;
   std::vector<double> seconds;
   for (const Sample& s : samples)
