@@ -19,6 +19,7 @@
 #include "actors/sender_check.hpp"
 #include "actors/shard_set.hpp"
 #include "common/log.hpp"
+#include "eplb/replica_dispatch.hpp"
 #include "model/step_driver.hpp"
 
 namespace brigade::actors {
@@ -39,6 +40,8 @@ struct expert_client {
   std::chrono::milliseconds stall_timeout{10000};
   /// Per model layer, its layer in the expert layout (the MoE layers in order; -1 if dense).
   std::vector<int> layout_layer;
+  /// Which replica takes each row: the one on the shard this worker has loaded least lately.
+  eplb::replica_dispatch replicas;
 };
 
 /// Shards on other nodes are reached through the data plane's local proxies.
@@ -120,9 +123,11 @@ void dispatch_layer(Self* self, expert_client& c, model::step_driver& driver, ui
   const int layout_layer = c.layout_layer.at(static_cast<size_t>(layer));
   const size_t shards = c.shards.shards.size();
   std::vector<std::vector<int32_t>> step_slots(shards), phys(shards);
-  for (int slot = 0; slot < r.tokens * r.top_k; ++slot) {
-    const int expert = r.experts[static_cast<size_t>(slot)];
-    const int32_t phy = layout.slot_for(layout_layer, expert, slot / r.top_k);
+  const int rows = r.tokens * r.top_k;
+  std::vector<int32_t> chosen(static_cast<size_t>(rows));
+  c.replicas.assign(layout, layout_layer, r.experts.data(), rows, chosen.data());
+  for (int slot = 0; slot < rows; ++slot) {
+    const int32_t phy = chosen[static_cast<size_t>(slot)];
     const size_t shard = static_cast<size_t>(layout.shard_of(phy));
     step_slots[shard].push_back(slot);
     phys[shard].push_back(phy);

@@ -3,8 +3,9 @@
 // A layer has shards * slots_per_shard physical slots; slot p belongs to shard p / slots_per_shard.
 // Every slot holds one logical expert (phy2log), every logical expert has at least one slot, and no
 // shard holds two replicas of one expert (a second copy on the same shard adds no capacity).
-// log2phy lists an expert's slots in ascending order; a token routed to an expert with r replicas
-// is spread evenly over them, so each replica carries 1/r of the expert's load.
+// log2phy lists an expert's slots in ascending order. Plans assume a token routed to an expert
+// with r replicas is spread evenly over them, so each replica carries 1/r of the expert's load;
+// workers do better than that (eplb/replica_dispatch.hpp).
 #pragma once
 
 #include <cstdint>
@@ -77,7 +78,8 @@ class layout {
   const std::vector<std::vector<int32_t>>& phy2log() const { return phy2log_; }
   /// The physical slots of a logical expert, ascending.
   slot_list log2phy(int layer, int expert) const;
-  /// The slot that serves row `token`'s call of `expert`: replicas take rows in turn.
+  /// An even split by row index: row `token`'s call of `expert` goes to replica token % r. The
+  /// split plans assume; workers dispatch with eplb::replica_dispatch instead.
   int32_t slot_for(int layer, int expert, int token) const {
     const slot_list slots = log2phy(layer, expert);
     return slots.first[token % slots.count];
