@@ -37,7 +37,7 @@ struct live_options {
   /// Windows over which a phase's prompts take over from the previous phase's, a growing share
   /// of each batch: drift, not a switch (0 switches at once).
   int crossfade_windows = 6;
-  double early_replan_above = 0;  // eplb.early_replan_above; 0 plans on the cadence alone
+  double early_replan_above = config::eplb_policy{}.early_replan_above;  // 0: the cadence alone
   int concurrency = 8;
   int max_tokens = 8;
   skew_options skew;

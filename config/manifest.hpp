@@ -86,8 +86,10 @@ struct eplb_policy {
   double cross_node_copy_cost = 2.0;
   /// A sample window whose busiest shard counted more than this over the mean brings the next
   /// plan forward, without waiting for replan_interval_steps (drift outran the cadence); 0 (the
-  /// default) keeps to the cadence. Off by default: small or noisy windows cross any such
-  /// threshold by chance, and each crossing would be a re-plan and often a migration.
+  /// default) keeps to the cadence. The excess must also exceed three standard deviations of
+  /// counting noise (3 x sqrt of the mean shard's rows): a small window crosses any threshold by
+  /// chance, and each crossing would be a re-plan and often a migration. Off by default: a plan
+  /// that comes on its own makes an operator's /v1/admin/replan wait (409) while it migrates.
   double early_replan_above = 0;
   /// group_placement: node keeps every replica of an expert group on one of the nodes hosting
   /// expert shards, groups balanced over them; it needs at least two such nodes hosting as many

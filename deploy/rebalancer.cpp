@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -119,15 +120,29 @@ double max_over_mean(const std::vector<double>& loads) {
   return sum > 0 ? most * static_cast<double>(loads.size()) / sum : 1.0;
 }
 
+// Whether a window's busiest shard, by the shards' own counts, stood more than `above` over the
+// mean, and further than counting noise carries a shard: a shard's rows vary by about the square
+// root of their number, so in a small window chance alone crosses any threshold, and every
+// crossing would cost a plan and a migration. Three standard deviations keep that rare.
+bool lopsided_window(const std::vector<double>& loads, double above) {
+  if (loads.empty() || above <= 0) return false;
+  double sum = 0.0, most = 0.0;
+  for (double l : loads) {
+    sum += l;
+    most = std::max(most, l);
+  }
+  const double mean = sum / static_cast<double>(loads.size());
+  return mean > 0 && most > above * mean && most - mean > 3.0 * std::sqrt(mean);
+}
+
 }  // namespace
 
 std::optional<eplb::layout> rebalancer::plan_if_due(const std::vector<int>& shard_node) {
   const int64_t windows_per_plan =
       std::max<int64_t>(1, options_.replan_interval_steps / options_.sample_interval_steps);
   // Early: the last window's shards, by their own counts, were further apart than allowed.
-  const bool lopsided = options_.early_replan_above > 0 && windows_since_plan_ > 0 &&
-                        !history_.empty() &&
-                        max_over_mean(history_.back().shard_counted) > options_.early_replan_above;
+  const bool lopsided = windows_since_plan_ > 0 && !history_.empty() &&
+                        lopsided_window(history_.back().shard_counted, options_.early_replan_above);
   if (windows_since_plan_ < windows_per_plan && !lopsided) return std::nullopt;
   if (!forecast_.observe(since_plan_)) return std::nullopt;
   windows_since_plan_ = 0;

@@ -30,8 +30,9 @@ struct rebalance_options {
   /// max_moved_fraction, it bounds the moves a plan chooses, never those its replica counts need.
   double move_budget = 0.25;
   double cross_node_copy_cost = 2.0;
-  /// A window whose busiest shard counted more than this over the mean brings the next plan
-  /// forward (drift outran the cadence); 0 plans on the cadence alone.
+  /// A window whose busiest shard counted more than this over the mean, and more than three
+  /// standard deviations of counting noise above it, brings the next plan forward (drift outran
+  /// the cadence); 0 plans on the cadence alone.
   double early_replan_above = 0;
   /// The manifest's eplb.group_placement: node. Every replica of each of the model's expert
   /// groups then stays on one of `nodes` nodes, the shards of a node contiguous (manifest order).

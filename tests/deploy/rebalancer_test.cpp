@@ -119,3 +119,51 @@ TEST_CASE("windows a shard never reports do not pile up", "[eplb]") {
     CHECK_FALSE(r.add_sample(shard, back, good));
   CHECK(r.add_sample(3, back, good));
 }
+
+namespace {
+
+// One window in which shard s counts counts[s] rows (all in layer 0, on an expert it holds).
+void close_window(deploy::rebalancer& r, uint64_t window, const std::vector<int64_t>& counts) {
+  for (int shard = 0; shard < 4; ++shard) {
+    std::vector<std::vector<int64_t>> tokens(4, std::vector<int64_t>(32, 0));
+    tokens[0][static_cast<size_t>(shard) * 8] = counts[static_cast<size_t>(shard)];
+    r.add_sample(shard, window, tokens);
+  }
+}
+
+// Whether plan_if_due planned (adopted or rejected) after the window just closed.
+bool planned(deploy::rebalancer& r) {
+  const int64_t rejected = r.rejected();
+  const bool proposal = r.plan_if_due().has_value();
+  return proposal || r.rejected() > rejected;
+}
+
+}  // namespace
+
+TEST_CASE("a lopsided window brings the plan forward only past counting noise", "[eplb]") {
+  deploy::rebalance_options o;
+  o.sample_interval_steps = 1;
+  o.replan_interval_steps = 100;  // the cadence never comes in this test
+  o.early_replan_above = 1.09;
+  SECTION("a small window, 1.33x by chance: 15 rows over a mean of 45 is within 3 x sqrt(45)") {
+    deploy::rebalancer r(config(), initial_layout(), o);
+    close_window(r, 0, {60, 40, 40, 40});
+    CHECK_FALSE(planned(r));
+  }
+  SECTION("the same shares over a hundred times the rows are drift, not noise") {
+    deploy::rebalancer r(config(), initial_layout(), o);
+    close_window(r, 0, {6000, 4000, 4000, 4000});
+    CHECK(planned(r));
+  }
+  SECTION("a large window under the threshold waits for the cadence") {
+    deploy::rebalancer r(config(), initial_layout(), o);
+    close_window(r, 0, {4300, 4000, 4000, 4000});  // 1.056x
+    CHECK_FALSE(planned(r));
+  }
+  SECTION("with early re-planning off, even a large lopsided window waits") {
+    o.early_replan_above = 0;
+    deploy::rebalancer r(config(), initial_layout(), o);
+    close_window(r, 0, {6000, 4000, 4000, 4000});
+    CHECK_FALSE(planned(r));
+  }
+}
