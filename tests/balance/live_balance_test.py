@@ -8,6 +8,7 @@ hold:
   above the balancedness measured before it;
 - the slots move within the budget: at most 25% of each layer's slots per plan;
 - the balancedness measured on the windows after the plan rises;
+- the workers' choice of replica levels the shards beyond the layout's even split;
 - every answer is the engine's, token for token.
 The before and after figures are printed.
 
@@ -59,6 +60,18 @@ def main():
           (before, after))
     check("the busiest shard's excess over the mean falls",
           after["max_over_mean"] < before["max_over_mean"], (before, after))
+    # Workers send a replicated expert's rows to the replica on their least loaded shard
+    # (eplb/replica_dispatch): what the shards counted is more level than the even split the
+    # layout's own figure assumes (shard_load). An even split by row index never is.
+    settled = [w for w in windows if w.get("epoch", 0) > 0]
+
+    def mom(loads):
+        return max(loads) * len(loads) / sum(loads) if sum(loads) > 0 else 1.0
+
+    counted = sum(mom(w["shard_counted"]) for w in settled) / max(1, len(settled))
+    even = sum(mom(w["shard_load"]) for w in settled) / max(1, len(settled))
+    check("the workers' replica choices level the shards beyond the layout's even split",
+          settled and counted < even, (counted, even))
     check("every answer equals the engine's, token for token",
           live["answers"] > 0 and live["mismatches"] == 0 and live["failures"] == 0,
           (live["answers"], live["mismatches"], live["failures"], live["first_failure"]))
@@ -68,6 +81,8 @@ def main():
           f"{before['max_over_mean']:.3f} over {before['windows']} windows")
     print(f"  after it:              balancedness {after['balancedness']:.3f}, shard max/mean "
           f"{after['max_over_mean']:.3f} over {after['windows']} windows")
+    print(f"  after the first plan, shard max/mean counted {counted:.3f} against {even:.3f} "
+          f"with the layout's even split")
     print(f"  plans adopted: {len(plans)}, slots moved {[p['moved_slots'] for p in plans]} of "
           f"{slots * LAYERS}; answers {live['answers']}, all the engine's: "
           f"{live['mismatches'] == 0}")
