@@ -343,12 +343,23 @@ int balance_live(int argc, char** argv) {
         "plan every %lld; workload expert max/mean %.2f then %.2f\n\n",
         o.shards, o.slots_per_shard, static_cast<long long>(o.sample_steps),
         static_cast<long long>(o.replan_steps), r.expert_skew[0], r.expert_skew[1]);
-    table t({"window", "phase", "epoch", "shard max/mean", "balancedness"});
+    // "shard max/mean" is what the shards counted; "even split" what the layout alone would give
+    // with every replica taking an equal share (the workers choose replicas,
+    // eplb/replica_dispatch).
+    table t({"window", "phase", "epoch", "shard max/mean", "even split", "balancedness"});
     for (const auto& w : r.windows) {
       const uint64_t id = w["window"];
-      t.add_row(
-          {std::to_string(id), id >= p1 ? "1" : "0", std::to_string(w["epoch"].get<uint64_t>()),
-           fixed(w["max_over_mean"].get<double>(), 3), fixed(w["balancedness"].get<double>(), 3)});
+      const std::vector<double> even = w["shard_load"].get<std::vector<double>>();
+      double sum = 0, most = 0;
+      for (double l : even) {
+        sum += l;
+        most = std::max(most, l);
+      }
+      const double even_ratio = sum > 0 ? most * static_cast<double>(even.size()) / sum : 1.0;
+      t.add_row({std::to_string(id), id >= p1 ? "1" : "0",
+                 std::to_string(w["epoch"].get<uint64_t>()),
+                 fixed(w["max_over_mean"].get<double>(), 3), fixed(even_ratio, 3),
+                 fixed(w["balancedness"].get<double>(), 3)});
     }
     std::printf("%s\n", t.render().c_str());
     for (const auto& a : adopted) {
