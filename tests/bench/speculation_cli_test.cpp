@@ -59,6 +59,15 @@ TEST_CASE("bench speculation on the trained pair has a row per source and concur
     } else {
       CHECK(row.at("bound").get<double>() >= 1.0);
     }
+    // Counting the draft model's forwards can only lower the bound; prompt lookup drafts free.
+    CHECK(row.at("bound_with_drafts").get<double>() > 0);
+    CHECK(row.at("bound_with_drafts").get<double>() <= row.at("bound").get<double>());
+    if (row.at("source") == "lookup" || row.at("source") == "plain") {
+      CHECK(row.at("bound_with_drafts").get<double>() == row.at("bound").get<double>());
+    }
+    if (row.at("source") == "draft_fixed") {
+      CHECK(row.at("bound_with_drafts").get<double>() < row.at("bound").get<double>());
+    }
     CHECK(row.at("verified_per_step").get<double>() >= 0);
     CHECK(row.at("drafted_per_step").get<double>() >= row.at("verified_per_step").get<double>());
     CHECK(row.at("acceptance").get<double>() >= 0);
