@@ -16,6 +16,7 @@
 #include "bench/table.hpp"
 #include "config/manifest.hpp"
 #include "deploy/topology.hpp"
+#include "eplb/balance_metrics.hpp"
 #include "gpu/backend.hpp"
 #include "model/engine.hpp"
 #include "model/loaded_model.hpp"
@@ -349,13 +350,7 @@ int balance_live(int argc, char** argv) {
     table t({"window", "phase", "epoch", "shard max/mean", "even split", "balancedness"});
     for (const auto& w : r.windows) {
       const uint64_t id = w["window"];
-      const std::vector<double> even = w["shard_load"].get<std::vector<double>>();
-      double sum = 0, most = 0;
-      for (double l : even) {
-        sum += l;
-        most = std::max(most, l);
-      }
-      const double even_ratio = sum > 0 ? most * static_cast<double>(even.size()) / sum : 1.0;
+      const double even_ratio = eplb::max_over_mean(w["shard_load"].get<std::vector<double>>());
       t.add_row({std::to_string(id), id >= p1 ? "1" : "0",
                  std::to_string(w["epoch"].get<uint64_t>()),
                  fixed(w["max_over_mean"].get<double>(), 3), fixed(even_ratio, 3),

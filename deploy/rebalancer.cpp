@@ -109,30 +109,18 @@ bool rebalancer::add_sample(int shard, uint64_t window_id,
 
 namespace {
 
-// The busiest shard over the mean shard, from the shards' own counts (1 when nothing ran).
-double max_over_mean(const std::vector<double>& loads) {
-  if (loads.empty()) return 1.0;
-  double sum = 0.0, most = 0.0;
-  for (double l : loads) {
-    sum += l;
-    most = std::max(most, l);
-  }
-  return sum > 0 ? most * static_cast<double>(loads.size()) / sum : 1.0;
-}
-
 // Whether a window's busiest shard, by the shards' own counts, stood more than `above` over the
 // mean, and further than counting noise carries a shard: a shard's rows vary by about the square
 // root of their number, so in a small window chance alone crosses any threshold, and every
 // crossing would cost a plan and a migration. Three standard deviations keep that rare.
 bool lopsided_window(const std::vector<double>& loads, double above) {
   if (loads.empty() || above <= 0) return false;
-  double sum = 0.0, most = 0.0;
-  for (double l : loads) {
+  double sum = 0.0;
+  for (double l : loads)
     sum += l;
-    most = std::max(most, l);
-  }
   const double mean = sum / static_cast<double>(loads.size());
-  return mean > 0 && most > above * mean && most - mean > 3.0 * std::sqrt(mean);
+  const double ratio = eplb::max_over_mean(loads);
+  return ratio > above && (ratio - 1.0) * mean > 3.0 * std::sqrt(mean);
 }
 
 }  // namespace
@@ -347,7 +335,7 @@ std::string rebalancer::to_json(const migration_progress& m) const {
                        {"epoch", w.epoch},
                        {"shard_load", w.shard_load},
                        {"shard_counted", w.shard_counted},
-                       {"max_over_mean", max_over_mean(w.shard_counted)},
+                       {"max_over_mean", eplb::max_over_mean(w.shard_counted)},
                        {"balancedness", w.balancedness}});
   }
   j["windows"] = windows;

@@ -17,6 +17,15 @@ std::vector<double> shard_loads(const layout& l, const load_matrix& load, int la
   return per_shard;
 }
 
+double max_over_mean(const std::vector<double>& loads) {
+  double sum = 0.0, most = 0.0;
+  for (double l : loads) {
+    sum += l;
+    most = std::max(most, l);
+  }
+  return sum > 0 ? most * static_cast<double>(loads.size()) / sum : 1.0;
+}
+
 balance_report measure_balance(const layout& l, const load_matrix& load) {
   std::vector<double> summed(l.shards(), 0.0);
   double sum_of_layer_max = 0;

@@ -32,6 +32,9 @@ struct balance_report {
 /// Per-shard load of one layer under a layout, [shards].
 std::vector<double> shard_loads(const layout& l, const load_matrix& load, int layer);
 
+/// The busiest shard over the mean shard of `loads` (1 when they are empty or all zero).
+double max_over_mean(const std::vector<double>& loads);
+
 /// Balance of a layout under a load; `load` must match the layout's layers and experts.
 balance_report measure_balance(const layout& l, const load_matrix& load);
 
