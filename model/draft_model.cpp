@@ -3,9 +3,9 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cmath>
 
 #include "model/kv_layout.hpp"
+#include "model/logit_statistics.hpp"
 #include "model/tokenizer.hpp"
 #include "model/transformer.hpp"
 
@@ -166,24 +166,11 @@ void draft_model::run(std::vector<feed> feeds, std::vector<draft_proposal>& out)
 
 void draft_model::choose(const float* row, size_t slot, int position,
                          std::vector<draft_proposal>& out) {
-  const int vocab = weights_->config.vocab_size;
-  int best = 0;
-  for (int v = 1; v < vocab; ++v) {
-    if (row[v] > row[best]) best = v;
-  }
-  // Softmax relative to the largest logit: p(best) = 1 / sum, and the entropy
-  // -sum p log p = log(sum) - sum p (z - max).
-  double sum = 0.0, weighted = 0.0;
-  for (int v = 0; v < vocab; ++v) {
-    const double shifted = static_cast<double>(row[v]) - static_cast<double>(row[best]);
-    const double e = std::exp(shifted);
-    sum += e;
-    weighted += e * shifted;
-  }
+  const logit_statistics stats = logit_statistics_of(row, weights_->config.vocab_size);
   draft_proposal& p = out[slot];
   draft_feature f;
-  f.probability = static_cast<float>(1.0 / sum);
-  f.entropy = static_cast<float>(std::log(sum) - weighted / sum);
+  f.probability = stats.probability;
+  f.entropy = stats.entropy;
   f.index = static_cast<int32_t>(p.tokens.size());
   f.position = position;
   ++p.computed;
@@ -193,7 +180,7 @@ void draft_model::choose(const float* row, size_t slot, int position,
     confidence_[slot] *= head_->predict(f);
     if (confidence_[slot] < head_->threshold) return;
   }
-  p.tokens.push_back(best);
+  p.tokens.push_back(stats.best);
   p.features.push_back(f);
 }
 

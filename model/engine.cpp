@@ -126,7 +126,10 @@ int engine::add_decoding(std::vector<sequence*>& in_batch, std::vector<int>& fed
   bool drafting = options_.speculation.drafts_at(static_cast<int>(decoding));
   if (options_.speculation.enabled() && !drafting && decoding > 0)
     ++speculation_.batch_limited_steps;
-  if (drafting && gate_ && decoding > 0 && !gate_->allow(static_cast<int>(decoding))) {
+  // Prompts still to prefill join this step's batch after the decoding sequences.
+  const bool prefilling = std::any_of(active_.begin(), active_.end(),
+                                      [](const auto& s) { return s->computed < s->prompt_tokens; });
+  if (drafting && gate_ && decoding > 0 && !gate_->allow(static_cast<int>(decoding), !prefilling)) {
     drafting = false;
     ++speculation_.gated_steps;
   }

@@ -45,7 +45,7 @@ int speculation_gate::class_of(int decoding) {
   return c;
 }
 
-bool speculation_gate::allow(int decoding) {
+bool speculation_gate::allow(int decoding, bool measurable) {
   current_ = class_of(decoding);
   batch_class& c = classes_[static_cast<size_t>(current_)];
   c.seen = true;
@@ -66,7 +66,12 @@ bool speculation_gate::allow(int decoding) {
     c.drafted.clear();
     c.plain.clear();
   }
-  if (c.measuring) {
+  if (c.measuring && !measurable) {
+    // Prefill rows would spoil the measure, and a drafting step here would still make the draft
+    // catch whole contexts up: the step follows what is known and the measurement waits.
+    current_drafts_ = c.decided ? c.drafting : nearest_decision(current_);
+    current_ = -1;
+  } else if (c.measuring) {
     // Alternating, so that both kinds see the same load on the machine and the same text.
     current_drafts_ = c.calls++ % 2 == 0;
   } else {
@@ -94,10 +99,29 @@ void speculation_gate::decide(batch_class& c) {
   c.hold = c.decided && drafting == c.drafting ? std::min(2 * c.hold, settings_.max_hold)
                                                : settings_.first_hold;
   c.drafting = drafting;
+  c.hold = std::max(c.hold, hold_for_cost(c));
   c.decided = true;
   c.measuring = false;
   c.steps_left = c.hold;
   ++c.measurements;
+}
+
+int speculation_gate::hold_for_cost(const batch_class& c) const {
+  const double rate = c.drafting ? c.drafting_rate : c.plain_rate;
+  const std::vector<sample>& winning = c.drafting ? c.drafted : c.plain;
+  const std::vector<sample>& losing = c.drafting ? c.plain : c.drafted;
+  if (settings_.measure_share <= 0 || rate <= 0 || winning.empty()) return 0;
+  // Every losing step counts, a slow outlier too: the decoder spent that time.
+  double extra_s = 0.0;
+  for (const sample& s : losing)
+    extra_s += s.seconds - s.tokens / rate;
+  double winning_s = 0.0;
+  for (const sample& s : winning)
+    winning_s += s.seconds;
+  const double step_s = winning_s / static_cast<double>(winning.size());
+  if (extra_s <= 0 || step_s <= 0) return 0;
+  const double steps = extra_s / (settings_.measure_share * step_s);
+  return static_cast<int>(std::min(steps, static_cast<double>(settings_.max_hold)));
 }
 
 bool speculation_gate::nearest_decision(int i) const {

@@ -20,6 +20,10 @@
 //              `first_hold` steps of its class, then is measured again. A decision measured
 //              the same way again holds twice as long (up to max_hold), so a pair that never
 //              pays soon costs almost nothing, and a change (other text, other load) is found.
+//              A measurement costs what its losing steps took beyond the winner's pace (for a
+//              draft model, its first drafting step also catches whole contexts up), so a
+//              decision also holds until that cost is at most `measure_share` of the class's
+//              time: a pair that loses badly is measured rarely from the start.
 //
 // Outputs never depend on it: speculation is lossless, so drafting or not changes only speed.
 #pragma once
@@ -39,6 +43,9 @@ class speculation_gate {
     int first_hold = 256;    ///< Steps a new decision holds before it is measured again.
     int max_hold = 8192;     ///< The longest hold, after the same decision again and again.
     double margin = 0.02;    ///< How much faster per token drafting must be to stay on.
+    /// The most of a class's decoding time its measurements may cost (see above); 0 or less:
+    /// holds follow first_hold and max_hold alone.
+    double measure_share = 0.01;
   };
   /// Batch classes: decoding sequences 1, 2-3, 4-7, ..., and 2^(classes-1) or more.
   static constexpr int classes = 12;
@@ -47,8 +54,9 @@ class speculation_gate {
   explicit speculation_gate(const settings& s);
 
   /// Whether a step in which `decoding` sequences decode may draft. Call once per such step,
-  /// then record() it.
-  bool allow(int decoding);
+  /// then record() it. A step that will also carry prefill rows is not `measurable`: a
+  /// measurement skips it (it follows the class's decision, or the nearest measured class's).
+  bool allow(int decoding, bool measurable = true);
   /// The step allow() was last asked about ended after `seconds`, its decoding sequences having
   /// produced `tokens`. A step that also carried prefill rows is no measure of decoding:
   /// `measured` false.
@@ -90,6 +98,8 @@ class speculation_gate {
     int64_t measurements = 0;
   };
   void decide(batch_class& c);
+  // Steps the decision just made must hold for its measurement to cost at most measure_share.
+  int hold_for_cost(const batch_class& c) const;
   // The decision of the measured class nearest to class `i` (the smaller one on a tie); true
   // before any class was measured.
   bool nearest_decision(int i) const;

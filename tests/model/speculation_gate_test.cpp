@@ -29,7 +29,13 @@ speculation_gate::settings quick() {
   s.measure_steps = 8;
   s.first_hold = 32;
   s.max_hold = 128;
+  s.measure_share = 0;  // holds by first_hold and max_hold alone
   return s;
+}
+
+// Seconds the drafting steps of a run cost beyond plain decoding's pace for their tokens.
+double drafting_overhead_s(int drafted, double draft_s, double draft_tokens, double plain_s) {
+  return drafted * (draft_s - draft_tokens * plain_s);
 }
 
 }  // namespace
@@ -152,4 +158,72 @@ TEST_CASE("a rarely seen class follows the nearest measured one", "[speculation_
   REQUIRE(v.front().batch_from == 1);
   CHECK(v.front().decided);
   CHECK(v.front().drafting);
+}
+
+TEST_CASE("a decision that loses badly holds until measuring it costs at most measure_share",
+          "[speculation_gate]") {
+  // Drafting: 2 tokens per step for three plain steps' time, one plain step lost each.
+  const double draft_s = 3e-3, draft_tokens = 2, plain_s = 1e-3;
+  const int steps = 20000;
+  speculation_gate::settings s = quick();
+  s.max_hold = 100000;
+  s.measure_share = 0.01;
+  speculation_gate gate(s);
+  run(gate, 8, 1, draft_s, draft_tokens, plain_s);
+  REQUIRE_FALSE(gate.view()[0].drafting);
+  // The measurement's 4 drafting steps cost 4 plain steps: off for 400 steps, then measured.
+  CHECK(run(gate, 400, 1, draft_s, draft_tokens, plain_s) == 0);
+  CHECK(run(gate, 8, 1, draft_s, draft_tokens, plain_s) == 4);
+  // Over a long run the measurements cost at most the share; by first_hold and max_hold alone
+  // (128 steps at most) they cost more than twice that.
+  const int drafted = run(gate, steps, 1, draft_s, draft_tokens, plain_s);
+  const double share =
+      drafting_overhead_s(drafted, draft_s, draft_tokens, plain_s) / (steps * plain_s);
+  CHECK(share <= 0.01);
+  speculation_gate unlimited(quick());
+  run(unlimited, 8, 1, draft_s, draft_tokens, plain_s);
+  const int unlimited_drafted = run(unlimited, steps, 1, draft_s, draft_tokens, plain_s);
+  CHECK(drafting_overhead_s(unlimited_drafted, draft_s, draft_tokens, plain_s) / (steps * plain_s) >
+        0.02);
+}
+
+TEST_CASE("a draft model's catch-up counts in what a measurement costs", "[speculation_gate]") {
+  speculation_gate::settings s = quick();
+  s.max_hold = 100000;
+  s.measure_share = 0.01;
+  speculation_gate gate(s);
+  // The first drafting step of the measurement also catches contexts up: 20 plain steps' time.
+  // Too slow to count as a measure of drafting's pace, but the decoder spent it.
+  bool first = true;
+  for (int i = 0; i < 8; ++i) {
+    const bool drafts = gate.allow(1);
+    gate.record(drafts ? (first ? 20e-3 : 2e-3) : 1e-3, drafts ? 1 : 1);
+    if (drafts) first = false;
+  }
+  REQUIRE(gate.view()[0].decided);
+  REQUIRE_FALSE(gate.view()[0].drafting);
+  CHECK(gate.view()[0].drafting_tokens_per_s == Approx(1 / 2e-3));
+  // 19 + 3 x 1 plain steps lost: held for 2200 steps.
+  CHECK(run(gate, 2150, 1, 2e-3, 1, 1e-3) == 0);
+}
+
+TEST_CASE("steps that carry prefill rows neither measure nor draft while a class is measured",
+          "[speculation_gate]") {
+  speculation_gate gate(quick());
+  run(gate, 8, 8, 40e-3, 1.1, 20e-3);  // batch 8 measured: drafting does not pay
+  REQUIRE_FALSE(gate.view()[0].drafting);
+  // Batch 4 is measured next; its steps that prefill too follow batch 8's decision, and the
+  // measurement goes on only in steps that decode alone.
+  int drafted = 0;
+  for (int i = 0; i < 20; ++i) {
+    const bool drafts = gate.allow(4, false);
+    drafted += drafts ? 1 : 0;
+    gate.record(1e-3, 4, false);
+  }
+  CHECK(drafted == 0);
+  const auto classes = gate.view();
+  REQUIRE(classes.size() == 2);
+  CHECK_FALSE(classes[0].decided);  // batch 4's class: nothing measured yet
+  CHECK(run(gate, 8, 4, 40e-3, 1.1, 20e-3) == 4);
+  CHECK(gate.view()[0].decided);
 }
