@@ -169,27 +169,37 @@ void for_each_run(const cpu_kv_storage& kv, bool keys, int layer, const int32_t*
 constexpr int chunk_positions = 64;
 constexpr int block_rows = 6;
 
-// Eight consecutive keys (rows `stride` floats apart) into eight columns of a transposed chunk,
-// eight elements at a time with the usual unpack-shuffle-permute 8x8 transpose.
+// Elements [d, d + 8) of eight rows (`stride` floats apart), transposed with the usual
+// unpack-shuffle-permute 8x8 transpose: out[i] holds element d + i of each row.
+inline __attribute__((always_inline)) void transpose_8x8(const float* rows, size_t stride, int d,
+                                                         __m256 out[8]) {
+  __m256 r[8];
+  for (int i = 0; i < 8; ++i)
+    r[i] = _mm256_loadu_ps(rows + static_cast<size_t>(i) * stride + d);
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  out[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  out[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  out[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  out[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  out[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  out[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  out[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  out[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+// Eight consecutive keys (rows `stride` floats apart) into eight columns of a transposed chunk.
 void transpose_8_keys(const float* rows, size_t stride, int head_dim, float* columns) {
   int d = 0;
   for (; d + 8 <= head_dim; d += 8) {
-    __m256 r[8];
-    for (int i = 0; i < 8; ++i)
-      r[i] = _mm256_loadu_ps(rows + static_cast<size_t>(i) * stride + d);
-    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    const __m256 out[8] = {
-        _mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
-        _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
-        _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
-        _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
+    __m256 out[8];
+    transpose_8x8(rows, stride, d, out);
     for (int i = 0; i < 8; ++i)
       _mm256_storeu_ps(columns + static_cast<size_t>(d + i) * chunk_positions, out[i]);
   }
@@ -322,19 +332,75 @@ void score_rows(const float* const* q, const float* kt, int head_dim, float scal
     score_tile<ROWS>(q, kt, head_dim, scale, scores, col);
 }
 
-// out[r][d0 .. d0 + 16) += w[r][p] * values[p][d0 ..] for p in [b, e), in order, for ROWS rows
-// that all cover [b, e). `values` rows are head_dim apart; `w[r]` is indexed by position.
+// The same scores straight from the keys where they are stored, for a tile of at most
+// block_rows rows (a decode step's query heads of one KV head): each group of eight keys is
+// transposed in registers and used at once, where writing a transposed chunk would cost as much
+// as the products. Every score is the same chain as score_tile's: +0, then fma(q[d], key[d])
+// for d in order, then times scale. scores[r] is indexed by position; `keys` holds the run's
+// keys from position p, `stride` floats apart.
 template <int ROWS>
-void weigh_values(const float* values, int head_dim, const float* const* w, float* const* out,
-                  int d0, int b, int e) {
+void score_run(const float* const* q, const float* keys, size_t stride, int head_dim, float scale,
+               float* const* scores, int p, int count) {
+  static_assert(ROWS >= 1 && ROWS <= block_rows, "one register block of rows");
+  const __m256 s = _mm256_set1_ps(scale);
+  int j = 0;
+  for (; j + 8 <= count; j += 8) {
+    const float* rows = keys + static_cast<size_t>(j) * stride;
+    __m256 acc[ROWS];
+    for (int r = 0; r < ROWS; ++r)
+      acc[r] = _mm256_setzero_ps();
+    int d = 0;
+    for (; d + 8 <= head_dim; d += 8) {
+      __m256 column[8];
+      transpose_8x8(rows, stride, d, column);
+      for (int i = 0; i < 8; ++i) {
+        for (int r = 0; r < ROWS; ++r)
+          acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[r] + d + i), column[i], acc[r]);
+      }
+    }
+    for (; d < head_dim; ++d) {
+      alignas(32) float element[8];
+      for (int i = 0; i < 8; ++i)
+        element[i] = rows[static_cast<size_t>(i) * stride + static_cast<size_t>(d)];
+      const __m256 column = _mm256_load_ps(element);
+      for (int r = 0; r < ROWS; ++r)
+        acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[r] + d), column, acc[r]);
+    }
+    for (int r = 0; r < ROWS; ++r)
+      _mm256_storeu_ps(scores[r] + p + j, _mm256_mul_ps(acc[r], s));
+  }
+  for (; j < count; ++j) {
+    const float* key = keys + static_cast<size_t>(j) * stride;
+    for (int r = 0; r < ROWS; ++r) {
+      float acc = 0.0f;
+      for (int d = 0; d < head_dim; ++d)
+        acc = std::fma(q[r][d], key[d], acc);
+      scores[r][p + j] = acc * scale;
+    }
+  }
+}
+
+// The value rows of one chunk: row(p) is position p's, for p in [base, base + chunk_positions).
+// They are read where the KV storage holds them (float32), or from a widened copy (bfloat16).
+struct value_rows {
+  const float* at[chunk_positions];
+  int base = 0;
+  const float* row(int p) const { return at[p - base]; }
+};
+
+// out[r][d0 .. d0 + 16) += w[r][p] * value(p)[d0 ..] for p in [b, e), in order, for ROWS rows
+// that all cover [b, e). `w[r]` is indexed by position.
+template <int ROWS>
+void weigh_values(const value_rows& values, const float* const* w, float* const* out, int d0, int b,
+                  int e) {
   tile_acc c;
   for_acc_rows<ROWS>(c, [&](int r, __m256& lo, __m256& hi) {
     lo = _mm256_loadu_ps(out[r] + d0);
     hi = _mm256_loadu_ps(out[r] + d0 + 8);
   });
   const row_pointers<ROWS> rows(w);
-  const float* v = values + static_cast<size_t>(b) * head_dim + d0;
-  for (int p = b; p < e; ++p, v += head_dim) {
+  for (int p = b; p < e; ++p) {
+    const float* v = values.row(p) + d0;
     fma_rows<ROWS>(c, _mm256_loadu_ps(v), _mm256_loadu_ps(v + 8),
                    [&](int r) { return rows.broadcast(r, p); });
   }
@@ -346,10 +412,10 @@ void weigh_values(const float* values, int head_dim, const float* const* w, floa
 
 // The same sums for one row over any column range: exactly the operations weigh_values does
 // for that row (a fused multiply-add per element, positions in order).
-void weigh_values_row(const float* values, int head_dim, const float* w, float* out, int d0, int d1,
-                      int b, int e) {
+void weigh_values_row(const value_rows& values, const float* w, float* out, int d0, int d1, int b,
+                      int e) {
   for (int p = b; p < e; ++p) {
-    const float* v = values + static_cast<size_t>(p) * head_dim;
+    const float* v = values.row(p);
     for (int d = d0; d < d1; ++d)
       out[d] = std::fma(w[p], v[d], out[d]);
   }
@@ -421,9 +487,10 @@ std::vector<tile_job> make_tiles(const attention_batch& batch, int kv_heads, int
 }
 
 // Per-thread buffers for one chunk: scores [rows][chunk positions], the chunk's keys transposed,
-// its values packed, and eight bfloat16 keys widened.
+// its value rows (and their widened copies, for bfloat16), and eight bfloat16 keys widened.
 struct attention_scratch {
   std::vector<float> scores, keys, values, widened;
+  value_rows vrows;
 };
 
 template <class Fn>
@@ -456,12 +523,11 @@ struct tile_rows {
   int lo = 0, hi = 0;
 };
 
-// out rows of a tile: sums over [b0, e0) of the chunk whose packed values start at `values`
+// out rows of a tile: sums over [b0, e0) of the chunk whose value rows are `vals`
 // (indexed by position - base). Rows whose range covers the block's common part go through
 // weigh_values; what only some rows cover runs row by row, before and after, so that every row
 // still adds its positions in order.
-void weigh_chunk(tile_rows& t, const float* values, int base, int b0, int e0, int head_dim) {
-  const float* vals = values - static_cast<ptrdiff_t>(base) * head_dim;
+void weigh_chunk(tile_rows& t, const value_rows& vals, int b0, int e0, int head_dim) {
   const int d_vec = head_dim / 16 * 16;
   for_row_blocks(t.count, [&](int r0, auto rows_c) {
     constexpr int ROWS = decltype(rows_c)::value;
@@ -486,32 +552,59 @@ void weigh_chunk(tile_rows& t, const float* values, int base, int b0, int e0, in
       const int b = std::max(b0, t.first[static_cast<size_t>(r)]);
       const int e = std::min(cb, std::min(e0, t.len[static_cast<size_t>(r)]));
       if (b < e) {
-        weigh_values_row(vals, head_dim, t.scores[static_cast<size_t>(r)],
-                         t.out[static_cast<size_t>(r)], 0, head_dim, b, e);
+        weigh_values_row(vals, t.scores[static_cast<size_t>(r)], t.out[static_cast<size_t>(r)], 0,
+                         head_dim, b, e);
       }
     }
     if (cb < ce) {
       for (int d0 = 0; d0 < d_vec; d0 += 16) {
-        weigh_values<ROWS>(vals, head_dim, t.scores.data() + r0, t.out.data() + r0, d0, cb, ce);
+        weigh_values<ROWS>(vals, t.scores.data() + r0, t.out.data() + r0, d0, cb, ce);
       }
       for (int r = r0; r < r0 + ROWS && d_vec < head_dim; ++r) {
-        weigh_values_row(vals, head_dim, t.scores[static_cast<size_t>(r)],
-                         t.out[static_cast<size_t>(r)], d_vec, head_dim, cb, ce);
+        weigh_values_row(vals, t.scores[static_cast<size_t>(r)], t.out[static_cast<size_t>(r)],
+                         d_vec, head_dim, cb, ce);
       }
     }
     for (int r = r0; r < r0 + ROWS; ++r) {
       const int e = std::min(e0, t.len[static_cast<size_t>(r)]);
       const int from = std::max(ce, std::max(b0, t.first[static_cast<size_t>(r)]));
       if (from < e) {
-        weigh_values_row(vals, head_dim, t.scores[static_cast<size_t>(r)],
-                         t.out[static_cast<size_t>(r)], 0, head_dim, from, e);
+        weigh_values_row(vals, t.scores[static_cast<size_t>(r)], t.out[static_cast<size_t>(r)], 0,
+                         head_dim, from, e);
       }
     }
   });
 }
 
+// Scores over [b, e) for a tile of at most block_rows rows, from the keys where the storage holds
+// them (bfloat16 keys widened eight rows at a time first).
+template <class T>
+void score_keys_in_place(const cpu_kv_storage& kv, int layer, const int32_t* table,
+                         int block_tokens, int b, int e, size_t stride, size_t offset, int head_dim,
+                         float scale, attention_scratch& scratch, tile_rows& t) {
+  for_row_blocks(t.count, [&](int, auto rows_c) {
+    constexpr int ROWS = decltype(rows_c)::value;
+    for_each_run<T>(kv, true, layer, table, block_tokens, b, e, [&](int p, const T* rows, int n) {
+      if constexpr (std::is_same_v<T, float>) {
+        score_run<ROWS>(t.q.data(), rows + offset, stride, head_dim, scale, t.scores.data(), p, n);
+      } else {
+        float* widened = scratch.widened.data();
+        for (int j = 0; j < n; j += 8) {
+          const int m = std::min(8, n - j);
+          for (int i = 0; i < m; ++i) {
+            copy_row(rows + static_cast<size_t>(j + i) * stride + offset, head_dim,
+                     widened + static_cast<size_t>(i) * head_dim);
+          }
+          score_run<ROWS>(t.q.data(), widened, static_cast<size_t>(head_dim), head_dim, scale,
+                          t.scores.data(), p + j, m);
+        }
+      }
+    });
+  });
+}
+
 // One tile: tokens [t0, t0 + n), every query head of one KV head, chunk by chunk of positions:
-// the chunk's keys transposed and values packed once for all rows (both stay in L1), scores,
+// the chunk's keys transposed once for all rows (they stay in L1), its value rows located, scores,
 // the online softmax step, then the weighted values. T is the storage's element type.
 template <class T>
 void attend_tile(const cpu_kv_storage& kv, int layer, const attention_batch& batch,
@@ -523,33 +616,48 @@ void attend_tile(const cpu_kv_storage& kv, int layer, const attention_batch& bat
   const int32_t* table = batch.block_ids + batch.block_offsets[batch.token_seq[tile.t0]];
   for (int cs = t.lo / chunk_positions * chunk_positions; cs < t.hi; cs += chunk_positions) {
     const int b0 = std::max(cs, t.lo), e0 = std::min(cs + chunk_positions, t.hi);
-    transpose_keys<T>(kv, layer, table, lay.block_tokens, b0, e0, cs, stride, offset, head_dim,
-                      scratch.keys.data(), scratch.widened.data());
+    if (t.count > block_rows) {
+      transpose_keys<T>(kv, layer, table, lay.block_tokens, b0, e0, cs, stride, offset, head_dim,
+                        scratch.keys.data(), scratch.widened.data());
+    }
+    scratch.vrows.base = cs;
     for_each_run<T>(
         kv, false, layer, table, lay.block_tokens, b0, e0, [&](int p, const T* rows, int n) {
           for (int r = 0; r < n; ++r) {
-            copy_row(rows + static_cast<size_t>(r) * stride + offset, head_dim,
-                     scratch.values.data() + static_cast<size_t>(p + r - cs) * head_dim);
+            const T* row = rows + static_cast<size_t>(r) * stride + offset;
+            if constexpr (std::is_same_v<T, float>) {
+              scratch.vrows.at[p + r - cs] = row;
+            } else {
+              float* widened = scratch.values.data() + static_cast<size_t>(p + r - cs) * head_dim;
+              copy_row(row, head_dim, widened);
+              scratch.vrows.at[p + r - cs] = widened;
+            }
           }
         });
     for (int r = 0; r < t.count; ++r) {
       t.scores[static_cast<size_t>(r)] =
           scratch.scores.data() + static_cast<ptrdiff_t>(r) * chunk_positions - cs;
     }
-    const int c0 = (b0 - cs) / 16 * 16, c1 = (e0 - cs + 15) / 16 * 16;
-    for_row_blocks(t.count, [&](int r0, auto rows_c) {
-      constexpr int ROWS = decltype(rows_c)::value;
-      float* rows_scores[ROWS];
-      for (int r = 0; r < ROWS; ++r)
-        rows_scores[r] = t.scores[static_cast<size_t>(r0 + r)] + cs;
-      score_rows<ROWS>(t.q.data() + r0, scratch.keys.data(), head_dim, scale, rows_scores, c0, c1);
-    });
+    if (t.count <= block_rows) {
+      score_keys_in_place<T>(kv, layer, table, lay.block_tokens, b0, e0, stride, offset, head_dim,
+                             scale, scratch, t);
+    } else {
+      const int c0 = (b0 - cs) / 16 * 16, c1 = (e0 - cs + 15) / 16 * 16;
+      for_row_blocks(t.count, [&](int r0, auto rows_c) {
+        constexpr int ROWS = decltype(rows_c)::value;
+        float* rows_scores[ROWS];
+        for (int r = 0; r < ROWS; ++r)
+          rows_scores[r] = t.scores[static_cast<size_t>(r0 + r)] + cs;
+        score_rows<ROWS>(t.q.data() + r0, scratch.keys.data(), head_dim, scale, rows_scores, c0,
+                         c1);
+      });
+    }
     for (int r = 0; r < t.count; ++r) {
       const size_t i = static_cast<size_t>(r);
       const int b = std::max(b0, t.first[i]), e = std::min(e0, t.len[i]);
       if (b < e) softmax_chunk(t.scores[i], b, e, t.max[i], t.sum[i], t.out[i], head_dim);
     }
-    weigh_chunk(t, scratch.values.data(), cs, b0, e0, head_dim);
+    weigh_chunk(t, scratch.vrows, b0, e0, head_dim);
   }
   for (int r = 0; r < t.count; ++r) {
     const size_t i = static_cast<size_t>(r);
