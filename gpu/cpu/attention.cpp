@@ -410,6 +410,35 @@ void weigh_values(const value_rows& values, const float* const* w, float* const*
   });
 }
 
+// The same sums over 32 columns for at most three rows (a decode tile): four accumulators a row,
+// so each position's weights are broadcast once for 32 columns instead of twice.
+template <int ROWS>
+void weigh_values_32(const value_rows& values, const float* const* w, float* const* out, int d0,
+                     int b, int e) {
+  static_assert(ROWS >= 1 && ROWS <= 3, "twelve accumulators at most");
+  __m256 acc[ROWS][4];
+  for (int r = 0; r < ROWS; ++r) {
+    for (int i = 0; i < 4; ++i)
+      acc[r][i] = _mm256_loadu_ps(out[r] + d0 + 8 * i);
+  }
+  for (int p = b; p < e; ++p) {
+    const float* v = values.row(p) + d0;
+    const __m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8);
+    const __m256 v2 = _mm256_loadu_ps(v + 16), v3 = _mm256_loadu_ps(v + 24);
+    for (int r = 0; r < ROWS; ++r) {
+      const __m256 x = _mm256_broadcast_ss(w[r] + p);
+      acc[r][0] = _mm256_fmadd_ps(x, v0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(x, v1, acc[r][1]);
+      acc[r][2] = _mm256_fmadd_ps(x, v2, acc[r][2]);
+      acc[r][3] = _mm256_fmadd_ps(x, v3, acc[r][3]);
+    }
+  }
+  for (int r = 0; r < ROWS; ++r) {
+    for (int i = 0; i < 4; ++i)
+      _mm256_storeu_ps(out[r] + d0 + 8 * i, acc[r][i]);
+  }
+}
+
 // The same sums for one row over any column range: exactly the operations weigh_values does
 // for that row (a fused multiply-add per element, positions in order).
 void weigh_values_row(const value_rows& values, const float* w, float* out, int d0, int d1, int b,
@@ -557,7 +586,12 @@ void weigh_chunk(tile_rows& t, const value_rows& vals, int b0, int e0, int head_
       }
     }
     if (cb < ce) {
-      for (int d0 = 0; d0 < d_vec; d0 += 16) {
+      int d0 = 0;
+      if constexpr (ROWS <= 3) {
+        for (; d0 + 32 <= d_vec; d0 += 32)
+          weigh_values_32<ROWS>(vals, t.scores.data() + r0, t.out.data() + r0, d0, cb, ce);
+      }
+      for (; d0 < d_vec; d0 += 16) {
         weigh_values<ROWS>(vals, t.scores.data() + r0, t.out.data() + r0, d0, cb, ce);
       }
       for (int r = r0; r < r0 + ROWS && d_vec < head_dim; ++r) {
