@@ -5,27 +5,23 @@
 namespace brigade::model {
 namespace {
 
-// A step slower than this many times its kind's median was interrupted (preempted, paged), not
-// slowed by what it computed: a verify step of max_draft rows costs a few plain steps, not this.
-constexpr double interrupted_over_median = 4.0;
-
+// A kind's pace: the tokens of its average step over its median step time. A median, not a sum:
+// on shared cores a burst of other work can slow several of a measurement's steps (not only one
+// preempted step), and with a handful of steps a kind, a sum would let such a burst decide.
 template <class Sample>
 double tokens_per_second(const std::vector<Sample>& samples) {
   if (samples.empty()) return 0.0;
   std::vector<double> seconds;
-  for (const Sample& s : samples)
-    seconds.push_back(s.seconds);
-  std::nth_element(seconds.begin(),
-                   seconds.begin() + static_cast<std::ptrdiff_t>(seconds.size() / 2),
-                   seconds.end());
-  const double limit = interrupted_over_median * seconds[seconds.size() / 2];
-  double total_s = 0.0, tokens = 0.0;
+  double tokens = 0.0;
   for (const Sample& s : samples) {
-    if (s.seconds > limit) continue;
-    total_s += s.seconds;
+    seconds.push_back(s.seconds);
     tokens += s.tokens;
   }
-  return total_s > 0 ? tokens / total_s : 0.0;
+  const auto middle = seconds.begin() + static_cast<std::ptrdiff_t>(seconds.size() / 2);
+  std::nth_element(seconds.begin(), middle, seconds.end());
+  double median = *middle;
+  if (seconds.size() % 2 == 0) median = (median + *std::max_element(seconds.begin(), middle)) / 2;
+  return median > 0 ? tokens / static_cast<double>(samples.size()) / median : 0.0;
 }
 
 }  // namespace

@@ -14,8 +14,8 @@
 //              its few steps can gain, and each of its drafting steps makes the draft catch up
 //              whole contexts.
 //   measuring  a few steps, every other one without drafts: tokens per second drafting against
-//              tokens per second plain, each summed over its own steps (a step far slower than
-//              its kind's median, a preemption, is left out)
+//              tokens per second plain, each its average step's tokens over its median step
+//              time (steps slowed by other work on the cores, a preemption, do not decide)
 //   decided    drafting stays on only if it was at least `margin` faster; the decision holds for
 //              `first_hold` steps of its class, then is measured again. A decision measured
 //              the same way again holds twice as long (up to max_hold), so a pair that never
