@@ -5,24 +5,44 @@
 namespace brigade::model {
 namespace {
 
-// A kind's pace: the tokens of its average step over its median step time. A median, not a sum:
-// on shared cores a burst of other work can slow several of a measurement's steps (not only one
-// preempted step), and with a handful of steps a kind, a sum would let such a burst decide.
 template <class Sample>
-double tokens_per_second(const std::vector<Sample>& samples) {
-  if (samples.empty()) return 0.0;
+double median_seconds(const std::vector<Sample>& samples) {
   std::vector<double> seconds;
-  double tokens = 0.0;
-  for (const Sample& s : samples) {
+  for (const Sample& s : samples)
     seconds.push_back(s.seconds);
-    tokens += s.tokens;
-  }
   const auto middle = seconds.begin() + static_cast<std::ptrdiff_t>(seconds.size() / 2);
   std::nth_element(seconds.begin(), middle, seconds.end());
   double median = *middle;
   if (seconds.size() % 2 == 0) median = (median + *std::max_element(seconds.begin(), middle)) / 2;
-  return median > 0 ? tokens / static_cast<double>(samples.size()) / median : 0.0;
+  return median;
 }
+
+// A step slower than this many times its kind's median was slowed by something other than what
+// it computed: a preemption, or a burst of other work on shared cores, which can last several
+// steps. Drafting steps differ by nature (one draft verified, or six; the draft's catch-up of a
+// context) but rarely by more than this around their median; plain steps hardly differ at all.
+constexpr double disturbed_over_median = 2.5;
+
+// A kind's pace: its tokens over its time, summed over its steps but for disturbed ones. The same
+// rule for both kinds, so that neither is favoured: a sum weighs drafting's unlike steps right,
+// and leaving out what the median marks as disturbed keeps a burst that slowed a few plain steps
+// from making drafting look faster than it is (in a large batch that costs a third of the speed
+// until the next measurement).
+template <class Sample>
+double pace(const std::vector<Sample>& samples) {
+  if (samples.empty()) return 0.0;
+  const double limit = disturbed_over_median * median_seconds(samples);
+  double total_s = 0.0, tokens = 0.0;
+  for (const Sample& s : samples) {
+    if (s.seconds > limit) continue;
+    total_s += s.seconds;
+    tokens += s.tokens;
+  }
+  return total_s > 0 ? tokens / total_s : 0.0;
+}
+
+// A class with less than this share of the recent steps is a batch's tail or a passing load.
+constexpr double tail_share = 0.25;
 
 }  // namespace
 
@@ -50,7 +70,12 @@ bool speculation_gate::allow(int decoding, bool measurable) {
     current_ = -1;  // not a measurement
     return true;
   }
-  if (!c.decided && c.steps <= settings_.class_steps) {
+  // Each class's share of the recent steps, decaying over about 2 x class_steps steps.
+  const double decay = 1.0 / (2.0 * std::max(1, settings_.class_steps));
+  for (batch_class& other : classes_)
+    other.recent *= 1.0 - decay;
+  c.recent += decay;
+  if (!c.decided && (c.steps <= settings_.class_steps || c.recent < tail_share)) {
     current_drafts_ = nearest_decision(current_);
     current_ = -1;
     if (!current_drafts_) ++held_off_;
@@ -89,8 +114,8 @@ void speculation_gate::record(double seconds, int tokens, bool measured) {
 }
 
 void speculation_gate::decide(batch_class& c) {
-  c.drafting_rate = tokens_per_second(c.drafted);
-  c.plain_rate = tokens_per_second(c.plain);
+  c.drafting_rate = pace(c.drafted);
+  c.plain_rate = pace(c.plain);
   const bool drafting = c.drafting_rate > c.plain_rate * (1.0 + settings_.margin);
   c.hold = c.decided && drafting == c.drafting ? std::min(2 * c.hold, settings_.max_hold)
                                                : settings_.first_hold;

@@ -9,13 +9,16 @@
 //   grace      the decoder's first grace_steps steps draft as asked: a short run (a test, one
 //              request) sees speculation exactly as configured, and only a decoder that runs
 //              long pays for measuring.
-//   borrowing  a class seen fewer than class_steps times (the tail of a batch, a passing load)
-//              follows the nearest class that was measured: measuring it would cost more than
-//              its few steps can gain, and each of its drafting steps makes the draft catch up
-//              whole contexts.
+//   borrowing  a class seen fewer than class_steps times, or making up less than a quarter of
+//              the last 2 x class_steps steps or so (the tail of a batch, a passing load), follows
+//              the nearest class that was measured: measuring it would cost more than its few
+//              steps can gain, and each of its drafting steps makes the draft catch up whole
+//              contexts. A batch's tail comes back pass after pass, a few steps each time, so its
+//              total alone would get it measured.
 //   measuring  a few steps, every other one without drafts: tokens per second drafting against
-//              tokens per second plain, each its average step's tokens over its median step
-//              time (steps slowed by other work on the cores, a preemption, do not decide)
+//              tokens per second plain, each summed over its own steps but for those slower
+//              than 2.5 times its kind's median (a preemption, a burst of other work on shared
+//              cores: they do not decide)
 //   decided    drafting stays on only if it was at least `margin` faster; the decision holds for
 //              `first_hold` steps of its class, then is measured again. A decision measured
 //              the same way again holds twice as long (up to max_hold), so a pair that never
@@ -96,6 +99,7 @@ class speculation_gate {
     std::vector<sample> drafted, plain;
     double drafting_rate = 0, plain_rate = 0;
     int64_t measurements = 0;
+    double recent = 0;  // its share of the recent steps (allow())
   };
   void decide(batch_class& c);
   // Steps the decision just made must hold for its measurement to cost at most measure_share.
