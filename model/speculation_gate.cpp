@@ -1,6 +1,7 @@
 #include "model/speculation_gate.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace brigade::model {
 namespace {
@@ -110,7 +111,14 @@ void speculation_gate::record(double seconds, int tokens, bool measured) {
   if (!c.measuring || !measured || tokens <= 0 || seconds <= 0) return;
   (current_drafts_ ? c.drafted : c.plain).push_back({seconds, tokens});
   const size_t each = static_cast<size_t>(settings_.measure_steps) / 2;
-  if (c.drafted.size() >= each && c.plain.size() >= each) decide(c);
+  if (c.drafted.size() < each || c.plain.size() < each) return;
+  // Paces within close_call of the margin are as likely noise as a difference: measure on, up to
+  // max_measure_steps. Steps of two kinds that close cost little whichever runs.
+  const double ratio = pace(c.plain) > 0 ? pace(c.drafted) / pace(c.plain) : 0.0;
+  const bool close = std::abs(ratio - (1.0 + settings_.margin)) < settings_.close_call;
+  const size_t most =
+      static_cast<size_t>(std::max(settings_.measure_steps, settings_.max_measure_steps)) / 2;
+  if (!close || c.drafted.size() >= most || c.plain.size() >= most) decide(c);
 }
 
 void speculation_gate::decide(batch_class& c) {

@@ -15,10 +15,10 @@
 //              steps can gain, and each of its drafting steps makes the draft catch up whole
 //              contexts. A batch's tail comes back pass after pass, a few steps each time, so its
 //              total alone would get it measured.
-//   measuring  a few steps, every other one without drafts: tokens per second drafting against
-//              tokens per second plain, each summed over its own steps but for those slower
-//              than 2.5 times its kind's median (a preemption, a burst of other work on shared
-//              cores: they do not decide)
+//   measuring  a few steps (more while the two paces are close), every other one without
+//              drafts: tokens per second drafting against tokens per second plain, each summed over
+//              its own steps but for those slower than 2.5 times its kind's median (a preemption, a
+//              burst of other work on shared cores: they do not decide)
 //   decided    drafting stays on only if it was at least `margin` faster; the decision holds for
 //              `first_hold` steps of its class, then is measured again. A decision measured
 //              the same way again holds twice as long (up to max_hold), so a pair that never
@@ -43,9 +43,14 @@ class speculation_gate {
     int grace_steps = 256;   ///< Steps of the decoder before any measurement.
     int class_steps = 64;    ///< Steps of a class before its own first measurement.
     int measure_steps = 16;  ///< Measured steps per measurement, half of them plain.
-    int first_hold = 256;    ///< Steps a new decision holds before it is measured again.
-    int max_hold = 8192;     ///< The longest hold, after the same decision again and again.
-    double margin = 0.02;    ///< How much faster per token drafting must be to stay on.
+    /// A measurement whose drafting pace is within close_call of (1 + margin) times plain's goes
+    /// on, up to max_measure_steps steps: with a handful of steps a kind, a gain of a few percent
+    /// is within the noise, and deciding on it turns a paying pair off (or on) by chance.
+    double close_call = 0.05;
+    int max_measure_steps = 64;
+    int first_hold = 256;  ///< Steps a new decision holds before it is measured again.
+    int max_hold = 8192;   ///< The longest hold, after the same decision again and again.
+    double margin = 0.02;  ///< How much faster per token drafting must be to stay on.
     /// The most of a class's decoding time its measurements may cost (see above); 0 or less:
     /// holds follow first_hold and max_hold alone.
     double measure_share = 0.01;

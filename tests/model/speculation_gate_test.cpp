@@ -116,7 +116,12 @@ TEST_CASE("an interrupted step and a prefill step do not decide", "[speculation_
 
 TEST_CASE("a margin: drafting no faster than plain is turned off", "[speculation_gate]") {
   speculation_gate gate(quick());
-  run(gate, 8, 1, 2e-3, 2, 1e-3);  // the same tokens per second
+  // The same tokens per second: within close_call of the margin, so the measurement goes on to
+  // max_measure_steps before it decides.
+  run(gate, 8, 1, 2e-3, 2, 1e-3);
+  CHECK_FALSE(gate.view()[0].decided);
+  run(gate, 64 - 8, 1, 2e-3, 2, 1e-3);
+  CHECK(gate.view()[0].decided);
   CHECK_FALSE(gate.view()[0].drafting);
 }
 
