@@ -14,21 +14,13 @@
 using namespace brigade::gpu;
 using brigade::gpu::test::make_tables;
 using brigade::gpu::test::paged_step;
+using brigade::gpu::test::random_floats;
 using brigade::gpu::test::token_range;
 
 namespace {
 
 // Twelve tokens a block: runs of keys that are not whole groups of eight.
 constexpr int block_tokens = 12;
-
-std::vector<float> random_floats(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> out(n);
-  for (float& x : out)
-    x = u(rng);
-  return out;
-}
 
 struct case_shape {
   dtype element;

@@ -11,6 +11,7 @@
 using namespace brigade::gpu;
 using brigade::gpu::test::make_tables;
 using brigade::gpu::test::paged_step;
+using brigade::gpu::test::random_floats;
 
 namespace {
 
@@ -27,15 +28,6 @@ kv_layout layout_of(bool alias) {
   l.head_dim = row;
   l.values_alias_keys = alias;
   return l;
-}
-
-std::vector<float> random_floats(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> out(n);
-  for (float& x : out)
-    x = u(rng);
-  return out;
 }
 
 }  // namespace

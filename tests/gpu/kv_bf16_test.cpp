@@ -14,6 +14,7 @@
 using namespace brigade::gpu;
 using brigade::gpu::test::make_tables;
 using brigade::gpu::test::paged_step;
+using brigade::gpu::test::random_floats;
 
 namespace {
 
@@ -30,15 +31,6 @@ kv_layout layout_of(dtype element, int kv_heads, int head_dim, bool alias = fals
   l.values_alias_keys = alias;
   l.element = element;
   return l;
-}
-
-std::vector<float> random_floats(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> out(n);
-  for (float& x : out)
-    x = u(rng);
-  return out;
 }
 
 std::vector<float> rounded(const std::vector<float>& x) {

@@ -74,4 +74,14 @@ inline std::vector<std::vector<int32_t>> make_tables(const std::vector<int>& len
   return tables;
 }
 
+/// n floats drawn uniformly from [-1, 1), the same for the same seed.
+inline std::vector<float> random_floats(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> out(n);
+  for (float& x : out)
+    x = u(rng);
+  return out;
+}
+
 }  // namespace brigade::gpu::test
