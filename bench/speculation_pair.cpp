@@ -311,7 +311,21 @@ status record_events(const pair_options& o, const pair_models& p, gpu::backend& 
   return ok_status();
 }
 
-double ratio_of(const row_figures& r, const row_figures& plain);
+// A row's speed over plain decoding's: the median over its runs of the run's tokens per second
+// over plain decoding's on the same prompts in the same round. The pairs are seconds apart, so a
+// burst of other work on the shared cores moves one pair, not the figure, as it would move a
+// ratio of sums. Rows that did not run alongside (different run counts) fall back to that.
+double ratio_of(const row_figures& r, const row_figures& plain) {
+  if (!r.run_rates.empty() && r.run_rates.size() == plain.run_rates.size()) {
+    std::vector<double> ratios;
+    for (size_t i = 0; i < r.run_rates.size(); ++i)
+      ratios.push_back(r.run_rates[i] / plain.run_rates[i]);
+    std::sort(ratios.begin(), ratios.end());
+    const size_t n = ratios.size();
+    return n % 2 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;
+  }
+  return plain.tokens_per_s() > 0 ? r.tokens_per_s() / plain.tokens_per_s() : 0.0;
+}
 
 json row_json(const row_figures& r, const row_figures& plain, double bound,
               double bound_with_drafts) {
@@ -407,22 +421,6 @@ std::vector<std::vector<std::vector<int32_t>>> prompt_groups(const std::vector<i
   for (size_t i = 0; i < all.size(); ++i)
     groups[i / static_cast<size_t>(batch)].push_back(all[i]);
   return groups;
-}
-
-// A row's speed over plain decoding's: the median over its runs of the run's tokens per second
-// over plain decoding's on the same prompts in the same round. The pairs are seconds apart, so a
-// burst of other work on the shared cores moves one pair, not the figure, as it would move a
-// ratio of sums. Rows that did not run alongside (different run counts) fall back to that.
-double ratio_of(const row_figures& r, const row_figures& plain) {
-  if (!r.run_rates.empty() && r.run_rates.size() == plain.run_rates.size()) {
-    std::vector<double> ratios;
-    for (size_t i = 0; i < r.run_rates.size(); ++i)
-      ratios.push_back(r.run_rates[i] / plain.run_rates[i]);
-    std::sort(ratios.begin(), ratios.end());
-    const size_t n = ratios.size();
-    return n % 2 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;
-  }
-  return plain.tokens_per_s() > 0 ? r.tokens_per_s() / plain.tokens_per_s() : 0.0;
 }
 
 // The throughput rows: plain decoding and the draft source ungated (into rows[] and `t`), and

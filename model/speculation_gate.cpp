@@ -114,7 +114,9 @@ void speculation_gate::record(double seconds, int tokens, bool measured) {
   if (c.drafted.size() < each || c.plain.size() < each) return;
   // Paces within close_call of the margin are as likely noise as a difference: measure on, up to
   // max_measure_steps. Steps of two kinds that close cost little whichever runs.
-  const double ratio = pace(c.plain) > 0 ? pace(c.drafted) / pace(c.plain) : 0.0;
+  c.drafting_rate = pace(c.drafted);
+  c.plain_rate = pace(c.plain);
+  const double ratio = c.plain_rate > 0 ? c.drafting_rate / c.plain_rate : 0.0;
   const bool close = std::abs(ratio - (1.0 + settings_.margin)) < settings_.close_call;
   const size_t most =
       static_cast<size_t>(std::max(settings_.measure_steps, settings_.max_measure_steps)) / 2;
@@ -122,8 +124,6 @@ void speculation_gate::record(double seconds, int tokens, bool measured) {
 }
 
 void speculation_gate::decide(batch_class& c) {
-  c.drafting_rate = pace(c.drafted);
-  c.plain_rate = pace(c.plain);
   const bool drafting = c.drafting_rate > c.plain_rate * (1.0 + settings_.margin);
   c.hold = c.decided && drafting == c.drafting ? std::min(2 * c.hold, settings_.max_hold)
                                                : settings_.first_hold;
