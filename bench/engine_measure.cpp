@@ -1,6 +1,7 @@
 #include "bench/engine_measure.hpp"
 
 #include <cmath>
+#include <functional>
 #include <random>
 #include <set>
 #include <vector>
@@ -127,6 +128,26 @@ double decode_tokens_per_s(const model::loaded_model& m, gpu::backend& dev, int 
     eng.step(ev);
   }
   return static_cast<double>(batch) * steps / seconds_since(start);
+}
+
+double pool_handoff_us(thread_pool& pool) {
+  // As many chunks as the pool makes of a large job (4 a thread), each empty: what is left is
+  // publishing the job, workers claiming chunks and the caller waiting for them. The mean over
+  // many calls, not the best: contention between caller and workers is what it measures.
+  const size_t chunks = 4 * static_cast<size_t>(pool.size());
+  const std::function<void(size_t, size_t)> nothing = [](size_t, size_t) {};
+  std::vector<double> means;
+  for (int trial = 0; trial < 5; ++trial) {
+    constexpr int calls = 20000;
+    const auto start = std::chrono::steady_clock::now();
+    for (int c = 0; c < calls; ++c)
+      pool.parallel_for(chunks, 1, nothing);
+    means.push_back(
+        1e6 * std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+        calls);
+  }
+  std::sort(means.begin(), means.end());
+  return means[means.size() / 2];
 }
 
 }  // namespace brigade::bench

@@ -50,6 +50,10 @@ ffn_figures measure_ffn(int rows, int hidden, int inter, thread_pool& pool,
 double prefill_tokens_per_s(const model::loaded_model& m, gpu::backend& dev, int tokens,
                             int trials);
 
+/// Microseconds one parallel_for of `pool` takes on a job of four empty chunks per thread: the
+/// hand-off alone, which decode pays some 90 times a step at batch 1.
+double pool_handoff_us(thread_pool& pool);
+
 /// The prompt length of every sequence decode_tokens_per_s decodes.
 constexpr int decode_prompt_tokens = 32;
 

@@ -1,11 +1,11 @@
 #include "common/thread_pool.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
-#include <deque>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -49,114 +49,145 @@ bool spin_until(Ready&& ready) {
   }
 }
 
+/// One parallel_for call: its chunks, claimed one at a time by whoever runs them.
 struct job {
   const std::function<void(size_t, size_t)>* fn = nullptr;
   size_t n = 0;
   size_t chunk = 1;
   size_t chunks = 0;
   std::atomic<size_t> next{0};
-  std::atomic<size_t> done{0};
-  /// Workers holding a pointer to this job. A worker's decrement is its last touch of the job,
-  /// so the caller may destroy it once this is 0 and the job has left the queue.
-  std::atomic<int> users{0};
 
   bool has_chunks() const { return next.load(std::memory_order_relaxed) < chunks; }
-  bool complete() const {
-    return done.load(std::memory_order_acquire) == chunks &&
-           users.load(std::memory_order_acquire) == 0;
-  }
   /// Runs the next chunk, if any is left; says whether it ran one.
   bool run_one_chunk() {
     const size_t c = next.fetch_add(1, std::memory_order_relaxed);
     if (c >= chunks) return false;
     const size_t begin = c * chunk;
     (*fn)(begin, std::min(n, begin + chunk));
-    done.fetch_add(1, std::memory_order_release);
     return true;
   }
 };
 
+/// Where a caller publishes its job. The pool owns the slots, so a worker may touch a slot at any
+/// time; a job, on its caller's stack, only while the slot's `users` counts the worker.
+struct alignas(64) slot {
+  std::atomic<bool> owned{false};  ///< A caller holds the slot (its job may be gone already).
+  std::atomic<job*> current{nullptr};
+  std::atomic<int> users{0};  ///< Workers that may be inside `current`.
+};
+
 }  // namespace
 
+// The hand-off takes no lock while threads keep polling: a caller claims a free slot, stores its
+// job there and bumps `posted`; a polling worker sees `posted` change, counts itself into the
+// slot and runs chunks. When the caller has claimed every chunk it clears the slot and waits for
+// the slot's users to leave. Both sides use sequentially consistent operations so that a worker
+// counted in after the caller saw no users also sees the slot cleared (and never the gone job).
+// Locks and condition variables are only for threads that stopped polling and sleep.
 struct thread_pool::state {
+  static constexpr size_t slot_count = 16;
+  std::array<slot, slot_count> slots;
+  alignas(64) std::atomic<uint64_t> posted{0};  ///< Counts jobs posted: what polling workers watch.
+  alignas(64) std::atomic<int> sleeping_workers{0};
+  std::atomic<int> waiting_callers{0};
+  std::atomic<bool> stopping{false};
   std::mutex mutex;
   std::condition_variable wake;      ///< Workers asleep wait here for a job.
   std::condition_variable finished;  ///< Callers wait here for workers still inside their job.
-  std::deque<job*> jobs;             ///< Guarded by mutex.
-  int sleeping_workers = 0;          ///< Guarded by mutex.
-  int waiting_callers = 0;           ///< Guarded by mutex.
-  bool stopping = false;             ///< Guarded by mutex.
-  std::atomic<uint64_t> posted{0};   ///< Counts jobs posted: what spinning workers watch.
   std::vector<std::thread> workers;
 
-  bool any_job_open() const {
-    return std::any_of(jobs.begin(), jobs.end(), [](const job* j) { return j->has_chunks(); });
+  /// Leaves slot `s`; wakes a caller that sleeps until its slot's workers have left.
+  void leave(slot& s) {
+    s.users.fetch_sub(1);
+    if (waiting_callers.load() > 0) {
+      std::lock_guard<std::mutex> lock(mutex);
+      finished.notify_all();
+    }
   }
 
-  job* take_job() {
-    std::lock_guard<std::mutex> lock(mutex);
-    for (job* candidate : jobs) {
-      if (candidate->has_chunks()) {
-        candidate->users.fetch_add(1, std::memory_order_relaxed);
-        return candidate;
+  /// Whether a posted job has chunks nobody claimed yet. Called with `mutex` held (a leaving
+  /// worker's notification then waits for the lock, which is ours and is not recursive: so the
+  /// slots are left without it).
+  bool any_job_open() {
+    bool open = false;
+    for (slot& s : slots) {
+      if (s.current.load(std::memory_order_relaxed) == nullptr) continue;
+      s.users.fetch_add(1);
+      const job* j = s.current.load();
+      open = open || (j != nullptr && j->has_chunks());
+      s.users.fetch_sub(1);
+    }
+    if (waiting_callers.load() > 0) finished.notify_all();
+    return open;
+  }
+
+  /// Runs chunks of any posted job; says whether it found one.
+  bool work_on_posted() {
+    bool found = false;
+    for (slot& s : slots) {
+      if (s.current.load(std::memory_order_relaxed) == nullptr) continue;
+      s.users.fetch_add(1);
+      if (job* j = s.current.load()) {
+        while (j->run_one_chunk())
+          found = true;
       }
+      leave(s);
+    }
+    return found;
+  }
+
+  void worker_loop() {
+    uint64_t seen = posted.load();
+    for (;;) {
+      if (stopping.load()) return;
+      if (work_on_posted()) continue;
+      // Nothing to do: poll for the next job for a while, then sleep.
+      if (spin_until([&] { return posted.load(std::memory_order_acquire) != seen; })) {
+        seen = posted.load();
+        continue;
+      }
+      std::unique_lock<std::mutex> lock(mutex);
+      sleeping_workers.fetch_add(1);
+      wake.wait(lock, [&] { return stopping.load() || any_job_open(); });
+      sleeping_workers.fetch_sub(1);
+      seen = posted.load();
+    }
+  }
+
+  slot* claim_slot() {
+    for (slot& s : slots) {
+      bool expected = false;
+      if (!s.owned.load(std::memory_order_relaxed) &&
+          s.owned.compare_exchange_strong(expected, true, std::memory_order_acquire))
+        return &s;
     }
     return nullptr;
   }
 
-  void leave_job(job& j) {
-    j.users.fetch_sub(1, std::memory_order_acq_rel);
-    // `j` may be gone from here on. Taking the mutex orders this against a caller that checked
-    // the job under it and is about to wait, so the notification is never lost.
-    std::lock_guard<std::mutex> lock(mutex);
-    if (waiting_callers > 0) finished.notify_all();
-  }
-
-  void worker_loop() {
-    uint64_t seen = posted.load(std::memory_order_acquire);
-    for (;;) {
-      if (job* j = take_job()) {
-        while (j->run_one_chunk()) {
-        }
-        leave_job(*j);
-        continue;
-      }
-      // Nothing to do: poll for the next job for a while, then sleep.
-      if (spin_until([&] { return posted.load(std::memory_order_acquire) != seen; })) {
-        seen = posted.load(std::memory_order_acquire);
-        continue;
-      }
-      std::unique_lock<std::mutex> lock(mutex);
-      ++sleeping_workers;
-      wake.wait(lock, [&] { return stopping || any_job_open(); });
-      --sleeping_workers;
-      if (stopping) return;
-      seen = posted.load(std::memory_order_acquire);
-    }
-  }
-
-  void run(job& j) {
-    bool wake_sleepers = false;
-    {
+  /// Runs `j` on this thread and every worker that joins; false if no slot was free.
+  bool run(job& j) {
+    slot* s = claim_slot();
+    if (s == nullptr) return false;
+    s->current.store(&j);
+    posted.fetch_add(1);
+    // Polling workers see `posted`; only sleeping ones need the system call.
+    if (sleeping_workers.load() > 0) {
       std::lock_guard<std::mutex> lock(mutex);
-      jobs.push_back(&j);
-      wake_sleepers = sleeping_workers > 0;
+      wake.notify_all();
     }
-    posted.fetch_add(1, std::memory_order_release);
-    // Spinning workers see `posted`; only sleeping ones need the system call.
-    if (wake_sleepers) wake.notify_all();
     while (j.run_one_chunk()) {
     }
-    // No new worker can pick the job once it leaves the queue; wait for those still inside it.
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      jobs.erase(std::find(jobs.begin(), jobs.end(), &j));
+    // Every chunk is claimed. Clear the slot; then no worker counted in later can reach `j`.
+    s->current.store(nullptr);
+    const auto nobody_inside = [&] { return s->users.load() == 0; };
+    if (!spin_until(nobody_inside)) {
+      std::unique_lock<std::mutex> lock(mutex);
+      waiting_callers.fetch_add(1);
+      finished.wait(lock, nobody_inside);
+      waiting_callers.fetch_sub(1);
     }
-    if (spin_until([&] { return j.complete(); })) return;
-    std::unique_lock<std::mutex> lock(mutex);
-    ++waiting_callers;
-    finished.wait(lock, [&] { return j.complete(); });
-    --waiting_callers;
+    s->owned.store(false, std::memory_order_release);
+    return true;
   }
 };
 
@@ -181,9 +212,9 @@ thread_pool::thread_pool(int threads)
 thread_pool::~thread_pool() {
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
-    state_->stopping = true;
+    state_->stopping.store(true);
   }
-  state_->posted.fetch_add(1, std::memory_order_release);
+  state_->posted.fetch_add(1);
   state_->wake.notify_all();
   for (auto& t : state_->workers)
     t.join();
@@ -216,7 +247,8 @@ void thread_pool::parallel_for(size_t n, size_t grain,
   const size_t target_chunks = std::min((n + grain - 1) / grain, threads * 4);
   j.chunk = (n + target_chunks - 1) / target_chunks;
   j.chunks = (n + j.chunk - 1) / j.chunk;
-  state_->run(j);
+  // Every slot taken (more callers at once than slots): the caller runs the job alone.
+  if (!state_->run(j)) fn(0, n);
 }
 
 }  // namespace brigade

@@ -6,7 +6,10 @@
 // Decode calls parallel_for some 70 times per step on jobs of a few microseconds each, so the
 // hand-off itself must cost far less than that. Workers therefore spin for a short while after
 // each job before they sleep on the condition variable, and callers spin briefly while the last
-// chunks finish: a job that follows within the spin window starts without a system call.
+// chunks finish: a job that follows within the spin window starts without a system call, and
+// without a lock (a caller publishes its job in a slot of the pool; thread_pool.cpp). `brigade
+// bench engine` measures the hand-off: 0.21 us on 2 cores, against 0.42-0.90 us when a mutex
+// guarded a queue of jobs (workers and caller then met on it at every job's start and end).
 #pragma once
 
 #include <cstddef>

@@ -38,6 +38,35 @@ TEST_CASE("parallel_for is safe from several callers at once", "[thread_pool]") 
   REQUIRE(total.load() == 4L * 200 * 100);
 }
 
+TEST_CASE("nested calls from more callers than the pool has slots each run every index once",
+          "[thread_pool]") {
+  // 12 callers, each of whose 16 chunks calls parallel_for again: far more jobs at once than
+  // the pool publishes (the rest run on their caller alone), and workers become callers.
+  thread_pool pool(4);
+  constexpr size_t outer = 16, inner = 8;
+  constexpr int callers = 12, rounds = 50;
+  std::vector<std::atomic<long>> hits(outer * inner);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < callers; ++c) {
+    threads.emplace_back([&] {
+      for (int round = 0; round < rounds; ++round) {
+        pool.parallel_for(outer, 1, [&](size_t b, size_t e) {
+          for (size_t i = b; i < e; ++i) {
+            pool.parallel_for(inner, 1, [&](size_t b2, size_t e2) {
+              for (size_t k = b2; k < e2; ++k)
+                hits[i * inner + k].fetch_add(1);
+            });
+          }
+        });
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  for (const auto& h : hits)
+    REQUIRE(h.load() == callers * rounds);
+}
+
 namespace {
 
 // Runs a job of two chunks whose first waits until the second has started: it can only finish
