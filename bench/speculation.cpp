@@ -139,33 +139,71 @@ int run_pair_section(const pair_options& pair, gpu::backend& dev, bool as_json) 
 
 }  // namespace
 
+namespace {
+
+// One forward step's inputs kept ready: `batch` sequences, `context` tokens long, each feeding
+// 1 + drafts tokens with a logits row for each.
+class step_fixture {
+ public:
+  step_fixture(const model::loaded_model& m, gpu::backend& dev, int batch, int context, int drafts)
+      : m_(m), ws_(m.config, dev, batch * (drafts + 1)) {
+    const model::model_config& c = m.config;
+    const int block_tokens = 16;
+    const int blocks_per_seq = (context + drafts + 1 + block_tokens - 1) / block_tokens;
+    kv_ = dev.make_kv(model::kv_layout_for(c, batch * blocks_per_seq, block_tokens));
+    std::mt19937 rng(static_cast<uint32_t>(batch * 100 + drafts));
+    std::uniform_int_distribution<int32_t> token(1, c.vocab_size - 1);
+    fed_.resize(static_cast<size_t>(batch));
+    blocks_.resize(static_cast<size_t>(batch));
+    for (int s = 0; s < batch; ++s) {
+      for (int t = 0; t <= drafts; ++t)
+        fed_[static_cast<size_t>(s)].push_back(token(rng));
+      for (int k = 0; k < blocks_per_seq; ++k)
+        blocks_[static_cast<size_t>(s)].push_back(s * blocks_per_seq + k);
+      batch_.add_sequence(fed_[static_cast<size_t>(s)].data(), drafts + 1, context,
+                          blocks_[static_cast<size_t>(s)].data(), blocks_per_seq, drafts + 1);
+    }
+  }
+
+  /// Runs the step once; returns its seconds.
+  double run() {
+    const auto start = clock_type::now();
+    model::run_step(*m_.forward, *m_.experts, *kv_, ws_, batch_, logits_);
+    return std::chrono::duration<double>(clock_type::now() - start).count();
+  }
+
+ private:
+  const model::loaded_model& m_;
+  std::unique_ptr<gpu::kv_storage> kv_;
+  model::workspace ws_;
+  std::vector<std::vector<int32_t>> fed_, blocks_;
+  model::step_batch batch_;
+  std::vector<float> logits_;
+};
+
+}  // namespace
+
 double verify_step_seconds(const model::loaded_model& m, gpu::backend& dev, int batch, int context,
                            int drafts, int reps) {
-  const model::model_config& c = m.config;
-  const int block_tokens = 16;
-  const int blocks_per_seq = (context + drafts + 1 + block_tokens - 1) / block_tokens;
-  const gpu::kv_layout layout = model::kv_layout_for(c, batch * blocks_per_seq, block_tokens);
-  auto kv = dev.make_kv(layout);
-  model::workspace ws(c, dev, batch * (drafts + 1));
-  std::mt19937 rng(static_cast<uint32_t>(batch * 100 + drafts));
-  std::uniform_int_distribution<int32_t> token(1, c.vocab_size - 1);
-  std::vector<std::vector<int32_t>> fed(static_cast<size_t>(batch)),
-      blocks(static_cast<size_t>(batch));
-  model::step_batch b;
-  for (int s = 0; s < batch; ++s) {
-    for (int t = 0; t <= drafts; ++t)
-      fed[static_cast<size_t>(s)].push_back(token(rng));
-    for (int k = 0; k < blocks_per_seq; ++k)
-      blocks[static_cast<size_t>(s)].push_back(s * blocks_per_seq + k);
-    b.add_sequence(fed[static_cast<size_t>(s)].data(), drafts + 1, context,
-                   blocks[static_cast<size_t>(s)].data(), blocks_per_seq, drafts + 1);
-  }
-  std::vector<float> logits;
+  step_fixture step(m, dev, batch, context, drafts);
   std::vector<double> times;
   for (int r = 0; r <= reps; ++r) {
-    const auto start = clock_type::now();
-    model::run_step(*m.forward, *m.experts, *kv, ws, b, logits);
-    if (r > 0) times.push_back(std::chrono::duration<double>(clock_type::now() - start).count());
+    const double t = step.run();
+    if (r > 0) times.push_back(t);
+  }
+  return median(times);
+}
+
+double draft_after_target_seconds(const model::loaded_model& target,
+                                  const model::loaded_model& draft, gpu::backend& dev, int context,
+                                  int drafts, int reps) {
+  step_fixture verify(target, dev, 1, context, drafts);
+  step_fixture forward(draft, dev, 1, context, 0);
+  std::vector<double> times;
+  for (int r = 0; r <= reps; ++r) {
+    verify.run();
+    const double t = forward.run();
+    if (r > 0) times.push_back(t);
   }
   return median(times);
 }

@@ -57,4 +57,11 @@ std::vector<int64_t> start_all(model::engine& eng, const std::vector<std::vector
 double verify_step_seconds(const model::loaded_model& m, gpu::backend& dev, int batch, int context,
                            int drafts, int reps);
 
+/// Seconds of one forward of `draft` at batch 1 right after a verify step of `drafts` drafts on
+/// `target` (median of `reps`): a draft forward as the decode loop runs it, its weights no longer
+/// in the cache the target's step went through.
+double draft_after_target_seconds(const model::loaded_model& target,
+                                  const model::loaded_model& draft, gpu::backend& dev, int context,
+                                  int drafts, int reps);
+
 }  // namespace brigade::bench
