@@ -133,11 +133,6 @@ int generate(int argc, char** argv) {
   if (!device) return fail(device.err().message);
   auto kv_dtype = model::parse_kv_dtype(kv_dtype_text, "--kv-dtype");
   if (!kv_dtype) return fail(kv_dtype.err().message);
-  if (device.value().cuda && kv_dtype.value() != gpu::dtype::f32) {
-    return fail("--kv-dtype " + kv_dtype_text +
-                " runs on the cpu device only: the cuda backend "
-                "keeps its KV cache in f32");
-  }
   auto made = gpu::open_backend(device.value(), "--device");
   if (!made) return fail(made.err().message);
   std::unique_ptr<gpu::backend> dev = std::move(made.value());

@@ -199,7 +199,6 @@ result<config::manifest> manifest_for(const serve_options& o) {
     if (!kv) return kv.err();
     m.kv_dtype = kv.value();
   }
-  if (status kv = config::check_kv_dtype(m); !kv) return kv.err();
   status keys = config::check_keys(m);
   if (!keys && (!o.api_keys.empty() || !o.admin_keys.empty())) {
     return error(keys.err().code, keys.err().message + " (with --api-key and --admin-key)");

@@ -382,24 +382,9 @@ result<manifest> parse_manifest(const std::string& yaml, const std::string& sour
   if (!groups) return groups.err();
   status keys = check_keys(m);
   if (!keys) return keys.err();
-  status kv = check_kv_dtype(m);
-  if (!kv) return kv.err();
   status listen = check_listen(m.listen, source);
   if (!listen) return listen.err();
   return m;
-}
-
-status check_kv_dtype(const manifest& m) {
-  if (m.kv_dtype == gpu::dtype::f32) return ok_status();
-  for (const placed_role& p : place(m)) {
-    if ((p.role != role_kind::prefill && p.role != role_kind::decode) || !p.device.cuda) continue;
-    return error(errc::bad_format, m.source + ": field 'kv_dtype' is " +
-                                       model::kv_dtype_name(m.kv_dtype) + ", but " + p.name +
-                                       " on " + p.node + " runs on " + p.device.to_string() +
-                                       ", whose KV cache is f32 only: use kv_dtype f32 or a cpu "
-                                       "device");
-  }
-  return ok_status();
 }
 
 // Errors name entries by index, never by the key: they end up in logs.

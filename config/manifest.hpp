@@ -193,9 +193,6 @@ result<manifest> parse_manifest(const std::string& yaml, const std::string& sour
 /// No key twice, and no key both an API key and an admin key (which would its requests be?).
 /// parse_manifest checks it; `brigade serve` again once --api-key and --admin-key are applied.
 status check_keys(const manifest& m);
-/// A bf16 KV cache (kv_dtype) only where every prefill and decode worker runs on the CPU: the CUDA
-/// backend keeps f32 KV. parse_manifest checks it; `brigade serve` again once --device is applied.
-status check_kv_dtype(const manifest& m);
 result<manifest> load_manifest(const std::string& path);
 /// The embedded default: one prefill worker, one decode worker, four expert shards, serving
 /// `model_dir` on 127.0.0.1:8000.

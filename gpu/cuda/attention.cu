@@ -12,7 +12,7 @@ namespace {
 
 kv_shape shape_of(const device_kv& kv, int layer) {
   const kv_layout& l = kv.layout();
-  return {layer, l.blocks, l.block_tokens, l.kv_heads, l.head_dim};
+  return {layer, l.blocks, l.block_tokens, l.kv_heads, l.head_dim, l.element};
 }
 
 }  // namespace

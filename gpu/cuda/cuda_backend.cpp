@@ -1,8 +1,10 @@
 #include "gpu/cuda/cuda_backend.hpp"
 
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "gpu/cuda/check.hpp"
 #include "gpu/cuda/device_memory.hpp"
@@ -102,11 +104,9 @@ std::unique_ptr<buffer> cuda_backend::make_vector(const float* host, size_t coun
 }
 
 std::unique_ptr<kv_storage> cuda_backend::make_kv(const kv_layout& layout) {
-  // The CUDA kernels read float32 KV only; a bf16 KV cache is a CPU-backend option for now.
-  if (layout.element != dtype::f32) {
-    throw std::invalid_argument("the cuda backend keeps its KV cache in f32 only, not " +
-                                std::string(dtype_name(layout.element)) +
-                                " (kv_dtype bf16 runs on the cpu device)");
+  if (layout.element != dtype::f32 && layout.element != dtype::bf16) {
+    throw std::invalid_argument("the cuda backend keeps its KV cache in float32 or bfloat16, not " +
+                                std::string(dtype_name(layout.element)));
   }
   return std::make_unique<device_kv>(device_, stream_, layout);
 }
@@ -157,10 +157,11 @@ void cuda_backend::kv_write(kv_storage& kv, int layer, const tensor& k, const te
 
 namespace {
 
-// Where block `block` of `layer` starts in either KV allocation, and how many floats it holds.
+// Where block `block` of `layer` starts in either KV allocation, in elements and in bytes.
 struct block_span {
-  size_t offset;
-  size_t floats;
+  size_t elements;  ///< in the block, per plane (keys or values)
+  size_t offset_bytes;
+  size_t bytes;
 };
 
 block_span span_of(const kv_layout& l, int layer, int block) {
@@ -168,29 +169,49 @@ block_span span_of(const kv_layout& l, int layer, int block) {
     throw std::invalid_argument("cuda KV block copy: block " + std::to_string(block) +
                                 " of layer " + std::to_string(layer) + " does not exist");
   }
-  const size_t floats = static_cast<size_t>(l.block_tokens) * static_cast<size_t>(l.kv_heads) *
-                        static_cast<size_t>(l.head_dim);
+  const size_t elements = static_cast<size_t>(l.block_tokens) * static_cast<size_t>(l.kv_heads) *
+                          static_cast<size_t>(l.head_dim);
   const size_t index =
       static_cast<size_t>(layer) * static_cast<size_t>(l.blocks) + static_cast<size_t>(block);
-  return {index * floats, floats};
+  const size_t size = dtype_size(l.element);
+  return {elements, index * elements * size, elements * size};
+}
+
+const unsigned char* at(const void* base, size_t offset) {
+  return static_cast<const unsigned char*>(base) + offset;
+}
+unsigned char* at(void* base, size_t offset) {
+  return static_cast<unsigned char*>(base) + offset;
 }
 
 }  // namespace
 
+// Host copies are float32 whatever the cache's element type (backend.hpp): a bf16 block comes
+// to the host as its bits and widens there exactly; a host block narrows there, rounded to
+// nearest even as the kernels round, before it goes to the device.
 void cuda_backend::read_kv_block(const kv_storage& kv, int layer, int block, float* host_keys,
                                  float* host_values) {
   device_guard guard(device_);
   const auto& d = static_cast<const device_kv&>(kv);
   const block_span s = span_of(kv.layout(), layer, block);
-  const size_t bytes = sizeof(float) * s.floats;
-  check(cudaMemcpyAsync(host_keys, d.keys() + s.offset, bytes, cudaMemcpyDeviceToHost, stream_),
+  const bool narrow = kv.layout().element == dtype::bf16;
+  const bool both = !kv.layout().values_alias_keys;
+  std::vector<uint16_t> bits(narrow ? s.elements * (both ? 2 : 1) : 0);
+  void* key_dst = narrow ? static_cast<void*>(bits.data()) : host_keys;
+  void* value_dst = narrow ? static_cast<void*>(bits.data() + s.elements) : host_values;
+  check(cudaMemcpyAsync(key_dst, at(d.keys(), s.offset_bytes), s.bytes, cudaMemcpyDeviceToHost,
+                        stream_),
         "cudaMemcpyAsync (KV block keys)");
-  if (!kv.layout().values_alias_keys) {
-    check(
-        cudaMemcpyAsync(host_values, d.values() + s.offset, bytes, cudaMemcpyDeviceToHost, stream_),
-        "cudaMemcpyAsync (KV block values)");
+  if (both) {
+    check(cudaMemcpyAsync(value_dst, at(d.values(), s.offset_bytes), s.bytes,
+                          cudaMemcpyDeviceToHost, stream_),
+          "cudaMemcpyAsync (KV block values)");
   }
   synchronize();
+  for (size_t i = 0; narrow && i < s.elements; ++i) {
+    host_keys[i] = bf16_to_f32(bits[i]);
+    if (both) host_values[i] = bf16_to_f32(bits[s.elements + i]);
+  }
 }
 
 void cuda_backend::write_kv_block(kv_storage& kv, int layer, int block, const float* host_keys,
@@ -198,15 +219,26 @@ void cuda_backend::write_kv_block(kv_storage& kv, int layer, int block, const fl
   device_guard guard(device_);
   auto& d = static_cast<device_kv&>(kv);
   const block_span s = span_of(kv.layout(), layer, block);
-  const size_t bytes = sizeof(float) * s.floats;
-  check(cudaMemcpyAsync(d.keys() + s.offset, host_keys, bytes, cudaMemcpyHostToDevice, stream_),
-        "cudaMemcpyAsync (KV block keys)");
-  if (!kv.layout().values_alias_keys) {
-    check(
-        cudaMemcpyAsync(d.values() + s.offset, host_values, bytes, cudaMemcpyHostToDevice, stream_),
-        "cudaMemcpyAsync (KV block values)");
+  const bool narrow = kv.layout().element == dtype::bf16;
+  const bool both = !kv.layout().values_alias_keys;
+  std::vector<uint16_t> bits(narrow ? s.elements * (both ? 2 : 1) : 0);
+  if (narrow) {
+    for (size_t i = 0; i < s.elements; ++i)
+      bits[i] = f32_to_bf16(host_keys[i]);
+    for (size_t i = 0; both && i < s.elements; ++i)
+      bits[s.elements + i] = f32_to_bf16(host_values[i]);
   }
-  // The host arrays may be reused as soon as this returns.
+  const void* key_src = narrow ? static_cast<const void*>(bits.data()) : host_keys;
+  const void* value_src = narrow ? static_cast<const void*>(bits.data() + s.elements) : host_values;
+  check(cudaMemcpyAsync(at(d.keys(), s.offset_bytes), key_src, s.bytes, cudaMemcpyHostToDevice,
+                        stream_),
+        "cudaMemcpyAsync (KV block keys)");
+  if (both) {
+    check(cudaMemcpyAsync(at(d.values(), s.offset_bytes), value_src, s.bytes,
+                          cudaMemcpyHostToDevice, stream_),
+          "cudaMemcpyAsync (KV block values)");
+  }
+  // The host arrays (and `bits`) may be reused as soon as this returns.
   synchronize();
 }
 

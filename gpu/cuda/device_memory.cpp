@@ -28,7 +28,7 @@ int padded_pitch(int cols) {
   return (cols + matrix_chunk - 1) / matrix_chunk * matrix_chunk;
 }
 
-size_t kv_floats(const kv_layout& l) {
+size_t kv_elements(const kv_layout& l) {
   return static_cast<size_t>(l.layers) * static_cast<size_t>(l.blocks) *
          static_cast<size_t>(l.block_tokens) * static_cast<size_t>(l.kv_heads) *
          static_cast<size_t>(l.head_dim);
@@ -78,7 +78,8 @@ device_matrix::device_matrix(int device, cudaStream_t stream, const std::vector<
 
 device_kv::device_kv(int device, cudaStream_t stream, const kv_layout& layout)
     : layout_(layout),
-      keys_(device, stream, sizeof(float) * kv_floats(layout)),
-      values_(device, stream, layout.values_alias_keys ? 0 : sizeof(float) * kv_floats(layout)) {}
+      keys_(device, stream, dtype_size(layout.element) * kv_elements(layout)),
+      values_(device, stream,
+              layout.values_alias_keys ? 0 : dtype_size(layout.element) * kv_elements(layout)) {}
 
 }  // namespace brigade::gpu::cuda

@@ -65,14 +65,11 @@ class device_kv final : public kv_storage {
   const kv_layout& layout() const override { return layout_; }
   size_t bytes() const override { return keys_.bytes() + values_.bytes(); }
 
-  float* keys() { return static_cast<float*>(keys_.data()); }
-  float* values() {
-    return layout_.values_alias_keys ? keys() : static_cast<float*>(values_.data());
-  }
-  const float* keys() const { return static_cast<const float*>(keys_.data()); }
-  const float* values() const {
-    return layout_.values_alias_keys ? keys() : static_cast<const float*>(values_.data());
-  }
+  /// Elements of layout().element: float, or the bits of a bfloat16.
+  void* keys() { return keys_.data(); }
+  void* values() { return layout_.values_alias_keys ? keys() : values_.data(); }
+  const void* keys() const { return keys_.data(); }
+  const void* values() const { return layout_.values_alias_keys ? keys() : values_.data(); }
 
  private:
   kv_layout layout_;

@@ -102,8 +102,9 @@ struct generation {
 };
 
 // Small blocks and a small step budget: prefill is chunked and mixed with decode steps.
-model::engine_options small_engine() {
+model::engine_options small_engine(gpu::dtype kv = gpu::dtype::f32) {
   model::engine_options o;
+  o.kv_dtype = kv;
   o.block_tokens = 4;
   o.kv_tokens = 1024;
   o.max_step_tokens = 16;
@@ -114,13 +115,14 @@ model::engine_options small_engine() {
 // Greedy generation of `max_tokens` for each prompt, all submitted together when `together`,
 // else one engine run per prompt.
 std::vector<generation> generate(const model::loaded_model& m, gpu::backend& dev,
-                                 const std::vector<std::vector<int32_t>>& ps, bool together) {
+                                 const std::vector<std::vector<int32_t>>& ps, bool together,
+                                 gpu::dtype kv = gpu::dtype::f32) {
   model::request_options r;
   r.max_tokens = 8;
   r.keep_logits = true;
   std::vector<generation> out;
   auto run = [&](const std::vector<std::vector<int32_t>>& batch) {
-    model::engine e(m, dev, small_engine());
+    model::engine e(m, dev, small_engine(kv));
     std::vector<int64_t> ids;
     for (const auto& p : batch) {
       auto id = e.submit(p, r);
@@ -184,6 +186,29 @@ TEST_CASE("cuda engine generates the CPU engine's greedy tokens for every family
     const auto ps = prompts(rng, cpu_model.value()->config.vocab_size);
     const auto want = generate(*cpu_model.value(), *cpu, ps, true);
     const auto got = generate(*gpu_model.value(), *gpu, ps, true);
+    for (size_t i = 0; i < ps.size(); ++i) {
+      INFO("prompt " << i << " of " << ps[i].size() << " tokens");
+      require_same_greedy(want[i], got[i], cpu_model.value()->config.vocab_size);
+    }
+  }
+}
+
+TEST_CASE("cuda engine with a bf16 KV cache generates the CPU engine's bf16-KV greedy tokens",
+          "[cuda]") {
+  BRIGADE_CUDA_DEVICE_OR_SKIP(gpu);
+  auto cpu = gpu::make_cpu_backend();
+  uint64_t seed = 1500;
+  for (const family_case& f : families) {
+    INFO(f.family << " " << f.dtype << ", model seed " << seed);
+    const std::string dir = write_model(f, seed, "greedy_bf16_kv");
+    auto cpu_model = model::loaded_model::load(dir, *cpu, true);
+    auto gpu_model = model::loaded_model::load(dir, *gpu, true);
+    REQUIRE(cpu_model.ok());
+    REQUIRE(gpu_model.ok());
+    std::mt19937 rng(static_cast<uint32_t>(seed++));
+    const auto ps = prompts(rng, cpu_model.value()->config.vocab_size);
+    const auto want = generate(*cpu_model.value(), *cpu, ps, true, gpu::dtype::bf16);
+    const auto got = generate(*gpu_model.value(), *gpu, ps, true, gpu::dtype::bf16);
     for (size_t i = 0; i < ps.size(); ++i) {
       INFO("prompt " << i << " of " << ps[i].size() << " tokens");
       require_same_greedy(want[i], got[i], cpu_model.value()->config.vocab_size);

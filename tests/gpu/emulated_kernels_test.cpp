@@ -5,6 +5,7 @@
 // The emulator must come first: it defines the CUDA built-ins the kernel headers use.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -150,57 +151,103 @@ TEST_CASE("emulated matmul rows are identical alone and inside batches", "[cuda]
 }
 
 TEST_CASE("emulated paged KV write and attention match the CPU backend", "[cuda][emulated]") {
+  // Both KV element types: float32, and bfloat16 (stored rounded to nearest even, the same bits
+  // as the CPU backend's, and attended over widened).
   auto cpu = make_cpu_backend();
   const int heads = 8, kvh = 2, bt = 4, blocks = 64;
   const std::vector<int> lengths = {1, 6, 23, 41};
-  for (int head_dim : {64, 96}) {
-    for (int window : {0, 7}) {
-      const uint32_t seed = 60 + static_cast<uint32_t>(head_dim + window);
-      INFO("seed " << seed << ", head_dim " << head_dim << ", window " << window);
-      std::mt19937 rng(seed);
-      const kv_layout layout{2, blocks, bt, kvh, head_dim};
-      auto ckv = cpu->make_kv(layout);
-      const auto& cpu_kv = static_cast<const cpu::cpu_kv_storage&>(*ckv);
-      const size_t total = static_cast<size_t>(2) * blocks * bt * kvh * head_dim;
-      std::vector<float> keys(total, 0.0f), values(total, 0.0f);
-      const auto tables = gpu::test::make_tables(lengths, bt, blocks, &rng);
-      std::vector<token_range> prefill, decode;
-      for (size_t s = 0; s < lengths.size(); ++s) {
-        if (lengths[s] > 1) prefill.push_back({static_cast<int>(s), 0, lengths[s] - 1});
-        decode.push_back({static_cast<int>(s), lengths[s] - 1, 1});
-      }
-      const int q_cols = heads * head_dim, kv_cols = kvh * head_dim;
-      const int width = q_cols + 2 * kv_cols;
-      const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-      for (const auto& ranges : {prefill, decode}) {
-        const paged_step step = paged_step::make(tables, ranges);
-        const attention_batch ab = step.view();
-        const device_batch db{ab.positions, ab.token_seq, ab.block_offsets,
-                              ab.block_ids, ab.tokens,    ab.seqs};
-        for (int layer = 0; layer < 2; ++layer) {
-          std::vector<float> qkv = randoms(rng, static_cast<size_t>(ab.tokens) * width);
-          const tensor all{qkv.data(), ab.tokens, width, width};
-          const tensor q = all.cols_view(0, q_cols);
-          const tensor k = all.cols_view(q_cols, kv_cols);
-          const tensor v = all.cols_view(q_cols + kv_cols, kv_cols);
-          cpu->kv_write(*ckv, layer, k, v, ab);
-          const kv_shape shape{layer, blocks, bt, kvh, head_dim};
-          dispatch_kv_write(keys.data(), values.data(), shape, k, v, db, emulated());
-          if (layer == 0) continue;
-          std::vector<float> want(static_cast<size_t>(ab.tokens) * q_cols);
-          std::vector<float> got(want.size(), NAN);
-          const tensor want_t{want.data(), ab.tokens, q_cols, q_cols};
-          const tensor got_t{got.data(), ab.tokens, q_cols, q_cols};
-          cpu->attention(q, *ckv, layer, ab, heads, scale, window, want_t);
-          const attention_args a{keys.data(), values.data(), shape, q,     got_t,
-                                 db,          heads,         scale, window};
-          dispatch_attention(a, emulated());
-          REQUIRE(max_diff(got, want) <= 2e-5f);
+  for (dtype element : {dtype::f32, dtype::bf16}) {
+    for (int head_dim : {64, 96}) {
+      for (int window : {0, 7}) {
+        const uint32_t seed = 60 + static_cast<uint32_t>(head_dim + window);
+        INFO("seed " << seed << ", head_dim " << head_dim << ", window " << window << ", KV "
+                     << dtype_name(element));
+        std::mt19937 rng(seed);
+        kv_layout layout{2, blocks, bt, kvh, head_dim};
+        layout.element = element;
+        auto ckv = cpu->make_kv(layout);
+        const auto& cpu_kv = static_cast<const cpu::cpu_kv_storage&>(*ckv);
+        const size_t total = static_cast<size_t>(2) * blocks * bt * kvh * head_dim;
+        // The emulated device's KV: float32 elements, or bf16 bits; zero where nothing was
+        // written, as the CPU backend's storage starts.
+        std::vector<float> keys(total, 0.0f), values(total, 0.0f);
+        std::vector<uint16_t> keys16(total, 0), values16(total, 0);
+        void* key_store = element == dtype::bf16 ? static_cast<void*>(keys16.data()) : keys.data();
+        void* value_store =
+            element == dtype::bf16 ? static_cast<void*>(values16.data()) : values.data();
+        const auto tables = gpu::test::make_tables(lengths, bt, blocks, &rng);
+        std::vector<token_range> prefill, decode;
+        for (size_t s = 0; s < lengths.size(); ++s) {
+          if (lengths[s] > 1) prefill.push_back({static_cast<int>(s), 0, lengths[s] - 1});
+          decode.push_back({static_cast<int>(s), lengths[s] - 1, 1});
+        }
+        const int q_cols = heads * head_dim, kv_cols = kvh * head_dim;
+        const int width = q_cols + 2 * kv_cols;
+        const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+        for (const auto& ranges : {prefill, decode}) {
+          const paged_step step = paged_step::make(tables, ranges);
+          const attention_batch ab = step.view();
+          const device_batch db{ab.positions, ab.token_seq, ab.block_offsets,
+                                ab.block_ids, ab.tokens,    ab.seqs};
+          for (int layer = 0; layer < 2; ++layer) {
+            std::vector<float> qkv = randoms(rng, static_cast<size_t>(ab.tokens) * width);
+            const tensor all{qkv.data(), ab.tokens, width, width};
+            const tensor q = all.cols_view(0, q_cols);
+            const tensor k = all.cols_view(q_cols, kv_cols);
+            const tensor v = all.cols_view(q_cols + kv_cols, kv_cols);
+            cpu->kv_write(*ckv, layer, k, v, ab);
+            const kv_shape shape{layer, blocks, bt, kvh, head_dim, element};
+            dispatch_kv_write(key_store, value_store, shape, k, v, db, emulated());
+            if (layer == 0) continue;
+            std::vector<float> want(static_cast<size_t>(ab.tokens) * q_cols);
+            std::vector<float> got(want.size(), NAN);
+            const tensor want_t{want.data(), ab.tokens, q_cols, q_cols};
+            const tensor got_t{got.data(), ab.tokens, q_cols, q_cols};
+            cpu->attention(q, *ckv, layer, ab, heads, scale, window, want_t);
+            const attention_args a{key_store, value_store, shape, q,     got_t,
+                                   db,        heads,       scale, window};
+            dispatch_attention(a, emulated());
+            REQUIRE(max_diff(got, want) <= 2e-5f);
+          }
+        }
+        if (element == dtype::bf16) {
+          REQUIRE(std::memcmp(keys16.data(), cpu_kv.key16(0, 0, 0), total * 2) == 0);
+          REQUIRE(std::memcmp(values16.data(), cpu_kv.value16(0, 0, 0), total * 2) == 0);
+        } else {
+          REQUIRE(same_bits(keys.data(), cpu_kv.key(0, 0, 0), total));
+          REQUIRE(same_bits(values.data(), cpu_kv.value(0, 0, 0), total));
         }
       }
-      REQUIRE(same_bits(keys.data(), cpu_kv.key(0, 0, 0), total));
-      REQUIRE(same_bits(values.data(), cpu_kv.value(0, 0, 0), total));
     }
+  }
+}
+
+TEST_CASE("emulated bf16 KV write rounds as the CPU backend does, NaN and infinities included",
+          "[cuda][emulated]") {
+  // One token of one KV head: every value a rounding case (ties to even up and down, values that
+  // carry into the exponent, the largest finite float, infinities, NaN, signed zero).
+  const std::vector<float> cases = {
+      1.0f,
+      1.00390625f,    // a tie: 1 + 2^-8, rounds to even (1.0)
+      1.01171875f,    // a tie: 1 + 3 * 2^-8, rounds up
+      1.0039063f,     // just over a tie, rounds up
+      -2.9960938f,    // carries into the exponent
+      3.4028235e38f,  // the largest finite float rounds to infinity
+      INFINITY,      -INFINITY, std::numeric_limits<float>::quiet_NaN(), -0.0f,
+      1e-40f,  // subnormal
+      65504.0f};
+  const int head_dim = static_cast<int>(cases.size());
+  std::vector<float> kv_row(cases);
+  std::vector<uint16_t> keys(static_cast<size_t>(head_dim)), values(keys.size());
+  const int32_t position = 0, seq = 0, offsets[2] = {0, 1}, block = 0;
+  const device_batch db{&position, &seq, offsets, &block, 1, 1};
+  const tensor k{kv_row.data(), 1, head_dim, head_dim};
+  const kv_shape shape{0, 1, 1, 1, head_dim, dtype::bf16};
+  dispatch_kv_write(keys.data(), values.data(), shape, k, k, db, emulated());
+  for (int i = 0; i < head_dim; ++i) {
+    INFO("value " << cases[static_cast<size_t>(i)]);
+    REQUIRE(keys[static_cast<size_t>(i)] == f32_to_bf16(cases[static_cast<size_t>(i)]));
+    REQUIRE(values[static_cast<size_t>(i)] == keys[static_cast<size_t>(i)]);
   }
 }
 
