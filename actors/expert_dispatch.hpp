@@ -30,6 +30,12 @@ constexpr std::chrono::seconds expert_timeout{30};
 /// When an unanswered expert call is first sent again (then 2x, 4x ... 16x that).
 constexpr std::chrono::milliseconds expert_retry_after{1000};
 
+/// A layer whose rows went to shards of this process: when it went out, and how to fail it.
+struct open_layer {
+  std::chrono::steady_clock::time_point sent;
+  std::function<void(const std::string&)> fail;
+};
+
 /// What a worker keeps about the shards it sends rows to.
 struct expert_client {
   std::string owner;  ///< The worker's name, for logs and acknowledgements.
@@ -42,19 +48,32 @@ struct expert_client {
   std::vector<int> layout_layer;
   /// Which replica takes each row: the one on the shard this worker has loaded least lately.
   eplb::replica_dispatch replicas;
+  /// Per shard of `shards`: whether it is an actor of this process itself, not a proxy for one on
+  /// another node. A message to it cannot be lost, so its calls carry no timeout of their own
+  /// (each would cost the actor clock two wake-ups: some 10 context switches a decode step);
+  /// one guard timer per worker catches a shard that hangs (on_expert_guard).
+  std::vector<bool> in_process;
+  std::optional<open_layer> waiting;  ///< The layer waiting on shards of this process, if any.
+  bool guard_armed = false;           ///< A guard_atom is on its way to the worker.
 };
 
-/// Shards on other nodes are reached through the data plane's local proxies.
-inline void localize(shard_set& set) {
+/// Shards on other nodes are reached through the data plane's local proxies. Returns, per shard,
+/// whether it is an actor of this process itself.
+inline std::vector<bool> localize(shard_set& set) {
+  std::vector<bool> in_process(set.shards.size(), true);
   if (remote_link* link = remote_link::current()) {
-    for (auto& shard : set.shards)
-      shard = link->local_view(shard);
+    for (size_t s = 0; s < set.shards.size(); ++s) {
+      expert_shard_actor view = link->local_view(set.shards[s]);
+      in_process[s] = view == set.shards[s];
+      set.shards[s] = std::move(view);
+    }
   }
+  return in_process;
 }
 
 template <class Self>
 void adopt_shards(Self* self, expert_client& c, shard_set next) {
-  localize(next);
+  c.in_process = localize(next);
   const bool new_epoch = c.shards.shards.empty() || c.shards.layout.epoch() != next.layout.epoch();
   c.shards = std::move(next);
   if (new_epoch && c.acks) self->send(c.acks, switched_atom_v, c.owner, c.shards.layout.epoch());
@@ -143,6 +162,25 @@ void dispatch_layer(Self* self, expert_client& c, model::step_driver& driver, ui
   auto retry = std::make_shared<std::function<void()>>(std::move(on_retry));
   const uint64_t set_version = c.shards.version;
   expert_client* client = &c;
+  // Fails the layer (once): resends it at once when a newer shard set is here, else stalls.
+  auto fail_layer = [=](const std::string& where) {
+    if (p->failed || *current_step != step) return;
+    p->failed = true;
+    client->waiting.reset();
+    // The supervisor may have sent the shard's replacement while this call was in flight:
+    // then no newer set is coming, and waiting for one would stall the step for good.
+    if (client->pending && client->pending->version > client->shards.version) {
+      apply_pending_layout(self, *client);
+    }
+    if (client->shards.version != set_version) {
+      log::info(client->owner, where + "; resending with the newer shard set");
+      return (*retry)();
+    }
+    log::warn(client->owner, where + "; waiting for the supervisor");
+    client->stalled = true;
+    self->delayed_send(self, client->stall_timeout, tick_atom_v, step);
+  };
+  bool any_in_process = false;
   for (size_t s = 0; s < shards; ++s) {
     if (step_slots[s].empty()) continue;
     expert_request req;
@@ -159,24 +197,9 @@ void dispatch_layer(Self* self, expert_client& c, model::step_driver& driver, ui
     model::step_driver* d = &driver;
     const uint64_t req_epoch = layout.epoch();
     auto fail = [=](const std::string& why) {
-      if (p->failed || *current_step != step) return;
-      p->failed = true;
-      const std::string where = "expert shard " + std::to_string(s) + " (layout epoch " +
-                                std::to_string(req_epoch) + ") failed at layer " +
-                                std::to_string(layer) + " of step " + std::to_string(step) + ": " +
-                                why;
-      // The supervisor may have sent the shard's replacement while this call was in flight:
-      // then no newer set is coming, and waiting for one would stall the step for good.
-      if (client->pending && client->pending->version > client->shards.version) {
-        apply_pending_layout(self, *client);
-      }
-      if (client->shards.version != set_version) {
-        log::info(client->owner, where + "; resending with the newer shard set");
-        return (*retry)();
-      }
-      log::warn(client->owner, where + "; waiting for the supervisor");
-      client->stalled = true;
-      self->delayed_send(self, client->stall_timeout, tick_atom_v, step);
+      fail_layer("expert shard " + std::to_string(s) + " (layout epoch " +
+                 std::to_string(req_epoch) + ") failed at layer " + std::to_string(layer) +
+                 " of step " + std::to_string(step) + ": " + why);
     };
     // A call whose answer does not come is sent again, after 1 s and then ever longer: a lost
     // message (a lossy link) costs a retry, not the step. Expert FFNs are pure, so a late first
@@ -184,37 +207,74 @@ void dispatch_layer(Self* self, expert_client& c, model::step_driver& driver, ui
     auto request = std::make_shared<const expert_request>(std::move(req));
     auto answered = std::make_shared<bool>(false);
     const expert_shard_actor shard = c.shards.shards[s];
+    auto on_reply = [=](expert_reply& reply) {
+      if (*answered || p->failed || *current_step != step) return;
+      *answered = true;
+      // A shard on another node may answer anything: never read past its rows.
+      if (reply.output.data.size() != expected_floats) {
+        return fail("it answered " + std::to_string(reply.output.data.size()) + " values for " +
+                    std::to_string(expected_floats));
+      }
+      d->deliver(*slots, reply.output.data.data());
+      if (--p->pending == 0) {
+        client->waiting.reset();
+        (*done)();
+      }
+    };
+    if (s < c.in_process.size() && c.in_process[s]) {
+      // No timeout: a dead shard of this process answers at once (its monitor's error), and
+      // the worker's guard catches one that hangs.
+      any_in_process = true;
+      self->request(shard, caf::infinite, *request).then(on_reply, [=](caf::error& err) {
+        if (*answered || p->failed || *current_step != step) return;
+        fail(to_string(err));
+      });
+      continue;
+    }
     const auto started = std::chrono::steady_clock::now();
     auto send = std::make_shared<std::function<void(int)>>();
     *send = [=, weak = std::weak_ptr<std::function<void(int)>>(send)](int attempt) {
       auto again = weak.lock();
       const std::chrono::milliseconds wait = std::min<std::chrono::milliseconds>(
           expert_retry_after * (1 << std::min(attempt, 4)), expert_timeout);
-      self->request(shard, wait, *request)
-          .then(
-              [=](expert_reply& reply) {
-                if (*answered || p->failed || *current_step != step) return;
-                *answered = true;
-                // A shard on another node may answer anything: never read past its rows.
-                if (reply.output.data.size() != expected_floats) {
-                  return fail("it answered " + std::to_string(reply.output.data.size()) +
-                              " values for " + std::to_string(expected_floats));
-                }
-                d->deliver(*slots, reply.output.data.data());
-                if (--p->pending == 0) (*done)();
-              },
-              [=](caf::error& err) {
-                if (*answered || p->failed || *current_step != step) return;
-                const bool late = err == caf::sec::request_timeout;
-                if (late && std::chrono::steady_clock::now() - started < expert_timeout && again) {
-                  return (*again)(attempt + 1);
-                }
-                fail(late ? "no answer within " + std::to_string(expert_timeout.count()) + " s"
-                          : to_string(err));
-              });
+      self->request(shard, wait, *request).then(on_reply, [=](caf::error& err) {
+        if (*answered || p->failed || *current_step != step) return;
+        const bool late = err == caf::sec::request_timeout;
+        if (late && std::chrono::steady_clock::now() - started < expert_timeout && again) {
+          return (*again)(attempt + 1);
+        }
+        fail(late ? "no answer within " + std::to_string(expert_timeout.count()) + " s"
+                  : to_string(err));
+      });
     };
     (*send)(0);
   }
+  if (!any_in_process) return;
+  c.waiting = open_layer{std::chrono::steady_clock::now(), fail_layer};
+  if (!c.guard_armed) {
+    c.guard_armed = true;
+    self->delayed_send(self, expert_timeout, guard_atom_v);
+  }
+}
+
+/// guard_atom: fails the layer waiting on shards of this process if it has waited expert_timeout
+/// (a hung shard: a dead one answers at once); else comes back when that layer would be due. One
+/// timer per worker at a time, whatever the step rate.
+template <class Self>
+void on_expert_guard(Self* self, expert_client& c) {
+  c.guard_armed = false;
+  if (!c.waiting) return;
+  const auto waited = std::chrono::steady_clock::now() - c.waiting->sent;
+  if (waited >= expert_timeout) {
+    auto fail = std::move(c.waiting->fail);
+    c.waiting.reset();
+    return fail("a shard of this process gave no answer within " +
+                std::to_string(expert_timeout.count()) + " s");
+  }
+  c.guard_armed = true;
+  self->delayed_send(self,
+                     std::chrono::duration_cast<std::chrono::milliseconds>(expert_timeout - waited),
+                     guard_atom_v);
 }
 
 }  // namespace brigade::actors

@@ -556,6 +556,7 @@ prefill_worker_impl::behavior_type prefill_behavior(prefill_pointer self,
       [=](shards_atom, shard_set& next) { on_shards(self, next, self->state.ctx->config); },
       [=](step_atom) { try_step(self); },
       [=](tick_atom, uint64_t step) { on_stall_timeout(self, step); },
+      [=](guard_atom) { on_expert_guard(self, self->state.loop.experts); },
       [=](rebind_atom, prefill_report_actor& reports, layout_ack_actor& acks) {
         auto& s = self->state;
         if (!rebind_supervisor(self, std::move(acks))) return;

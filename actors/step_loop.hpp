@@ -34,8 +34,8 @@ namespace brigade::actors {
 
 /// A worker's handle with the loop's private messages: try a step; a stalled step's timeout.
 template <class PublicHandle>
-using with_step_loop = typename PublicHandle::template extend<caf::reacts_to<step_atom>,
-                                                              caf::reacts_to<tick_atom, uint64_t>>;
+using with_step_loop = typename PublicHandle::template extend<
+    caf::reacts_to<step_atom>, caf::reacts_to<tick_atom, uint64_t>, caf::reacts_to<guard_atom>>;
 
 /// What only the worker knows.
 struct step_hooks {
