@@ -111,9 +111,19 @@ bool receive_shards(Self* self, expert_client& c, shard_set next, bool busy) {
     return false;
   }
   c.pending.reset();
+  const bool replaced = next.version != c.shards.version;
   adopt_shards(self, c, std::move(next));
   const bool resend = c.stalled;
   c.stalled = false;
+  if (busy && !resend && replaced && c.waiting) {
+    // A shard of this process was replaced (it died) while the layer waited on it: its calls
+    // carry no timeout, and a shard that died inside a call may never answer, so the layer goes
+    // out again now with the new set (the old attempt's late answers are dropped).
+    auto fail = std::move(c.waiting->fail);
+    c.waiting.reset();
+    fail("the shard set changed (version " + std::to_string(c.shards.version) +
+         ") while the layer waited");
+  }
   return resend;
 }
 
