@@ -211,9 +211,6 @@ void dispatch_layer(Self* self, expert_client& c, model::step_driver& driver, ui
                  std::to_string(req_epoch) + ") failed at layer " + std::to_string(layer) +
                  " of step " + std::to_string(step) + ": " + why);
     };
-    // A call whose answer does not come is sent again, after 1 s and then ever longer: a lost
-    // message (a lossy link) costs a retry, not the step. Expert FFNs are pure, so a late first
-    // answer and the retry's are the same rows; whichever comes first counts.
     auto request = std::make_shared<const expert_request>(std::move(req));
     auto answered = std::make_shared<bool>(false);
     const expert_shard_actor shard = c.shards.shards[s];
@@ -232,8 +229,9 @@ void dispatch_layer(Self* self, expert_client& c, model::step_driver& driver, ui
       }
     };
     if (s < c.in_process.size() && c.in_process[s]) {
-      // No timeout: a dead shard of this process answers at once (its monitor's error), and
-      // the worker's guard catches one that hangs.
+      // No timeout: a dead shard of this process answers at once (CAF's error for a receiver
+      // that is down), a replaced shard set resends the layer (receive_shards), and the
+      // worker's guard catches a shard that hangs.
       any_in_process = true;
       self->request(shard, caf::infinite, *request).then(on_reply, [=](caf::error& err) {
         if (*answered || p->failed || *current_step != step) return;
@@ -241,6 +239,9 @@ void dispatch_layer(Self* self, expert_client& c, model::step_driver& driver, ui
       });
       continue;
     }
+    // Through a proxy, a call whose answer does not come is sent again, after 1 s and then ever
+    // longer: a lost message (a lossy link) costs a retry, not the step. Expert FFNs are pure, so
+    // a late first answer and the retry's are the same rows; whichever comes first counts.
     const auto started = std::chrono::steady_clock::now();
     auto send = std::make_shared<std::function<void(int)>>();
     *send = [=, weak = std::weak_ptr<std::function<void(int)>>(send)](int attempt) {
