@@ -169,23 +169,22 @@ void require_same_greedy(const generation& cpu, const generation& gpu, int vocab
   }
 }
 
-}  // namespace
-
-TEST_CASE("cuda engine generates the CPU engine's greedy tokens for every family", "[cuda]") {
-  BRIGADE_CUDA_DEVICE_OR_SKIP(gpu);
+// For every family: the device engine's greedy tokens against the CPU engine's, both with a KV
+// cache of `kv`, on models written from seeds `seed`, `seed` + 1, ...
+void require_greedy_like_cpu(gpu::backend& device, uint64_t seed, const std::string& tag,
+                             gpu::dtype kv) {
   auto cpu = gpu::make_cpu_backend();
-  uint64_t seed = 1300;
   for (const family_case& f : families) {
-    INFO(f.family << " " << f.dtype << ", model seed " << seed);
-    const std::string dir = write_model(f, seed, "greedy");
+    INFO(f.family << " " << f.dtype << ", model seed " << seed << ", KV " << gpu::dtype_name(kv));
+    const std::string dir = write_model(f, seed, tag);
     auto cpu_model = model::loaded_model::load(dir, *cpu, true);
-    auto gpu_model = model::loaded_model::load(dir, *gpu, true);
+    auto gpu_model = model::loaded_model::load(dir, device, true);
     REQUIRE(cpu_model.ok());
     REQUIRE(gpu_model.ok());
     std::mt19937 rng(static_cast<uint32_t>(seed++));
     const auto ps = prompts(rng, cpu_model.value()->config.vocab_size);
-    const auto want = generate(*cpu_model.value(), *cpu, ps, true);
-    const auto got = generate(*gpu_model.value(), *gpu, ps, true);
+    const auto want = generate(*cpu_model.value(), *cpu, ps, true, kv);
+    const auto got = generate(*gpu_model.value(), device, ps, true, kv);
     for (size_t i = 0; i < ps.size(); ++i) {
       INFO("prompt " << i << " of " << ps[i].size() << " tokens");
       require_same_greedy(want[i], got[i], cpu_model.value()->config.vocab_size);
@@ -193,27 +192,17 @@ TEST_CASE("cuda engine generates the CPU engine's greedy tokens for every family
   }
 }
 
+}  // namespace
+
+TEST_CASE("cuda engine generates the CPU engine's greedy tokens for every family", "[cuda]") {
+  BRIGADE_CUDA_DEVICE_OR_SKIP(gpu);
+  require_greedy_like_cpu(*gpu, 1300, "greedy", gpu::dtype::f32);
+}
+
 TEST_CASE("cuda engine with a bf16 KV cache generates the CPU engine's bf16-KV greedy tokens",
           "[cuda]") {
   BRIGADE_CUDA_DEVICE_OR_SKIP(gpu);
-  auto cpu = gpu::make_cpu_backend();
-  uint64_t seed = 1500;
-  for (const family_case& f : families) {
-    INFO(f.family << " " << f.dtype << ", model seed " << seed);
-    const std::string dir = write_model(f, seed, "greedy_bf16_kv");
-    auto cpu_model = model::loaded_model::load(dir, *cpu, true);
-    auto gpu_model = model::loaded_model::load(dir, *gpu, true);
-    REQUIRE(cpu_model.ok());
-    REQUIRE(gpu_model.ok());
-    std::mt19937 rng(static_cast<uint32_t>(seed++));
-    const auto ps = prompts(rng, cpu_model.value()->config.vocab_size);
-    const auto want = generate(*cpu_model.value(), *cpu, ps, true, gpu::dtype::bf16);
-    const auto got = generate(*gpu_model.value(), *gpu, ps, true, gpu::dtype::bf16);
-    for (size_t i = 0; i < ps.size(); ++i) {
-      INFO("prompt " << i << " of " << ps[i].size() << " tokens");
-      require_same_greedy(want[i], got[i], cpu_model.value()->config.vocab_size);
-    }
-  }
+  require_greedy_like_cpu(*gpu, 1500, "greedy_bf16_kv", gpu::dtype::bf16);
 }
 
 TEST_CASE("cuda engine logits are bit-identical alone and batched", "[cuda]") {
