@@ -137,10 +137,6 @@ int run_pair_section(const pair_options& pair, gpu::backend& dev, bool as_json) 
   return 0;
 }
 
-}  // namespace
-
-namespace {
-
 // One forward step's inputs kept ready: `batch` sequences, `context` tokens long, each feeding
 // 1 + drafts tokens with a logits row for each.
 class step_fixture {

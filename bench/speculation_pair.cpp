@@ -522,6 +522,22 @@ std::string sweep_batches(const pair_models& p, gpu::backend& dev, const pair_op
          "; the gate is " + gate_text + "\n";
 }
 
+// What the bounds are made of: a verify step per number of drafts, and a draft forward back to
+// back (what `bound, drafts counted` charges) and right after a target step (as the loop's first
+// draft forward of a step runs).
+std::string cost_table(const std::vector<double>& cost, double draft_after_target) {
+  table c({"step at batch 1", "ms", "over a plain step"});
+  for (size_t d = 0; d + 1 < cost.size(); ++d) {
+    c.add_row({"verify, " + std::to_string(d) + " drafts", fixed(1e3 * cost[d], 3),
+               fixed(cost[d] / cost[0], 2) + "x"});
+  }
+  c.add_row({"draft forward, back to back", fixed(1e3 * cost.back(), 3),
+             fixed(cost.back() / cost[0], 2) + "x"});
+  c.add_row({"draft forward, after a verify step", fixed(1e3 * draft_after_target, 3),
+             fixed(draft_after_target / cost[0], 2) + "x"});
+  return "step costs (medians)\n\n" + c.render();
+}
+
 }  // namespace
 
 std::vector<int64_t> start_all(model::engine& eng, const std::vector<std::vector<int32_t>>& prompts,
@@ -537,22 +553,6 @@ std::vector<int64_t> start_all(model::engine& eng, const std::vector<std::vector
     events.clear();
   }
   return ids;
-}
-
-// What the bounds are made of: a verify step per number of drafts, and a draft forward back to
-// back (what `bound, drafts counted` charges) and right after a target step (as the loop's first
-// draft forward of a step runs).
-std::string cost_table(const std::vector<double>& cost, double draft_after_target) {
-  table c({"step at batch 1", "ms", "over a plain step"});
-  for (size_t d = 0; d + 1 < cost.size(); ++d) {
-    c.add_row({"verify, " + std::to_string(d) + " drafts", fixed(1e3 * cost[d], 3),
-               fixed(cost[d] / cost[0], 2) + "x"});
-  }
-  c.add_row({"draft forward, back to back", fixed(1e3 * cost.back(), 3),
-             fixed(cost.back() / cost[0], 2) + "x"});
-  c.add_row({"draft forward, after a verify step", fixed(1e3 * draft_after_target, 3),
-             fixed(draft_after_target / cost[0], 2) + "x"});
-  return "step costs (medians)\n\n" + c.render();
 }
 
 status run_pair_bench(const pair_options& o, gpu::backend& dev, json& out, std::string& text) {
