@@ -51,7 +51,7 @@ __device__ inline float kv_load(const float* p) {
   return *p;
 }
 __device__ inline float kv_load(const unsigned short* p) {
-  return __uint_as_float(static_cast<unsigned>(*p) << 16);
+  return widen_bf16(*p);
 }
 __device__ inline void kv_store(float* p, float v) {
   *p = v;

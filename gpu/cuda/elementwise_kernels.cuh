@@ -109,9 +109,6 @@ __global__ void copy_rows_kernel(tensor src, const int32_t* rows, tensor dst, in
 __device__ inline float widen(const float* p) {
   return *p;
 }
-__device__ inline float widen_bf16(unsigned short bits) {
-  return __uint_as_float(static_cast<unsigned>(bits) << 16);
-}
 
 template <dtype T>
 __global__ void embed_kernel(const void* table, int pitch, const int32_t* ids, tensor out) {

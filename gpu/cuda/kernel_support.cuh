@@ -24,6 +24,11 @@ __device__ inline long long item_stride() {
   return static_cast<long long>(gridDim.x) * blockDim.x;
 }
 
+/// A bfloat16's bits widened to float32, exactly (a bf16 is a float32's upper half).
+__device__ inline float widen_bf16(unsigned short bits) {
+  return __uint_as_float(static_cast<unsigned>(bits) << 16);
+}
+
 /// Sum over the warp by a butterfly; every lane gets the same bits (addition commutes).
 __device__ inline float warp_sum(float v) {
   for (int offset = 16; offset > 0; offset /= 2)
