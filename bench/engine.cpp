@@ -164,7 +164,7 @@ int engine(int argc, char** argv) {
   app.add_flag("--quick", quick, "fewer steps (for smoke tests)");
   app.add_flag("--kernel-only", kernel_only, "measure only the expert FFN kernel beside OpenBLAS");
   app.add_option("--kernels", kernels,
-                 "CPU kernel path: auto, avx2, avx512 or avx512_bf16 (default: "
+                 "CPU kernel path: auto, avx2, avx512, avx512_bf16 or amx_bf16 (default: "
                  "BRIGADE_CPU_KERNELS, else auto)");
   app.add_flag("--compare-paths", compare,
                "prefill, decode and the FFN kernel on every kernel path here, alternating");

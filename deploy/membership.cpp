@@ -266,7 +266,8 @@ void handshake(membership_pointer self, const std::string& name, node_agent_acto
                       " numerics and this coordinator in " + ours_numerics +
                       ": their answers would differ, so it is refused. Start every process "
                       "with the same BRIGADE_CPU_KERNELS class (" +
-                      (ours_numerics == "f32" ? "unset, auto, avx2 or avx512" : "avx512_bf16") +
+                      (ours_numerics == "f32" ? "unset, auto, avx2 or avx512"
+                                              : "avx512_bf16 or amx_bf16") +
                       ")",
                   true);
             }

@@ -20,6 +20,8 @@ gemm_block_fn block_kernel(kernel_path path) {
       return gemm_block_avx512;
     case kernel_path::avx512_bf16:
       return gemm_block_avx512_bf16;
+    case kernel_path::amx_bf16:
+      return gemm_block_amx_bf16;
     case kernel_path::avx2:
       break;
   }

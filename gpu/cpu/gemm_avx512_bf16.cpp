@@ -174,14 +174,14 @@ void tile_rows(int rows, const tile_args& a, __m512i perm) {
 }
 
 void gemm_block_bf16_dot(const gemm_operands& op, int row_begin, int row_end, int panel_begin,
-                         int panel_end) {
+                         int panel_end, int k_begin) {
   thread_local x_pairs xp;
   xp.fill(op, row_begin, row_end);
   const __m512i perm = interleave_index();
   const packed_matrix& w = *op.w;
   const int k_total = w.cols();
   const ptrdiff_t panel_stride = static_cast<ptrdiff_t>(k_total) * panel_width;
-  for (int k0 = 0; k0 < k_total; k0 += block_k) {
+  for (int k0 = k_begin; k0 < k_total; k0 += block_k) {
     const int k_count = std::min(block_k, k_total - k0);
     const bool last_k = k0 + k_count == k_total;
     for (int p = panel_begin; p < panel_end;) {
@@ -217,9 +217,22 @@ void gemm_block_bf16_dot(const gemm_operands& op, int row_begin, int row_end, in
 void gemm_block_avx512_bf16(const gemm_operands& op, int row_begin, int row_end, int panel_begin,
                             int panel_end) {
   if (op.w->type() == dtype::bf16) {
-    return gemm_block_bf16_dot(op, row_begin, row_end, panel_begin, panel_end);
+    return gemm_block_bf16_dot(op, row_begin, row_end, panel_begin, panel_end, 0);
   }
   gemm_block_avx512(op, row_begin, row_end, panel_begin, panel_end);
+}
+
+void gemm_bf16_pairs_odd_low(const float* x, int k, uint32_t* out) {
+  for (int i = 0; i < k; i += 32) {
+    const __m512bh both = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(x + i));
+    // Each dword holds (x[2p], x[2p + 1]) from low to high: rotating by 16 bits swaps them.
+    _mm512_storeu_si512(out + i / 2, _mm512_rol_epi32(reinterpret_cast<__m512i>(both), 16));
+  }
+}
+
+void gemm_block_avx512_bf16_from(const gemm_operands& op, int row_begin, int row_end,
+                                 int panel_begin, int panel_end, int k_begin) {
+  gemm_block_bf16_dot(op, row_begin, row_end, panel_begin, panel_end, k_begin);
 }
 
 }  // namespace brigade::gpu::cpu

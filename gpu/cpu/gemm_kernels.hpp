@@ -10,6 +10,8 @@
 // rows around it, the tile it lands in or the thread that runs it.
 #pragma once
 
+#include <cstdint>
+
 #include "gpu/cpu/packed_matrix.hpp"
 
 namespace brigade::gpu::cpu {
@@ -43,5 +45,22 @@ void gemm_block_avx512(const gemm_operands& op, int row_begin, int row_end, int 
 /// gemm_block_avx512. Only call it where kernel_path_available(kernel_path::avx512_bf16).
 void gemm_block_avx512_bf16(const gemm_operands& op, int row_begin, int row_end, int panel_begin,
                             int panel_end);
+
+/// The same chain for bf16 weights continued from k_begin (even): y already holds the sum of
+/// the pairs before it, as the kernel itself leaves it between blocks of k. The AMX kernel
+/// hands it the k that do not fill a tile. Only call it where avx512_bf16 is available.
+void gemm_block_avx512_bf16_from(const gemm_operands& op, int row_begin, int row_end,
+                                 int panel_begin, int panel_end, int k_begin);
+
+/// A row of k floats (k a multiple of 32) as k / 2 bf16 pairs, the odd k in the low half (the
+/// half tdpbf16ps adds first): word p = bf16(x[2p + 1]) | bf16(x[2p]) << 16, rounded as the
+/// avx512_bf16 kernel rounds. Only call it where avx512_bf16 is available.
+void gemm_bf16_pairs_odd_low(const float* x, int k, uint32_t* out);
+
+/// AMX: bf16 weights by tdpbf16ps on 16 x 16 tiles (gemm_amx_bf16.cpp), the same chain of pair
+/// products as gemm_block_avx512_bf16 and so the same bits (the bf16_dot class); f32 and f16
+/// weights as gemm_block_avx512. Only call it where kernel_path_available(kernel_path::amx_bf16).
+void gemm_block_amx_bf16(const gemm_operands& op, int row_begin, int row_end, int panel_begin,
+                         int panel_end);
 
 }  // namespace brigade::gpu::cpu

@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "gpu/cpu/amx_availability.hpp"
+
 namespace brigade::gpu::cpu {
 
 const char* kernel_path_name(kernel_path path) {
@@ -13,12 +15,16 @@ const char* kernel_path_name(kernel_path path) {
       return "avx512";
     case kernel_path::avx512_bf16:
       return "avx512_bf16";
+    case kernel_path::amx_bf16:
+      return "amx_bf16";
   }
   return "unknown";
 }
 
 kernel_numerics numerics_of(kernel_path path) {
-  return path == kernel_path::avx512_bf16 ? kernel_numerics::bf16_dot : kernel_numerics::f32;
+  return path == kernel_path::avx512_bf16 || path == kernel_path::amx_bf16
+             ? kernel_numerics::bf16_dot
+             : kernel_numerics::f32;
 }
 
 const char* numerics_name(kernel_numerics numerics) {
@@ -38,6 +44,8 @@ bool kernel_path_available(kernel_path path) {
       // vpermw (AVX512BW) interleaves a panel's pairs of k; AVX512VL stores half vectors.
       return kernel_path_available(kernel_path::avx512) && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+    case kernel_path::amx_bf16:
+      return amx_process_status().usable;
   }
   return false;
 }
@@ -45,7 +53,7 @@ bool kernel_path_available(kernel_path path) {
 namespace {
 
 constexpr kernel_path every_path[] = {kernel_path::avx2, kernel_path::avx512,
-                                      kernel_path::avx512_bf16};
+                                      kernel_path::avx512_bf16, kernel_path::amx_bf16};
 
 }  // namespace
 
@@ -77,14 +85,17 @@ result<kernel_path> choose_kernel_path(std::string_view request) {
   for (kernel_path p : every_path) {
     if (request != kernel_path_name(p)) continue;
     if (!kernel_path_available(p)) {
-      return error(errc::unsupported,
-                   "CPU kernel path '" + std::string(request) +
-                       "' needs instructions this CPU lacks (available: " + path_list() + ")");
+      const std::string lacking = p == kernel_path::amx_bf16
+                                      ? "cannot run here: " + amx_process_status().why
+                                      : "needs instructions this CPU lacks";
+      return error(errc::unsupported, "CPU kernel path '" + std::string(request) + "' " + lacking +
+                                          " (available: " + path_list() + ")");
     }
     return p;
   }
-  return error(errc::invalid_argument, "unknown CPU kernel path '" + std::string(request) +
-                                           "' (expected auto, avx2, avx512 or avx512_bf16)");
+  return error(errc::invalid_argument,
+               "unknown CPU kernel path '" + std::string(request) +
+                   "' (expected auto, avx2, avx512, avx512_bf16 or amx_bf16)");
 }
 
 kernel_path process_kernel_path() {

@@ -23,13 +23,17 @@ enum class kernel_path {
   /// AVX512-BF16 dot products on bf16 weights (activations rounded to bf16, pairs of k per
   /// instruction); f32 and f16 weights as on avx512. Never chosen by "auto".
   avx512_bf16,
+  /// AMX tiles (tdpbf16ps) on bf16 weights: the avx512_bf16 path's chain and bits, 16 rows by
+  /// 16 features by 32 k an instruction; f32 and f16 weights as on avx512. Never chosen by
+  /// "auto"; offered where amx_process_status() says usable.
+  amx_bf16,
 };
 
 /// Which results a path gives: paths of one class give the same bits, paths of different classes
 /// do not. Every process of a deployment, and every block of its KV cache, is of one class.
 enum class kernel_numerics {
   f32,       ///< float32 FMA chains (avx2, avx512)
-  bf16_dot,  ///< bf16 products summed in pairs by vdpbf16ps (avx512_bf16)
+  bf16_dot,  ///< bf16 products summed in pairs by vdpbf16ps or tdpbf16ps (avx512_bf16, amx_bf16)
 };
 
 /// The class a path belongs to.
@@ -38,8 +42,8 @@ kernel_numerics numerics_of(kernel_path path);
 /// "f32" or "bf16-dot": what nodes report and refusals name.
 const char* numerics_name(kernel_numerics numerics);
 
-/// "avx2", "avx512" or "avx512_bf16": the names BRIGADE_CPU_KERNELS and `bench engine --kernels`
-/// take.
+/// "avx2", "avx512", "avx512_bf16" or "amx_bf16": the names BRIGADE_CPU_KERNELS and `bench engine
+/// --kernels` take.
 const char* kernel_path_name(kernel_path path);
 
 /// Whether this CPU, and the operating system's saved register state, can run `path`.

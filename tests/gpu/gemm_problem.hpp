@@ -51,15 +51,17 @@ inline int odd_in(std::mt19937& rng, int lo, int hi) {
   return std::uniform_int_distribution<int>(lo, hi)(rng) | 1;
 }
 
-// Rows 1..64; odd column counts n and k, past one panel group and (for k) one block of 256.
-inline problem random_problem(std::mt19937& rng) {
+// A problem of the given shape: values as random_value draws them, row strides padded by
+// ldx_pad and ldy_pad.
+inline problem make_problem(std::mt19937& rng, dtype type, int m, int n, int k, int ldx_pad,
+                            int ldy_pad, bool bias) {
   problem p;
-  p.type = std::vector<dtype>{dtype::f32, dtype::bf16, dtype::f16}[rng() % 3];
-  p.m = std::uniform_int_distribution<int>(1, 64)(rng);
-  p.n = odd_in(rng, 1, 161);
-  p.k = odd_in(rng, 1, 601);
-  p.ldx = p.k + static_cast<int>(rng() % 3);
-  p.ldy = p.n + static_cast<int>(rng() % 3);
+  p.type = type;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.ldx = p.k + ldx_pad;
+  p.ldy = p.n + ldy_pad;
   std::vector<unsigned char> bytes(static_cast<size_t>(p.n) * p.k * dtype_size(p.type));
   for (size_t i = 0; i < static_cast<size_t>(p.n) * p.k; ++i) {
     const float v = random_value(rng);
@@ -74,12 +76,23 @@ inline problem random_problem(std::mt19937& rng) {
   p.x.resize(static_cast<size_t>(p.m) * p.ldx);
   for (auto& v : p.x)
     v = random_value(rng);
-  if (rng() % 2) {
+  if (bias) {
     p.bias.resize(static_cast<size_t>(p.n));
     for (auto& v : p.bias)
       v = random_value(rng);
   }
   return p;
+}
+
+// Rows 1..64; odd column counts n and k, past one panel group and (for k) one block of 256.
+inline problem random_problem(std::mt19937& rng) {
+  const dtype type = std::vector<dtype>{dtype::f32, dtype::bf16, dtype::f16}[rng() % 3];
+  const int m = std::uniform_int_distribution<int>(1, 64)(rng);
+  const int n = odd_in(rng, 1, 161);
+  const int k = odd_in(rng, 1, 601);
+  const int ldx_pad = static_cast<int>(rng() % 3);
+  const int ldy_pad = static_cast<int>(rng() % 3);
+  return make_problem(rng, type, m, n, k, ldx_pad, ldy_pad, rng() % 2 != 0);
 }
 
 // y for rows [first, first + rows) of p.x, on `path`; padding between rows stays NaN.

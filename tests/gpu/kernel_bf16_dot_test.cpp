@@ -8,6 +8,7 @@
 #include <cstring>
 #include <random>
 
+#include "bf16_pair_chain.hpp"
 #include "gemm_problem.hpp"
 #include "gpu/cpu/cpu_backend.hpp"
 #include "model/engine.hpp"
@@ -28,52 +29,6 @@ bool have_bf16_dot() {
   return false;
 }
 
-uint32_t bits_of(float v) {
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  return u;
-}
-
-float from_bits(uint32_t u) {
-  float v;
-  std::memcpy(&v, &u, 4);
-  return v;
-}
-
-// Denormals to a zero of the same sign: the instructions' DAZ on inputs and FTZ on results.
-float flush(float v) {
-  return (bits_of(v) & 0x7f800000u) == 0 ? from_bits(bits_of(v) & 0x80000000u) : v;
-}
-
-// vcvtneps2bf16: denormal inputs as zero, then round to nearest even.
-float to_bf16(float v) {
-  return bf16_to_f32(f32_to_bf16(flush(v)));
-}
-
-// The chain gemm_avx512_bf16.cpp documents: per pair of k from +0, the odd product's add then
-// the even one's, each rounded and flushed; a missing odd partner is +0; the bias added last.
-std::vector<float> pair_chain(const problem& p) {
-  std::vector<float> w(static_cast<size_t>(p.n) * p.k);
-  for (int j = 0; j < p.n; ++j)
-    p.w->read_row(j, w.data() + static_cast<size_t>(j) * p.k);
-  std::vector<float> y(static_cast<size_t>(p.m) * p.ldy, std::nanf(""));
-  for (int r = 0; r < p.m; ++r) {
-    const float* x = p.x.data() + static_cast<size_t>(r) * p.ldx;
-    for (int j = 0; j < p.n; ++j) {
-      const float* wj = w.data() + static_cast<size_t>(j) * p.k;
-      float acc = 0.0f;
-      for (int k = 0; k < p.k; k += 2) {
-        const float odd = k + 1 < p.k ? flush(to_bf16(x[k + 1]) * flush(wj[k + 1])) : 0.0f;
-        acc = flush(acc + odd);
-        acc = flush(acc + flush(to_bf16(x[k]) * flush(wj[k])));
-      }
-      if (!p.bias.empty()) acc = acc + p.bias[static_cast<size_t>(j)];
-      y[static_cast<size_t>(r) * p.ldy + j] = acc;
-    }
-  }
-  return y;
-}
-
 }  // namespace
 
 TEST_CASE("the bf16-dot path computes each output as its documented chain of pair products",
@@ -88,7 +43,7 @@ TEST_CASE("the bf16-dot path computes each output as its documented chain of pai
     if (p.type != dtype::bf16) continue;  // f32 and f16 weights: the exact chain (kernel_path_test)
     ++bf16_problems;
     INFO("seed " << seed << " trial " << trial << " " << p.describe());
-    const std::vector<float> reference = pair_chain(p);
+    const std::vector<float> reference = testing::pair_chain(p);
     const std::vector<float> y = testing::run(p, 0, p.m, kernel_path::avx512_bf16, pool);
     for (int r = 0; r < p.m; ++r) {
       INFO("row " << r);
