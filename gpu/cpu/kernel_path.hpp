@@ -4,9 +4,10 @@
 // kernels in translation units of their own, compiled for their instruction set only; a process
 // picks the best exact path its CPU has, or the one BRIGADE_CPU_KERNELS names. The exact paths
 // compute each output element with the same float32 operations in the same order, so they give
-// the same bits: choosing among them changes speed, never results. The bf16 dot-product path
-// rounds activations to bf16 and belongs to another numerics class: it is only ever run when
-// asked for, and a deployment refuses to mix classes (docs/cpu_kernels.md).
+// the same bits: choosing among them changes speed, never results. The bf16 dot-product paths
+// (vectors or AMX tiles, the same bits as each other) round activations to bf16 and belong to
+// another numerics class: they are only ever run when asked for, and a deployment refuses to mix
+// classes (docs/cpu_kernels.md).
 #pragma once
 
 #include <string>

@@ -15,8 +15,13 @@
 #include "bf16_pair_chain.hpp"
 #include "gemm_problem.hpp"
 #include "gpu/cpu/amx_availability.hpp"
+#include "gpu/cpu/cpu_backend.hpp"
 #include "gpu/cpu/gemm_kernels.hpp"
 #include "gpu/cpu/kernel_path.hpp"
+#include "model/engine.hpp"
+#include "model/model_writer.hpp"
+#include "support/small_model_spec.hpp"
+#include "support/temp_dir.hpp"
 // After every header it needs, as amx_block.hpp asks.
 #include "gpu/cpu/amx_block.hpp"
 
@@ -231,5 +236,43 @@ TEST_CASE("the AMX path is offered only where the CPU, the OS and a check produc
     const std::vector<float> vectors = testing::run(p, 0, p.m, kernel_path::avx512_bf16, pool);
     for (int r = 0; r < p.m; ++r)
       REQUIRE(testing::same_row(tiles, r, vectors, r, p));
+  }
+}
+
+TEST_CASE("on AMX hardware the engine's tokens and logits are the avx512_bf16 path's",
+          "[kernel_path][amx]") {
+  if (!gpu::cpu::kernel_path_available(kernel_path::amx_bf16)) {
+    WARN("skipped: amx_bf16 not offered here: " << gpu::cpu::amx_process_status().why);
+    return;
+  }
+  for (const char* family : {"qwen3_moe", "deepseek_v3"}) {
+    INFO("family " << family);
+    testing::temp_dir dir("amx-engine");
+    model::model_spec spec = testing::small_model_spec(33, family);
+    spec.hidden = 96;  // three tiles of k and a tail in the expert FFN (moe_inter 40)
+    spec.moe_inter = 40;
+    spec.vocab = 500;
+    REQUIRE(model::write_random_model(spec, dir.path()).ok());
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 40; ++i)
+      prompt.push_back((i * 37 + 11) % spec.vocab);
+    std::vector<std::vector<float>> logits;
+    std::vector<std::vector<int32_t>> out;
+    for (kernel_path path : {kernel_path::avx512_bf16, kernel_path::amx_bf16}) {
+      auto dev = gpu::cpu::make_backend(nullptr, path);
+      auto m = model::loaded_model::load(dir.path(), *dev, true);
+      REQUIRE(m.ok());
+      model::engine eng(*m.value(), *dev, model::engine_options{});
+      model::request_options req;
+      req.max_tokens = 12;
+      req.keep_logits = true;
+      const int64_t id = eng.submit(prompt, req).value();
+      eng.run_until_idle();
+      logits.push_back(eng.kept_logits(id));
+      out.push_back(eng.output(id));
+    }
+    CHECK(out[0] == out[1]);
+    REQUIRE(logits[0].size() == logits[1].size());
+    CHECK(std::memcmp(logits[0].data(), logits[1].data(), sizeof(float) * logits[0].size()) == 0);
   }
 }
