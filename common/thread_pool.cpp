@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -191,15 +192,58 @@ struct thread_pool::state {
   }
 };
 
-int64_t thread_pool::spin_nanoseconds() {
+namespace {
+
+constexpr int64_t default_spin_ns = 50'000;
+
+// BRIGADE_SPIN_US in nanoseconds, or -1 when unset.
+int64_t spin_from_environment() {
   static const int64_t ns = [] {
-    if (const char* env = std::getenv("BRIGADE_SPIN_US")) {
-      const long us = std::strtol(env, nullptr, 10);
-      return static_cast<int64_t>(std::max(0L, us)) * 1000;
-    }
-    return int64_t{50'000};
+    const char* env = std::getenv("BRIGADE_SPIN_US");
+    if (env == nullptr) return int64_t{-1};
+    const long us = std::strtol(env, nullptr, 10);
+    return static_cast<int64_t>(std::max(0L, us)) * 1000;
   }();
   return ns;
+}
+
+// The spin windows alive, and the longest of them (or the default) where workers read it.
+struct spin_windows {
+  std::mutex mutex;
+  std::multiset<int64_t> alive;
+  std::atomic<int64_t> current{default_spin_ns};
+
+  void update() {
+    current.store(alive.empty() ? default_spin_ns : std::max(default_spin_ns, *alive.rbegin()),
+                  std::memory_order_relaxed);
+  }
+};
+
+spin_windows& windows() {
+  static spin_windows w;
+  return w;
+}
+
+}  // namespace
+
+int64_t thread_pool::spin_nanoseconds() {
+  const int64_t forced = spin_from_environment();
+  return forced >= 0 ? forced : windows().current.load(std::memory_order_relaxed);
+}
+
+thread_pool::spin_window::spin_window(std::chrono::microseconds window)
+    : ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(window).count()) {
+  spin_windows& w = windows();
+  std::lock_guard<std::mutex> lock(w.mutex);
+  w.alive.insert(ns_);
+  w.update();
+}
+
+thread_pool::spin_window::~spin_window() {
+  spin_windows& w = windows();
+  std::lock_guard<std::mutex> lock(w.mutex);
+  w.alive.erase(w.alive.find(ns_));
+  w.update();
 }
 
 thread_pool::thread_pool(int threads)

@@ -12,6 +12,7 @@
 // guarded a queue of jobs (workers and caller then met on it at every job's start and end).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -36,9 +37,27 @@ class thread_pool {
 
   int size() const { return threads_; }
 
-  /// How long an idle worker polls for the next job before it sleeps (BRIGADE_SPIN_US, default
-  /// 50; 0 sleeps at once). Bounded so that an idle pool costs no CPU beyond that window.
+  /// How long an idle worker polls for the next job before it sleeps: BRIGADE_SPIN_US when set
+  /// (0 sleeps at once), else the longest spin_window alive, else 50 us. Bounded so that an
+  /// idle pool costs no CPU beyond that window.
   static int64_t spin_nanoseconds();
+
+  /// While one lives, idle workers of every pool poll for at least `window` before they sleep
+  /// (BRIGADE_SPIN_US, when set, still decides). A process that runs actor roles holds one: there
+  /// a step's next job follows an actor round trip (a message to an expert shard and its reply,
+  /// 100-300 us on the 2-core VM), not the previous job, so with 50 us the workers slept before
+  /// almost every layer and each job began by waking them (docs/cpu_kernels.md, "The spin window
+  /// under actors").
+  class spin_window {
+   public:
+    explicit spin_window(std::chrono::microseconds window);
+    ~spin_window();
+    spin_window(const spin_window&) = delete;
+    spin_window& operator=(const spin_window&) = delete;
+
+   private:
+    int64_t ns_;
+  };
 
  private:
   struct state;  // The queue, the workers and their synchronisation (thread_pool.cpp).

@@ -11,6 +11,7 @@
 #include "actors/shard_set.hpp"
 #include "actors/spawn_checks.hpp"
 #include "cluster/join_secret.hpp"
+#include "common/thread_pool.hpp"
 #include "config/middleman_config.hpp"
 #include "config/role_placement.hpp"
 #include "config/scheduler_config.hpp"
@@ -116,7 +117,13 @@ std::string last_path_part(const std::string& path) {
 
 }  // namespace
 
+// Expert round trips between this process's workers and shards leave the compute pool idle
+// for 100-300 us between a step's layers; workers that poll that long start the next layer
+// without a wake-up (thread_pool.hpp). Measured on the default topology: docs/cpu_kernels.md.
+constexpr std::chrono::microseconds actor_spin_window{300};
+
 struct topology::impl {
+  thread_pool::spin_window spin{actor_spin_window};
   std::shared_ptr<const model_context> ctx;
   std::unique_ptr<caf::actor_system_config> cfg;
   std::unique_ptr<caf::actor_system> sys;

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -114,4 +115,37 @@ TEST_CASE("a pool is destroyed cleanly with its workers polling or asleep", "[th
     }
     REQUIRE(total.load() == 64);
   }
+}
+
+TEST_CASE("spin windows lengthen the workers' polling while they live, the longest winning",
+          "[thread_pool]") {
+  if (std::getenv("BRIGADE_SPIN_US") != nullptr) {
+    // The variable decides whatever windows ask for.
+    const int64_t forced = thread_pool::spin_nanoseconds();
+    thread_pool::spin_window longer(std::chrono::microseconds(700));
+    CHECK(thread_pool::spin_nanoseconds() == forced);
+    return;
+  }
+  CHECK(thread_pool::spin_nanoseconds() == 50'000);
+  {
+    thread_pool::spin_window actors(std::chrono::microseconds(300));
+    CHECK(thread_pool::spin_nanoseconds() == 300'000);
+    {
+      thread_pool::spin_window shorter(std::chrono::microseconds(20));
+      CHECK(thread_pool::spin_nanoseconds() == 300'000);
+      thread_pool::spin_window longer(std::chrono::microseconds(900));
+      CHECK(thread_pool::spin_nanoseconds() == 900'000);
+    }
+    CHECK(thread_pool::spin_nanoseconds() == 300'000);
+    // Jobs run as before under a window.
+    thread_pool pool(3);
+    std::vector<std::atomic<int>> hits(1000);
+    pool.parallel_for(hits.size(), 7, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i)
+        hits[i].fetch_add(1);
+    });
+    for (auto& h : hits)
+      REQUIRE(h.load() == 1);
+  }
+  CHECK(thread_pool::spin_nanoseconds() == 50'000);
 }
