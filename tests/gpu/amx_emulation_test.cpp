@@ -13,12 +13,11 @@
 #include <vector>
 
 #include "bf16_pair_chain.hpp"
+#include "engine_on_path.hpp"
 #include "gemm_problem.hpp"
 #include "gpu/cpu/amx_availability.hpp"
-#include "gpu/cpu/cpu_backend.hpp"
 #include "gpu/cpu/gemm_kernels.hpp"
 #include "gpu/cpu/kernel_path.hpp"
-#include "model/engine.hpp"
 #include "model/model_writer.hpp"
 #include "support/small_model_spec.hpp"
 #include "support/temp_dir.hpp"
@@ -256,23 +255,13 @@ TEST_CASE("on AMX hardware the engine's tokens and logits are the avx512_bf16 pa
     std::vector<int32_t> prompt;
     for (int i = 0; i < 40; ++i)
       prompt.push_back((i * 37 + 11) % spec.vocab);
-    std::vector<std::vector<float>> logits;
-    std::vector<std::vector<int32_t>> out;
-    for (kernel_path path : {kernel_path::avx512_bf16, kernel_path::amx_bf16}) {
-      auto dev = gpu::cpu::make_backend(nullptr, path);
-      auto m = model::loaded_model::load(dir.path(), *dev, true);
-      REQUIRE(m.ok());
-      model::engine eng(*m.value(), *dev, model::engine_options{});
-      model::request_options req;
-      req.max_tokens = 12;
-      req.keep_logits = true;
-      const int64_t id = eng.submit(prompt, req).value();
-      eng.run_until_idle();
-      logits.push_back(eng.kept_logits(id));
-      out.push_back(eng.output(id));
-    }
-    CHECK(out[0] == out[1]);
-    REQUIRE(logits[0].size() == logits[1].size());
-    CHECK(std::memcmp(logits[0].data(), logits[1].data(), sizeof(float) * logits[0].size()) == 0);
+    const testing::engine_run vectors =
+        testing::run_engine_on_path(dir.path(), kernel_path::avx512_bf16, prompt);
+    const testing::engine_run tiles =
+        testing::run_engine_on_path(dir.path(), kernel_path::amx_bf16, prompt);
+    CHECK(tiles.tokens == vectors.tokens);
+    REQUIRE(tiles.logits.size() == vectors.logits.size());
+    CHECK(std::memcmp(tiles.logits.data(), vectors.logits.data(),
+                      sizeof(float) * tiles.logits.size()) == 0);
   }
 }

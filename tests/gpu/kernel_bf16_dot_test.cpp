@@ -7,11 +7,11 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include "bf16_pair_chain.hpp"
+#include "engine_on_path.hpp"
 #include "gemm_problem.hpp"
-#include "gpu/cpu/cpu_backend.hpp"
-#include "model/engine.hpp"
 #include "model/model_writer.hpp"
 #include "support/small_model_spec.hpp"
 #include "support/temp_dir.hpp"
@@ -70,17 +70,9 @@ TEST_CASE("the engine on the bf16-dot path stays within its stated bound of the 
     std::vector<std::vector<float>> logits;
     std::vector<std::vector<int32_t>> out;
     for (kernel_path path : {kernel_path::avx512, kernel_path::avx512_bf16}) {
-      auto dev = cpu::make_backend(nullptr, path);
-      auto m = model::loaded_model::load(dir.path(), *dev, true);
-      REQUIRE(m.ok());
-      model::engine eng(*m.value(), *dev, model::engine_options{});
-      model::request_options req;
-      req.max_tokens = 12;
-      req.keep_logits = true;
-      const int64_t id = eng.submit(prompt, req).value();
-      eng.run_until_idle();
-      logits.push_back(eng.kept_logits(id));
-      out.push_back(eng.output(id));
+      testing::engine_run run = testing::run_engine_on_path(dir.path(), path, prompt);
+      logits.push_back(std::move(run.logits));
+      out.push_back(std::move(run.tokens));
     }
     REQUIRE(logits[0].size() == logits[1].size());
     // A logits row is compared while both paths chose the same tokens before it: the same context.
