@@ -73,4 +73,16 @@ void event_watch::loop() {
   }
 }
 
+bool out_of_contact_at(const std::vector<seen_event>& seen, const std::string& node,
+                       int64_t at_ms) {
+  bool lost = false;
+  for (const seen_event& e : seen) {
+    if (e.at_ms > at_ms) break;
+    if (e.node != node) continue;
+    if (e.kind == "node_lost") lost = true;
+    if (e.kind == "node_rejoined") lost = false;
+  }
+  return lost;
+}
+
 }  // namespace brigade::chaos

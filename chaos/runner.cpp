@@ -400,6 +400,15 @@ result<run_result> run::go() {
       fr.noticed_as = e.kind;
       break;
     }
+    // A node the coordinator already had out of contact (lost, not yet back: a stop right after
+    // a restart, before the node could rejoin) has nothing left to be noticed by.
+    const fault_spec& f = s_.faults[i];
+    if (!fr.detected && f.target.what == fault_target::kind::node &&
+        f.action != fault_spec::kind::restart && out_of_contact_at(seen, f.target.name, fr.at_ms)) {
+      fr.detected = true;
+      fr.detect_ms = 0;
+      fr.noticed_as = "already out of contact";
+    }
   }
   r.faults = faults_;
   r.duration_ms = now_ms();
