@@ -40,6 +40,9 @@ struct open_layer {
 struct expert_client {
   std::string owner;  ///< The worker's name, for logs and acknowledgements.
   shard_set shards;
+  /// `shards` as the supervisor sent them, before localize(): a failed call localizes them again,
+  /// in case the data plane has learnt a node's peer since (relocalize).
+  shard_set as_sent;
   std::optional<shard_set> pending;  ///< A new layout waiting for the step boundary.
   bool stalled = false;              ///< A layer failed and waits for a new shard set.
   layout_ack_actor acks;             ///< Told which layout epoch the worker routes with.
@@ -73,10 +76,27 @@ inline std::vector<bool> localize(shard_set& set) {
 
 template <class Self>
 void adopt_shards(Self* self, expert_client& c, shard_set next) {
+  c.as_sent = next;
   c.in_process = localize(next);
   const bool new_epoch = c.shards.shards.empty() || c.shards.layout.epoch() != next.layout.epoch();
   c.shards = std::move(next);
   if (new_epoch && c.acks) self->send(c.acks, switched_atom_v, c.owner, c.shards.layout.epoch());
+}
+
+/// Localizes the shard set the supervisor sent again; true when a shard's view changed. A node
+/// that rejoined under a new data-plane peer while this one was cut off from the coordinator
+/// was not announced here in time: its shards kept their raw CAF handles, which cannot carry
+/// expert rows. Once the peer is known, the next failed call finds its proxy.
+inline bool relocalize(expert_client& c) {
+  if (c.as_sent.version != c.shards.version || c.as_sent.shards.size() != c.shards.shards.size()) {
+    return false;
+  }
+  shard_set again = c.as_sent;
+  std::vector<bool> in_process = localize(again);
+  if (again.shards == c.shards.shards) return false;
+  c.shards.shards = std::move(again.shards);
+  c.in_process = std::move(in_process);
+  return true;
 }
 
 /// Whether a shard set that arrived may be used: it comes from the supervisor, its layout fits the
@@ -184,6 +204,10 @@ void dispatch_layer(Self* self, expert_client& c, model::step_driver& driver, ui
     }
     if (client->shards.version != set_version) {
       log::info(client->owner, where + "; resending with the newer shard set");
+      return (*retry)();
+    }
+    if (relocalize(*client)) {
+      log::info(client->owner, where + "; resending through the data plane's proxies");
       return (*retry)();
     }
     log::warn(client->owner, where + "; waiting for the supervisor");

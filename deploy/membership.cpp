@@ -110,20 +110,26 @@ std::vector<peer_info> peer_list(const membership_state& st) {
   return peers;
 }
 
+// Tells one node where every node's data plane is. A node that has the list already keeps its
+// endpoints.
+void tell_peers(membership_pointer self, const std::string& name,
+                const std::vector<peer_info>& peers) {
+  const node_agent_actor agent = self->state.nodes.at(name).agent;
+  if (!agent) return;
+  self->request(agent, handshake_timeout, peers_atom_v, peers)
+      .then([](bool) {},
+            [self, name](caf::error& err) {
+              log::warn("membership",
+                        "node " + name + " cannot reach its peers: " + self->system().render(err));
+            });
+}
+
 // Every node in contact learns where every other node's data plane is: the one that joined
 // connects to the others, and they to it (a node that kept its data plane keeps its endpoints).
 void announce_peers(membership_pointer self) {
   const auto peers = peer_list(self->state);
-  for (const auto& p : peers) {
-    const node_agent_actor agent = self->state.nodes.at(p.name).agent;
-    if (!agent) continue;
-    self->request(agent, handshake_timeout, peers_atom_v, peers)
-        .then([](bool) {},
-              [self, name = p.name](caf::error& err) {
-                log::warn("membership", "node " + name + " cannot reach its peers: " +
-                                            self->system().render(err));
-              });
-  }
+  for (const auto& p : peers)
+    tell_peers(self, p.name, peers);
 }
 
 // The back-off before the next dial of a node that did not answer: 100 ms doubling, bounded.
@@ -391,6 +397,9 @@ void heartbeat(membership_pointer self) {
               if (rec.state == "suspected") {
                 set_state(self, rec, "alive", "heartbeats again");
                 if (s.supervisor) self->send(s.supervisor, suspect_atom_v, name, false);
+                // An announcement sent while it was silent (a node that rejoined meanwhile, under
+                // a new peer) may never have reached it.
+                tell_peers(self, name, peer_list(s));
               }
             },
             [](caf::error&) {});

@@ -20,6 +20,8 @@ namespace {
 // What on_expert_guard asks of a worker: timers to itself, recorded instead of sent.
 struct recording_self {
   std::vector<std::chrono::milliseconds> timers;
+  template <class... Ts>
+  void send(Ts&&...) {}
   template <class Duration, class Atom>
   void delayed_send(recording_self*, Duration d, Atom) {
     timers.push_back(std::chrono::duration_cast<std::chrono::milliseconds>(d));
@@ -100,6 +102,41 @@ TEST_CASE("shards behind a data-plane proxy are not in process; all are without 
   CHECK(in_process == std::vector<bool>{true, false, true});
   CHECK(linked.shards[1] == actors[3]);  // the proxy, which keeps per-call timeouts
   CHECK(linked.shards[0] == actors[0]);
+  for (auto& a : actors)
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("a failed call localizes the supervisor's shard set again once the peer is known",
+          "[expert_guard]") {
+  caf::actor_system_config cfg;
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  register_role_types(cfg);
+  caf::actor_system sys(cfg);
+  std::vector<expert_shard_actor> actors;
+  for (int i = 0; i < 4; ++i)
+    actors.push_back(caf::actor_cast<expert_shard_actor>(sys.spawn(idle)));
+  shard_set set;
+  set.shards = {actors[0], actors[1], actors[2]};
+  set.version = 7;
+  recording_self self;
+  expert_client c;
+  // Adopted while this node knew no peer for shard 1's node: its raw handle stays.
+  adopt_shards(&self, c, set);
+  CHECK(c.shards.shards == set.shards);
+  CHECK_FALSE(relocalize(c));  // still nothing known: nothing to resend with
+  // The peer is known now: the next failed call finds the proxy, once.
+  test_link link(actors[1], actors[3]);
+  remote_link::install(&link);
+  CHECK(relocalize(c));
+  CHECK(c.shards.shards[1] == actors[3]);
+  CHECK(c.shards.shards[0] == actors[0]);
+  CHECK(c.in_process == std::vector<bool>{true, false, true});
+  CHECK(c.shards.version == 7);
+  CHECK_FALSE(relocalize(c));
+  // A set the worker holds that is not the one last sent is left alone.
+  c.shards.version = 8;
+  CHECK_FALSE(relocalize(c));
+  remote_link::install(nullptr);
   for (auto& a : actors)
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
 }
