@@ -4,6 +4,7 @@
 #include <caf/all.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,25 @@ caf::behavior idle() {
   return {[](int) {}};
 }
 
+// Four idle actors standing in for expert shards, in an actor system of their own.
+struct four_shards {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  std::vector<expert_shard_actor> actors;
+
+  four_shards() {
+    cfg.set("logger.verbosity", caf::atom("quiet"));
+    register_role_types(cfg);
+    sys = std::make_unique<caf::actor_system>(cfg);
+    for (int i = 0; i < 4; ++i)
+      actors.push_back(caf::actor_cast<expert_shard_actor>(sys->spawn(idle)));
+  }
+  ~four_shards() {
+    for (auto& a : actors)
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("the expert guard fails a layer that waited expert_timeout, else comes back when due",
@@ -80,13 +100,8 @@ TEST_CASE("the expert guard fails a layer that waited expert_timeout, else comes
 
 TEST_CASE("shards behind a data-plane proxy are not in process; all are without a link",
           "[expert_guard]") {
-  caf::actor_system_config cfg;
-  cfg.set("logger.verbosity", caf::atom("quiet"));
-  register_role_types(cfg);
-  caf::actor_system sys(cfg);
-  std::vector<expert_shard_actor> actors;
-  for (int i = 0; i < 4; ++i)
-    actors.push_back(caf::actor_cast<expert_shard_actor>(sys.spawn(idle)));
+  four_shards shards;
+  const std::vector<expert_shard_actor>& actors = shards.actors;
   shard_set set;
   set.shards = {actors[0], actors[1], actors[2]};
   {
@@ -102,19 +117,12 @@ TEST_CASE("shards behind a data-plane proxy are not in process; all are without 
   CHECK(in_process == std::vector<bool>{true, false, true});
   CHECK(linked.shards[1] == actors[3]);  // the proxy, which keeps per-call timeouts
   CHECK(linked.shards[0] == actors[0]);
-  for (auto& a : actors)
-    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
 }
 
 TEST_CASE("a failed call localizes the supervisor's shard set again once the peer is known",
           "[expert_guard]") {
-  caf::actor_system_config cfg;
-  cfg.set("logger.verbosity", caf::atom("quiet"));
-  register_role_types(cfg);
-  caf::actor_system sys(cfg);
-  std::vector<expert_shard_actor> actors;
-  for (int i = 0; i < 4; ++i)
-    actors.push_back(caf::actor_cast<expert_shard_actor>(sys.spawn(idle)));
+  four_shards shards;
+  const std::vector<expert_shard_actor>& actors = shards.actors;
   shard_set set;
   set.shards = {actors[0], actors[1], actors[2]};
   set.version = 7;
@@ -137,6 +145,4 @@ TEST_CASE("a failed call localizes the supervisor's shard set again once the pee
   c.shards.version = 8;
   CHECK_FALSE(relocalize(c));
   remote_link::install(nullptr);
-  for (auto& a : actors)
-    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
 }
