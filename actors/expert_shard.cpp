@@ -151,33 +151,51 @@ result<expert_reply> compute(shard_state& st, const expert_request& req) {
   std::map<int32_t, std::vector<int32_t>> groups;  // slot -> row indices, in row order
   for (int i = 0; i < n; ++i)
     groups[req.slots[static_cast<size_t>(i)]].push_back(i);
-  ensure_rows(st, n);
-  std::vector<float> staged;
+  // Every slot's rows one after another (`order`), so that the slots' matmuls go to the device
+  // together (model::run_ffn_group).
+  std::vector<model::ffn_part> parts;
+  std::vector<int32_t> order;
+  std::vector<int32_t> experts;  // parts[i]'s expert, for the load counts
+  order.reserve(static_cast<size_t>(n));
   for (const auto& [slot, rows] : groups) {
     auto it = epoch->second.find({req.layer, slot});
     if (it == epoch->second.end()) {
       return error(errc::not_found, st.config.name + " does not hold slot " + std::to_string(slot) +
                                         " of layer " + std::to_string(req.layer));
     }
-    const int m = static_cast<int>(rows.size());
-    staged.resize(static_cast<size_t>(m) * static_cast<size_t>(hidden));
-    for (int r = 0; r < m; ++r) {
-      std::copy_n(&req.input.data[static_cast<size_t>(rows[static_cast<size_t>(r)]) * hidden],
-                  hidden, &staged[static_cast<size_t>(r) * hidden]);
-    }
     const model::ffn_weights& w = *it->second.weights;
-    dev.upload(staged.data(), st.in.first(m));
-    model::run_ffn(dev, w, st.in.first(m), st.out.first(m),
-                   st.gate_up.first(m).cols_view(0, 2 * w.inter),
-                   st.inter.first(m).cols_view(0, w.inter));
-    dev.download(st.out.first(m), staged.data());
-    for (int r = 0; r < m; ++r) {
-      std::copy_n(&staged[static_cast<size_t>(r) * hidden], hidden,
-                  &reply.output.data[static_cast<size_t>(rows[static_cast<size_t>(r)]) * hidden]);
+    if (!parts.empty() && parts.front().weights->inter != w.inter) {
+      return error(errc::invalid_argument,
+                   st.config.name + " holds experts of different intermediate sizes in layer " +
+                       std::to_string(req.layer));
     }
-    st.tokens_per_expert[static_cast<size_t>(req.layer)][static_cast<size_t>(it->second.expert)] +=
-        m;
+    parts.push_back({&w, static_cast<int>(rows.size())});
+    order.insert(order.end(), rows.begin(), rows.end());
+    experts.push_back(it->second.expert);
   }
+  ensure_rows(st, n);
+  const size_t row_floats = static_cast<size_t>(hidden);
+  std::vector<float> staged(static_cast<size_t>(n) * row_floats);
+  for (int r = 0; r < n; ++r) {
+    std::copy_n(&req.input.data[static_cast<size_t>(order[static_cast<size_t>(r)]) * row_floats],
+                hidden, &staged[static_cast<size_t>(r) * row_floats]);
+  }
+  if (n > 0) {
+    const int width = parts.front().weights->inter;
+    dev.upload(staged.data(), st.in.first(n));
+    model::run_ffn_group(dev, parts, st.in.first(n), st.out.first(n),
+                         st.gate_up.first(n).cols_view(0, 2 * width),
+                         st.inter.first(n).cols_view(0, width));
+    dev.download(st.out.first(n), staged.data());
+  }
+  for (int r = 0; r < n; ++r) {
+    std::copy_n(
+        &staged[static_cast<size_t>(r) * row_floats], hidden,
+        &reply.output.data[static_cast<size_t>(order[static_cast<size_t>(r)]) * row_floats]);
+  }
+  std::vector<int64_t>& counts = st.tokens_per_expert[static_cast<size_t>(req.layer)];
+  for (size_t i = 0; i < parts.size(); ++i)
+    counts[static_cast<size_t>(experts[i])] += parts[i].rows;
   return reply;
 }
 

@@ -94,6 +94,13 @@ struct router_spec {
   float scale = 1.0f;
 };
 
+/// One product of backend::grouped_matmul: y = x * W^T.
+struct matmul_job {
+  tensor x;
+  const matrix* w = nullptr;
+  tensor y;
+};
+
 class backend {
  public:
   virtual ~backend() = default;
@@ -118,6 +125,13 @@ class backend {
   virtual void embed(const matrix& table, const int32_t* host_ids, const tensor& out) = 0;
   /// y = x * W^T (+ bias), each y element a fixed-order sum over x's columns.
   virtual void matmul(const tensor& x, const matrix& w, const float* bias, const tensor& y) = 0;
+  /// matmul() of every job, each y the bits matmul() gives it; the jobs write disjoint outputs
+  /// and read none of them. A layer's experts go through here: the CPU backend hands all their
+  /// work to its threads at once, where one matmul each paid a hand-off and a join per expert.
+  virtual void grouped_matmul(const matmul_job* jobs, size_t count) {
+    for (size_t j = 0; j < count; ++j)
+      matmul(jobs[j].x, *jobs[j].w, nullptr, jobs[j].y);
+  }
   /// RMS norm of each run of `group` columns (group == cols for a whole-row norm).
   virtual void rms_norm(const tensor& x, const float* weight, int group, float eps,
                         const tensor& y) = 0;

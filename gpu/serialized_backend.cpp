@@ -54,6 +54,10 @@ class serialized_backend final : public backend {
     std::lock_guard<std::mutex> hold(*lock_);
     inner_->matmul(x, w, bias, y);
   }
+  void grouped_matmul(const matmul_job* jobs, size_t count) override {
+    std::lock_guard<std::mutex> hold(*lock_);
+    inner_->grouped_matmul(jobs, count);
+  }
   void rms_norm(const tensor& x, const float* weight, int group, float eps,
                 const tensor& y) override {
     std::lock_guard<std::mutex> hold(*lock_);

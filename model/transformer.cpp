@@ -2,6 +2,7 @@
 
 #include "model/rope_scaling.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -151,30 +152,78 @@ void run_ffn(gpu::backend& dev, const ffn_weights& w, const gpu::tensor& in, con
   dev.matmul(inter, *w.down, nullptr, out);
 }
 
+void run_ffn_group(gpu::backend& dev, const std::vector<ffn_part>& parts, const gpu::tensor& in,
+                   const gpu::tensor& out, const gpu::tensor& gate_up, const gpu::tensor& inter) {
+  if (parts.empty()) return;
+  const int width = parts.front().weights->inter;
+  std::vector<gpu::matmul_job> jobs;
+  jobs.reserve(parts.size());
+  int row = 0;
+  for (const ffn_part& p : parts) {
+    if (p.weights->inter != width) {
+      throw std::logic_error("run_ffn_group: experts of intermediate sizes " +
+                             std::to_string(width) + " and " + std::to_string(p.weights->inter));
+    }
+    jobs.push_back(
+        {in.rows_view(row, p.rows), p.weights->gate_up.get(), gate_up.rows_view(row, p.rows)});
+    row += p.rows;
+  }
+  dev.grouped_matmul(jobs.data(), jobs.size());
+  dev.silu_mul(gate_up.rows_view(0, row), inter.rows_view(0, row));
+  row = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    jobs[i] = {inter.rows_view(row, parts[i].rows), parts[i].weights->down.get(),
+               out.rows_view(row, parts[i].rows)};
+    row += parts[i].rows;
+  }
+  dev.grouped_matmul(jobs.data(), jobs.size());
+}
+
 void run_local_experts(const transformer& t, const expert_bank& experts, int layer,
                        const routing& r, workspace& ws) {
   gpu::backend& dev = t.device();
   const auto groups = r.groups(t.config().num_experts);
+  const int capacity = std::min(ws.group_in.capacity_rows(), workspace::expert_group_rows);
+  // Experts run in batches of up to `capacity` rows (an expert with more runs alone): each
+  // batch's rows are gathered in expert order, go through run_ffn_group, and are scattered back
+  // to their slots.
+  std::vector<ffn_part> parts;
   std::vector<int32_t> token_rows;
+  std::vector<int32_t> slots;
+  auto flush = [&] {
+    const int m = static_cast<int>(slots.size());
+    if (m == 0) return;
+    const int width = parts.front().weights->inter;
+    const gpu::tensor in = ws.group_in.first(m);
+    const gpu::tensor out = ws.group_out.first(m);
+    dev.gather_rows(ws.h.first(r.tokens), token_rows.data(), in);
+    run_ffn_group(dev, parts, in, out, ws.gate_up.view().rows_view(0, m).cols_view(0, 2 * width),
+                  ws.inter.view().rows_view(0, m).cols_view(0, width));
+    dev.scatter_rows(out, slots.data(), ws.expert_out.first(r.tokens * r.top_k));
+    parts.clear();
+    token_rows.clear();
+    slots.clear();
+  };
   for (size_t e = 0; e < groups.size(); ++e) {
-    const std::vector<int32_t>& slots = groups[e];
-    if (slots.empty()) continue;
+    const std::vector<int32_t>& expert_slots = groups[e];
+    if (expert_slots.empty()) continue;
     const ffn_weights* w = experts.find(layer, static_cast<int>(e));
     if (!w) {
       throw std::logic_error("expert " + std::to_string(e) + " of layer " + std::to_string(layer) +
                              " is not in this bank");
     }
-    const int m = static_cast<int>(slots.size());
-    token_rows.resize(slots.size());
-    for (size_t i = 0; i < slots.size(); ++i)
-      token_rows[i] = slots[i] / r.top_k;
-    const gpu::tensor in = ws.group_in.first(m);
-    const gpu::tensor out = ws.group_out.first(m);
-    dev.gather_rows(ws.h.first(r.tokens), token_rows.data(), in);
-    run_ffn(dev, *w, in, out, ws.gate_up.view().rows_view(0, m).cols_view(0, 2 * w->inter),
-            ws.inter.view().rows_view(0, m).cols_view(0, w->inter));
-    dev.scatter_rows(out, slots.data(), ws.expert_out.first(r.tokens * r.top_k));
+    const int m = static_cast<int>(expert_slots.size());
+    if (static_cast<int>(slots.size()) + m > capacity ||
+        (!parts.empty() && parts.front().weights->inter != w->inter)) {
+      flush();
+    }
+    parts.push_back({w, m});
+    for (const int32_t slot : expert_slots) {
+      slots.push_back(slot);
+      token_rows.push_back(slot / r.top_k);
+    }
   }
+  flush();
 }
 
 void run_step(const transformer& t, const expert_bank& experts, gpu::kv_storage& kv, workspace& ws,

@@ -66,6 +66,19 @@ class transformer {
 void run_ffn(gpu::backend& dev, const ffn_weights& w, const gpu::tensor& in, const gpu::tensor& out,
              const gpu::tensor& gate_up, const gpu::tensor& inter);
 
+/// One expert of run_ffn_group: `rows` consecutive rows of its input through `weights`.
+struct ffn_part {
+  const ffn_weights* weights = nullptr;
+  int rows = 0;
+};
+
+/// run_ffn of every part on its rows of `in` (the parts' rows one after another, in order) into
+/// the same rows of `out`: the same bits as one run_ffn each, with each matmul of all the parts
+/// handed to the device at once. The parts share one intermediate size; gate_up and inter are
+/// scratch with in.rows rows.
+void run_ffn_group(gpu::backend& dev, const std::vector<ffn_part>& parts, const gpu::tensor& in,
+                   const gpu::tensor& out, const gpu::tensor& gate_up, const gpu::tensor& inter);
+
 /// Runs the expert FFNs of one layer locally: every routed row of ws.h through its expert, the
 /// results into ws.expert_out at its slot.
 void run_local_experts(const transformer& t, const expert_bank& experts, int layer,

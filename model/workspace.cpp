@@ -21,13 +21,14 @@ workspace::workspace(const model_config& c, gpu::backend& dev, int max_tokens)
   qkv = dev.alloc(t, qkv_cols);
   attn = dev.alloc(t, c.num_heads * c.head_dim);
   proj = dev.alloc(t, hidden);
-  gate_up = dev.alloc(t, 2 * widest);
-  inter = dev.alloc(t, widest);
+  const int expert_rows = c.is_moe() ? std::max(t, std::min(t * c.top_k, expert_group_rows)) : t;
+  gate_up = dev.alloc(expert_rows, 2 * widest);
+  inter = dev.alloc(expert_rows, widest);
   if (c.is_moe()) {
     router = dev.alloc(t, c.num_experts);
     expert_out = dev.alloc(t * c.top_k, hidden);
-    group_in = dev.alloc(t, hidden);
-    group_out = dev.alloc(t, hidden);
+    group_in = dev.alloc(expert_rows, hidden);
+    group_out = dev.alloc(expert_rows, hidden);
     if (c.shared_expert_intermediate > 0) {
       shared_out = dev.alloc(t, hidden);
       if (c.shared_expert_gated) shared_gate = dev.alloc(t, 1);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <new>
 #include <stdexcept>
+#include <vector>
 
 #include "common/thread_pool.hpp"
 #include "gpu/cpu/gemm.hpp"
@@ -80,6 +81,15 @@ class cpu_backend final : public backend {
   }
   void matmul(const tensor& x, const matrix& w, const float* bias, const tensor& y) override {
     cpu::gemm(x.data, x.stride, x.rows, packed(w), bias, y.data, y.stride, pool_, path_);
+  }
+  void grouped_matmul(const matmul_job* jobs, size_t count) override {
+    std::vector<cpu::gemm_product> products(count);
+    for (size_t j = 0; j < count; ++j) {
+      const matmul_job& job = jobs[j];
+      products[j] = cpu::gemm_product{job.x.data, job.x.stride, job.x.rows,  &packed(*job.w),
+                                      nullptr,    job.y.data,   job.y.stride};
+    }
+    cpu::gemm_grouped(products.data(), count, pool_, path_);
   }
   void rms_norm(const tensor& x, const float* weight, int group, float eps,
                 const tensor& y) override {

@@ -96,6 +96,47 @@ TEST_CASE("on every kernel path a row's result never depends on its batch or thr
   }
 }
 
+TEST_CASE("grouped products give each product's own bits and write nothing else", "[kernel_path]") {
+  thread_pool two(2), one(1);
+  const uint32_t seed = 4040;
+  std::mt19937 rng(seed);
+  for (kernel_path path : cpu::available_kernel_paths()) {
+    for (int trial = 0; trial < 20; ++trial) {
+      // 1 to 9 products of random shapes, one with no rows and one past a block of 72 rows now
+      // and then (gemm.cpp's work items), as a layer's experts are.
+      const int count = std::uniform_int_distribution<int>(1, 9)(rng);
+      std::vector<problem> problems;
+      for (int j = 0; j < count; ++j)
+        problems.push_back(random_problem(rng));
+      if (trial % 4 == 1)
+        problems.push_back(testing::make_problem(rng, dtype::bf16, 150, 40, 70, 1, 2, false));
+      std::vector<std::vector<float>> ys;
+      std::vector<cpu::gemm_product> products;
+      for (size_t j = 0; j < problems.size(); ++j) {
+        const problem& p = problems[j];
+        const int rows = trial % 3 == 2 && j == 0 ? 0 : p.m;
+        ys.emplace_back(static_cast<size_t>(p.m) * p.ldy, std::nanf(""));
+        products.push_back({p.x.data(), p.ldx, rows, p.w.get(),
+                            p.bias.empty() ? nullptr : p.bias.data(), ys.back().data(), p.ldy});
+      }
+      for (thread_pool* pool : {&two, &one}) {
+        for (auto& y : ys)
+          std::fill(y.begin(), y.end(), std::nanf(""));
+        cpu::gemm_grouped(products.data(), products.size(), *pool, path);
+        for (size_t j = 0; j < problems.size(); ++j) {
+          const problem& p = problems[j];
+          INFO("seed " << seed << " trial " << trial << " path " << cpu::kernel_path_name(path)
+                       << " threads " << pool->size() << " product " << j << " of "
+                       << problems.size() << ": " << p.describe());
+          std::vector<float> alone = run(p, 0, products[j].m, path, two);
+          alone.resize(ys[j].size(), std::nanf(""));
+          REQUIRE(std::memcmp(alone.data(), ys[j].data(), sizeof(float) * alone.size()) == 0);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("the engine generates the same tokens and logits on every exact kernel path",
           "[kernel_path]") {
   for (const char* family : {"qwen3_moe", "deepseek_v3"}) {
