@@ -79,7 +79,8 @@ bool out_of_contact_at(const std::vector<seen_event>& seen, const std::string& n
   for (const seen_event& e : seen) {
     if (e.at_ms > at_ms) break;
     if (e.node != node) continue;
-    if (e.kind == "node_lost") lost = true;
+    // A node stopping on its own (SIGTERM) leaves as surely as a lost one.
+    if (e.kind == "node_lost" || e.kind == "node_leaving") lost = true;
     if (e.kind == "node_rejoined") lost = false;
   }
   return lost;

@@ -54,8 +54,9 @@ class event_watch {
   std::thread thread_;
 };
 
-/// Whether the coordinator had `node` out of contact at `at_ms`: a node_lost for it at or before
-/// then, and no node_rejoined after that lost and before `at_ms`. `seen` is in the order the
+/// Whether the coordinator had `node` out of contact at `at_ms`: a node_lost or node_leaving (a
+/// node stopping on its own) for it at or before then, and no node_rejoined after that and
+/// before `at_ms`. `seen` is in the order the
 /// coordinator recorded it. A fault on such a node changes nothing the cluster sees (its roles
 /// have already moved), so there is nothing new for it to notice.
 bool out_of_contact_at(const std::vector<seen_event>& seen, const std::string& node, int64_t at_ms);

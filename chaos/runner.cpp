@@ -396,12 +396,13 @@ result<run_result> run::go() {
       if (e.at_ms + 50 < fr.at_ms) continue;  // the coordinator's clock stamps, a hair apart
       if (!counts_as_detection(s_.faults[i], chosen_actors_[i], e)) continue;
       fr.detected = true;
-      fr.detect_ms = std::max<int64_t>(0, e.at_ms - fr.at_ms);
+      fr.detect_ms =
+          std::max<int64_t>(0, e.at_ms - kill_lands_at(s_, faults_, i, chosen_actors_[i], seen));
       fr.noticed_as = e.kind;
       break;
     }
-    // A node the coordinator already had out of contact (lost, not yet back: a stop right after
-    // a restart, before the node could rejoin) has nothing left to be noticed by.
+    // A node the coordinator already had out of contact (lost or stopped, not yet back: a fault
+    // right after a restart, before the node could rejoin) has nothing left to be noticed by.
     const fault_spec& f = s_.faults[i];
     if (!fr.detected && f.target.what == fault_target::kind::node &&
         f.action != fault_spec::kind::restart && out_of_contact_at(seen, f.target.name, fr.at_ms)) {
@@ -461,6 +462,42 @@ void run::settle_and_measure(run_result& r) {
 }
 
 }  // namespace
+
+// A kill goes to its actor through the coordinator (POST /v1/admin/kill); while the actor's node
+// is cut off from the coordinator's control plane the kill waits in the link until the cut
+// heals, and nothing has happened to notice before then (chaos --random 1 --random-from 9 --seed
+// 9191: a shard killed 5 ms into a 3 s cut of its node died, and was noticed, 4 ms after the
+// heal). Its node is the one the events name for it.
+int64_t kill_lands_at(const scenario& s, const std::vector<fault_result>& faults, size_t index,
+                      const std::string& actor, const std::vector<seen_event>& seen) {
+  const fault_spec& kill = s.faults[index];
+  int64_t at = faults[index].at_ms;
+  const bool actor_kill =
+      kill.action == fault_spec::kind::kill && (kill.target.what == fault_target::kind::role ||
+                                                kill.target.what == fault_target::kind::actor);
+  if (!actor_kill || actor.empty()) return at;
+  std::string node;
+  for (const seen_event& e : seen) {
+    if (e.at_ms + 50 >= at && e.actor == actor && !e.node.empty()) {
+      node = e.node;
+      break;
+    }
+  }
+  if (node.empty()) return at;
+  int64_t lands = at;
+  for (size_t j = 0; j < s.faults.size() && j < faults.size(); ++j) {
+    const fault_spec& cut = s.faults[j];
+    const fault_result& r = faults[j];
+    const bool cuts_control = cut.action == fault_spec::kind::partition &&
+                              cut.target.what == fault_target::kind::node &&
+                              cut.target.name == node && cut.plane != "data" &&
+                              (cut.from == "coordinator" || cut.from == "all");
+    if (cuts_control && r.at_ms >= 0 && r.at_ms <= at && r.healed_ms > at) {
+      lands = std::max(lands, r.healed_ms);
+    }
+  }
+  return lands;
+}
 
 result<run_result> run_scenario(const scenario& s, const run_options& options) {
   run one(s, options);

@@ -80,6 +80,9 @@ class outbound {
   /// Shutdown, last step before the worker is destroyed: hands every request UCX still holds
   /// back to it (no callback follows). The operations are freed with this object.
   void release_requests();
+  /// Progresses the worker until no endpoint to `peer` is still closing, for at most `limit`;
+  /// false if one still is. Only on the progress thread, outside UCX's callbacks.
+  bool wait_closed(peer_id peer, std::chrono::milliseconds limit);
   /// True once every endpoint close has completed.
   bool all_closed() const { return peers_.empty() && closing_.empty(); }
 

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "chaos/event_watch.hpp"
+#include "chaos/runner.hpp"
 
 using brigade::chaos::out_of_contact_at;
 using brigade::chaos::seen_event;
@@ -23,4 +24,55 @@ TEST_CASE("a node is out of contact from its loss until it rejoins", "[chaos]") 
   CHECK(out_of_contact_at(seen, "n1", 6000));
   CHECK_FALSE(out_of_contact_at(seen, "n3", 9000));
   CHECK_FALSE(out_of_contact_at({}, "n2", 9000));
+}
+
+TEST_CASE("a node that stopped on its own is out of contact until it rejoins", "[chaos]") {
+  // chaos --random 1 --random-from 89 --seed 9191: n3 stopped by SIGTERM, restarted under its
+  // name and cut off from the coordinator 2 ms later, before it could rejoin.
+  const std::vector<seen_event> seen = {
+      {5004, "node_leaving", "n3", "", ""},
+      {5004, "role_unreachable", "n3", "decode-1", ""},
+      {7808, "node_rejoined", "n3", "", ""},
+  };
+  CHECK_FALSE(out_of_contact_at(seen, "n3", 4901));
+  CHECK(out_of_contact_at(seen, "n3", 5720));
+  CHECK_FALSE(out_of_contact_at(seen, "n3", 7900));
+}
+
+TEST_CASE("a kill sent while its node is cut off from the coordinator lands at the heal",
+          "[chaos]") {
+  using namespace brigade::chaos;
+  // chaos --random 1 --random-from 9 --seed 9191: n2 cut off (both planes) for 3 s at 202 ms,
+  // its shard killed at 207 ms, the death seen at 3209 ms, 4 ms after the heal.
+  scenario s;
+  fault_spec cut;
+  cut.action = fault_spec::kind::partition;
+  cut.target = {fault_target::kind::node, "n2"};
+  cut.for_ms = 3000;
+  fault_spec kill;
+  kill.action = fault_spec::kind::kill;
+  kill.target = {fault_target::kind::role, "expert_shard"};
+  s.faults = {cut, kill};
+  std::vector<fault_result> faults(2);
+  faults[0].at_ms = 202;
+  faults[0].healed_ms = 3205;
+  faults[1].at_ms = 207;
+  const std::vector<seen_event> seen = {
+      {1605, "node_suspected", "n2", "", ""},
+      {3209, "role_died", "n2", "expert_shard-1", ""},
+  };
+  CHECK(kill_lands_at(s, faults, 1, "expert_shard-1", seen) == 3205);
+  // A cut of the data plane alone does not hold the kill back, nor a cut of another node, nor
+  // one that healed before the kill.
+  s.faults[0].plane = "data";
+  CHECK(kill_lands_at(s, faults, 1, "expert_shard-1", seen) == 207);
+  s.faults[0].plane = "both";
+  s.faults[0].target.name = "n1";
+  CHECK(kill_lands_at(s, faults, 1, "expert_shard-1", seen) == 207);
+  s.faults[0].target.name = "n2";
+  faults[0].healed_ms = 205;
+  CHECK(kill_lands_at(s, faults, 1, "expert_shard-1", seen) == 207);
+  // Only kills of actors wait: the cut itself counts from its start.
+  faults[0].healed_ms = 3205;
+  CHECK(kill_lands_at(s, faults, 0, "", seen) == 202);
 }
