@@ -464,10 +464,10 @@ void run::settle_and_measure(run_result& r) {
 }  // namespace
 
 // A kill goes to its actor through the coordinator (POST /v1/admin/kill); while the actor's node
-// is cut off from the coordinator's control plane the kill waits in the link until the cut
-// heals, and nothing has happened to notice before then (chaos --random 1 --random-from 9 --seed
-// 9191: a shard killed 5 ms into a 3 s cut of its node died, and was noticed, 4 ms after the
-// heal). Its node is the one the events name for it.
+// is cut off from the coordinator's control plane, or stopped (SIGSTOP), the kill waits until
+// the cut heals or the node runs again, and nothing has happened to notice before then (chaos
+// --random 1 --random-from 9 --seed 9191: a shard killed 5 ms into a 3 s cut of its node died, and
+// was noticed, 4 ms after the heal). Its node is the one the events name for it.
 int64_t kill_lands_at(const scenario& s, const std::vector<fault_result>& faults, size_t index,
                       const std::string& actor, const std::vector<seen_event>& seen) {
   const fault_spec& kill = s.faults[index];
@@ -488,11 +488,11 @@ int64_t kill_lands_at(const scenario& s, const std::vector<fault_result>& faults
   for (size_t j = 0; j < s.faults.size() && j < faults.size(); ++j) {
     const fault_spec& cut = s.faults[j];
     const fault_result& r = faults[j];
-    const bool cuts_control = cut.action == fault_spec::kind::partition &&
-                              cut.target.what == fault_target::kind::node &&
-                              cut.target.name == node && cut.plane != "data" &&
+    const bool on_node = cut.target.what == fault_target::kind::node && cut.target.name == node;
+    const bool cuts_control = cut.action == fault_spec::kind::partition && cut.plane != "data" &&
                               (cut.from == "coordinator" || cut.from == "all");
-    if (cuts_control && r.at_ms >= 0 && r.at_ms <= at && r.healed_ms > at) {
+    const bool holds = on_node && (cuts_control || cut.action == fault_spec::kind::stop);
+    if (holds && r.at_ms >= 0 && r.at_ms <= at && r.healed_ms > at) {
       lands = std::max(lands, r.healed_ms);
     }
   }

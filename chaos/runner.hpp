@@ -75,8 +75,8 @@ result<run_result> run_scenario(const scenario& s, const run_options& options);
 struct seen_event;
 
 /// When the kill of fault `index` (of `actor`) could land: its time, or, when the actor's node
-/// was cut off from the coordinator's control plane then, when that cut healed (a kill goes
-/// through the coordinator and waits in the link). Detection counts from there.
+/// was cut off from the coordinator's control plane or stopped then, when that ended (a kill
+/// goes through the coordinator and waits for the node). Detection counts from there.
 int64_t kill_lands_at(const scenario& s, const std::vector<fault_result>& faults, size_t index,
                       const std::string& actor, const std::vector<seen_event>& seen);
 

@@ -75,4 +75,8 @@ TEST_CASE("a kill sent while its node is cut off from the coordinator lands at t
   // Only kills of actors wait: the cut itself counts from its start.
   faults[0].healed_ms = 3205;
   CHECK(kill_lands_at(s, faults, 0, "", seen) == 202);
+  // A node stopped (SIGSTOP) holds the kill until it runs again (chaos --random 1
+  // --random-from 25 --seed 2727).
+  s.faults[0].action = fault_spec::kind::stop;
+  CHECK(kill_lands_at(s, faults, 1, "expert_shard-1", seen) == 3205);
 }
