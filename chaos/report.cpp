@@ -90,6 +90,7 @@ nlohmann::json report_json(const std::vector<run_result>& runs) {
                    {"kv_pools_checked", r.kv_pools_checked},
                    {"kv_leaks", r.kv_leaks},
                    {"memory_growth", r.memory_growth},
+                   {"memory_growth_node", r.memory_growth_node},
                    {"duration_ms", r.duration_ms},
                    {"passed", r.ok()},
                    {"failures", r.failures},

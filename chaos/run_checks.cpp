@@ -149,9 +149,9 @@ void judge(const scenario& s, const std::vector<request_spec>& requests,
     r.failures.push_back("KV blocks did not come back: " + which);
   }
   if (c.memory_growth > 0 && r.memory_growth > c.memory_growth) {
-    r.failures.push_back("a surviving node's memory grew " +
-                         std::to_string(r.memory_growth).substr(0, 4) + "x (bound " +
-                         std::to_string(c.memory_growth).substr(0, 4) + "x)");
+    r.failures.push_back(
+        "a surviving node's memory grew " + std::to_string(r.memory_growth).substr(0, 4) +
+        "x (bound " + std::to_string(c.memory_growth).substr(0, 4) + "x): " + r.memory_growth_node);
   }
   if (r.failures.empty()) return;
   for (const auto& e : examples)

@@ -61,6 +61,7 @@ struct run_result {
   int kv_pools_checked = 0;
   std::vector<std::string> kv_leaks;  ///< Pools whose blocks did not come back.
   double memory_growth = 0;           ///< Worst surviving node's RSS over its baseline.
+  std::string memory_growth_node;     ///< That node, with its RSS before and after.
   int64_t duration_ms = 0;
   std::vector<std::string> failures;  ///< Checks that failed, one sentence each.
   std::string logs;                   ///< The run's folder.
