@@ -1,5 +1,7 @@
 #include "deploy/membership.hpp"
 
+#include <algorithm>
+
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
@@ -61,6 +63,10 @@ struct membership_state {
   std::optional<caf::typed_response_promise<std::vector<joined_node>>> initial;
   steady::time_point initial_deadline;
   double last_tick_ms = 0;  // when the heartbeat tick last ran
+  /// Per node, the rules its partitions and severs put on the other end of each link: (peer,
+  /// rule). A clear of the node clears them too: a peer that got its rule late (it was stopped
+  /// when ordered) would otherwise keep the link cut past the heal, for its own for_ms.
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> peer_rules;
   static inline const char* name = "membership";
 };
 
@@ -437,11 +443,23 @@ std::string inject(membership_pointer self, const fault_order& o) {
   auto& st = self->state;
   auto target = st.nodes.find(o.node);
   if (target == st.nodes.end()) return "no node named '" + o.node + "'";
-  if (!target->second.agent) return "node '" + o.node + "' is not in contact";
   std::vector<std::pair<std::string, node_fault>> orders;
   const std::string name = "admin-" + o.kind + "-" + o.node + (o.peer.empty() ? "" : "-" + o.peer);
   if (o.kind == "clear") {
-    orders.push_back({o.node, node_fault{"", "", 0}});
+    // The peers' ends too, even when the node itself is out of contact.
+    auto ends = st.peer_rules.find(o.node);
+    if (ends != st.peer_rules.end()) {
+      for (const auto& [peer, rule] : ends->second)
+        orders.push_back({peer, node_fault{rule, "", 0}});
+      st.peer_rules.erase(ends);
+    }
+    if (target->second.agent) {
+      orders.push_back({o.node, node_fault{"", "", 0}});
+    } else if (orders.empty()) {
+      return "node '" + o.node + "' is not in contact";
+    }
+  } else if (!target->second.agent) {
+    return "node '" + o.node + "' is not in contact";
   } else if (o.kind == "disk_slow" || o.kind == "disk_full") {
     const std::string spec =
         o.kind == "disk_full" ? "disk full" : "disk slow ms=" + std::to_string(o.ms);
@@ -466,6 +484,9 @@ std::string inject(membership_pointer self, const fault_order& o) {
           {o.node, node_fault{name + "-" + p, fault_spec(o, "to", peer_id), o.for_ms}});
       if (both_ends && st.nodes.at(p).agent) {
         orders.push_back({p, node_fault{name + "-" + p, fault_spec(o, "to", own_id), o.for_ms}});
+        auto& ends = st.peer_rules[o.node];
+        const std::pair<std::string, std::string> end{p, name + "-" + p};
+        if (std::find(ends.begin(), ends.end(), end) == ends.end()) ends.push_back(end);
       }
     }
   }
