@@ -445,7 +445,9 @@ int serve(int argc, char** argv) {
   }
   if ((o.levels.empty() && !overhead_only) || o.prompt_tokens < 1 || o.max_tokens < 1 ||
       o.overhead_batch < 1) {
-    std::fprintf(stderr, "bench serve: give at least one level and positive token counts\n");
+    std::fprintf(stderr,
+                 "bench serve: give at least one level, and positive token counts and "
+                 "--overhead-batch\n");
     return 2;
   }
 

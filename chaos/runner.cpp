@@ -297,9 +297,10 @@ result<run_result> run::go() {
     // faults: one short probe leaves most of the workspaces and allocator arenas a full batch
     // touches for the first time, and on a busy machine that first touch alone passed 1.5x.
     // Different prompts (another seed), so the faulted run still prefills its own.
-    auto warm_requests =
-        make_requests(w, oracle_->vocab(), oracle_->max_positions(), o_.seed ^ 0x5741524dULL,
-                      [this](const std::string& t) { return oracle_->encode(t); });
+    // The scenario's own workload, not the soak's ten of it: a baseline needs one pass.
+    auto warm_requests = make_requests(s_.workload, oracle_->vocab(), oracle_->max_positions(),
+                                       o_.seed ^ 0x5741524dULL,
+                                       [this](const std::string& t) { return oracle_->encode(t); });
     if (!warm_requests) return warm_requests.err();
     for (auto& q : warm_requests.value())
       q.arrival_ms = -1;
