@@ -105,6 +105,8 @@ class backend {
  public:
   virtual ~backend() = default;
   virtual std::string name() const = 0;
+  /// The host thread pool a CPU backend's kernels run on; null for a device.
+  virtual thread_pool* host_pool() { return nullptr; }
 
   // Memory.
   virtual activation alloc(int rows, int cols) = 0;
@@ -182,5 +184,12 @@ class backend {
 
 /// The CPU reference backend, on `pool` (the process-wide thread pool when null).
 std::unique_ptr<backend> make_cpu_backend(thread_pool* pool = nullptr);
+
+/// A CPU backend, on `pool`, that stores weight matrices quantized to int8 (a scale per output
+/// row) and multiplies them with int8 dot products (gpu/cpu/gemm_int8_vnni.cpp): about 3x the
+/// speed of bf16 weights for a few rows, and not exact. It is for a draft model only, whose
+/// every token the target verifies (model/draft_model.hpp). Null where the CPU lacks
+/// AVX512-VNNI.
+std::unique_ptr<backend> make_int8_cpu_backend(thread_pool* pool);
 
 }  // namespace brigade::gpu

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "model/kv_layout.hpp"
 #include "model/logit_statistics.hpp"
@@ -49,7 +50,8 @@ status check_same_tokenizer(const std::string& dir, const std::string& target_di
 result<std::shared_ptr<const loaded_model>> draft_model::load(const std::string& dir,
                                                               const model_config& target,
                                                               const std::string& target_dir,
-                                                              gpu::backend& dev) {
+                                                              gpu::backend& dev,
+                                                              weight_format held) {
   if (!is_directory(dir)) {
     return error(errc::not_found, "the draft model directory " + dir + " does not exist");
   }
@@ -68,8 +70,16 @@ result<std::shared_ptr<const loaded_model>> draft_model::load(const std::string&
                                              ": a draft must share the target's tokenizer");
   }
   if (status same = check_same_tokenizer(dir, target_dir); !same) return same.err();
-  auto loaded = loaded_model::load(dir, dev, true);
+  std::shared_ptr<gpu::backend> int8_dev;
+  if (const char* env = std::getenv("BRIGADE_DRAFT_INT8"); env && std::string(env) == "0") {
+    held = weight_format::as_stored;
+  }
+  if (held == weight_format::int8 && dev.host_pool() != nullptr) {
+    int8_dev = gpu::make_int8_cpu_backend(dev.host_pool());
+  }
+  auto loaded = loaded_model::load(dir, int8_dev ? *int8_dev : dev, true);
   if (!loaded) return error(loaded.err().code, "draft model: " + loaded.err().message);
+  loaded.value()->own_device = std::move(int8_dev);
   return std::shared_ptr<const loaded_model>(std::move(loaded.value()));
 }
 
@@ -81,8 +91,12 @@ draft_model::draft_model(std::shared_ptr<const loaded_model> weights,
       block_tokens_(limits.block_tokens),
       pool_((limits.kv_tokens + limits.block_tokens - 1) / limits.block_tokens),
       ws_(weights_->config, weights_->forward->device(), limits.max_step_tokens) {
+  // A draft held in int8 keeps its keys and values in bf16 too: half the memory and reads, and
+  // its drafts are approximate anyway. A draft held as stored stays exact.
+  const bool approximate = weights_->own_device != nullptr;
   kv_ = weights_->forward->device().make_kv(
-      kv_layout_for(weights_->config, pool_.capacity(), block_tokens_));
+      kv_layout_for(weights_->config, pool_.capacity(), block_tokens_,
+                    approximate ? gpu::dtype::bf16 : gpu::dtype::f32));
 }
 
 draft_model::~draft_model() = default;

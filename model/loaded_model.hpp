@@ -15,6 +15,9 @@
 namespace brigade::model {
 
 struct loaded_model {
+  /// The backend the model was loaded onto when the model owns it (a draft model's int8 CPU
+  /// backend); null when the caller's backend outlives the model. First: destroyed last.
+  std::shared_ptr<gpu::backend> own_device;
   std::string dir;
   model_config config;
   std::unique_ptr<checkpoint> ckpt;

@@ -9,6 +9,7 @@
 
 #include "common/thread_pool.hpp"
 #include "gpu/cpu/gemm.hpp"
+#include "gpu/cpu/gemm_kernels.hpp"
 #include "gpu/cpu/kernels.hpp"
 #include "gpu/cpu/packed_matrix.hpp"
 
@@ -39,8 +40,10 @@ const cpu::packed_matrix& packed(const matrix& m) {
 
 class cpu_backend final : public backend {
  public:
-  cpu_backend(thread_pool& pool, cpu::kernel_path path) : pool_(pool), path_(path) {}
-  std::string name() const override { return "cpu"; }
+  cpu_backend(thread_pool& pool, cpu::kernel_path path, bool int8_weights = false)
+      : pool_(pool), path_(path), int8_weights_(int8_weights) {}
+  std::string name() const override { return int8_weights_ ? "cpu-int8" : "cpu"; }
+  thread_pool* host_pool() override { return &pool_; }
 
   activation alloc(int rows, int cols) override {
     return activation(std::make_unique<host_buffer>(sizeof(float) * static_cast<size_t>(rows) *
@@ -60,10 +63,10 @@ class cpu_backend final : public backend {
     }
   }
   std::unique_ptr<matrix> make_matrix(const host_matrix& w) override {
-    return cpu::packed_matrix::pack({w});
+    return make_stacked_matrix({w});
   }
   std::unique_ptr<matrix> make_stacked_matrix(const std::vector<host_matrix>& parts) override {
-    return cpu::packed_matrix::pack(parts);
+    return int8_weights_ ? cpu::packed_matrix::pack_int8(parts) : cpu::packed_matrix::pack(parts);
   }
   void read_matrix(const matrix& m, void* host) override { packed(m).unpack(host); }
   std::unique_ptr<buffer> make_vector(const float* host, size_t count) override {
@@ -140,6 +143,7 @@ class cpu_backend final : public backend {
  private:
   thread_pool& pool_;
   cpu::kernel_path path_;
+  bool int8_weights_;
 };
 
 }  // namespace
@@ -152,6 +156,12 @@ std::unique_ptr<backend> cpu::make_backend(thread_pool* pool, kernel_path path) 
 
 std::unique_ptr<backend> make_cpu_backend(thread_pool* pool) {
   return cpu::make_backend(pool, cpu::process_kernel_path());
+}
+
+std::unique_ptr<backend> make_int8_cpu_backend(thread_pool* pool) {
+  if (!cpu::int8_vnni_available()) return nullptr;
+  return std::make_unique<cpu_backend>(pool ? *pool : thread_pool::shared(),
+                                       cpu::process_kernel_path(), true);
 }
 
 }  // namespace brigade::gpu

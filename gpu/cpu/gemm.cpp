@@ -1,6 +1,8 @@
 #include "gpu/cpu/gemm.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <iterator>
 #include <vector>
@@ -28,6 +30,38 @@ gemm_block_fn block_kernel(kernel_path path) {
       break;
   }
   return gemm_block_avx2;
+}
+
+// x's rows as the int8 kernels read them (gemm_operands::xq): per row, scale s = largest
+// magnitude / 127 and round(x / s) + 128 as a byte, padded with 128 (which the zero padding of the
+// weights multiplies away) to whole groups of 4 k.
+struct quantized_rows {
+  std::vector<uint8_t> bytes;
+  std::vector<float> scales;
+  int ld = 0;
+
+  void quantize(const float* x, int ldx, int m, int k, int groups) {
+    ld = groups * 4;
+    bytes.assign(static_cast<size_t>(m) * static_cast<size_t>(ld), 128);
+    scales.assign(static_cast<size_t>(m), 0.0f);
+    for (int r = 0; r < m; ++r) {
+      const float* row = x + static_cast<size_t>(r) * static_cast<size_t>(ldx);
+      float largest = 0.0f;
+      for (int i = 0; i < k; ++i)
+        largest = std::max(largest, std::fabs(row[i]));
+      scales[static_cast<size_t>(r)] = largest / 127.0f;
+      const float inverse = largest > 0.0f ? 127.0f / largest : 0.0f;
+      uint8_t* out = bytes.data() + static_cast<size_t>(r) * static_cast<size_t>(ld);
+      for (int i = 0; i < k; ++i) {
+        const int q = std::clamp(static_cast<int>(std::nearbyint(row[i] * inverse)), -127, 127);
+        out[i] = static_cast<uint8_t>(q + 128);
+      }
+    }
+  }
+};
+
+gemm_block_fn int8_kernel() {
+  return int8_vnni_available() ? gemm_block_int8_vnni : gemm_block_int8;
 }
 
 }  // namespace
@@ -76,6 +110,23 @@ void gemm_grouped(const gemm_product* products, size_t count, thread_pool& pool,
   const size_t items = first[count];
   if (items == 0) return;
   const gemm_block_fn kernel = block_kernel(path);
+  // Rows of int8 products are quantized once here, not once per work item. Per calling thread:
+  // several threads may multiply at once.
+  thread_local std::vector<quantized_rows> quantized;
+  bool any_int8 = false;
+  for (size_t j = 0; j < count; ++j)
+    any_int8 = any_int8 || products[j].w->int8();
+  if (any_int8) {
+    if (quantized.size() < count) quantized.resize(count);
+    for (size_t j = 0; j < count; ++j) {
+      const gemm_product& p = products[j];
+      if (p.w->int8() && p.m > 0) {
+        quantized[j].quantize(p.x, p.ldx, p.m, p.w->cols(), p.w->k_groups());
+      }
+    }
+  }
+  // The workers read the caller's rows: a thread_local named inside the lambda would be theirs.
+  const quantized_rows* rows_of = quantized.data();
   // Aim for items of about 25,000 multiply-adds (BRIGADE_GEMM_ITEM_WORK). Decode's products are
   // small (one row against a weight panel that streams from memory), and splitting them over every
   // core is what lets decode use the memory bandwidth of more than one core; the pool's hand-off
@@ -91,15 +142,22 @@ void gemm_grouped(const gemm_product* products, size_t count, thread_pool& pool,
       while (item >= first[j + 1])
         ++j;
       const gemm_product& p = products[j];
-      const gemm_operands op{p.x, p.ldx, p.w, p.bias, p.y, p.ldy};
+      gemm_operands op{p.x, p.ldx, p.w, p.bias, p.y, p.ldy};
+      gemm_block_fn block = kernel;
+      if (p.w->int8()) {
+        op.xq = rows_of[j].bytes.data();
+        op.ldq = rows_of[j].ld;
+        op.x_scale = rows_of[j].scales.data();
+        block = int8_kernel();
+      }
       const int panel_groups = (p.w->panels() + panels_per_item - 1) / panels_per_item;
       const size_t local = item - first[j];
       const int rb = static_cast<int>(local / static_cast<size_t>(panel_groups));
       const int pg = static_cast<int>(local % static_cast<size_t>(panel_groups));
       const int r0 = rb * block_rows;
       const int p0 = pg * panels_per_item;
-      kernel(op, r0, std::min(p.m, r0 + block_rows), p0,
-             std::min(p.w->panels(), p0 + panels_per_item));
+      block(op, r0, std::min(p.m, r0 + block_rows), p0,
+            std::min(p.w->panels(), p0 + panels_per_item));
     }
   };
   pool.parallel_for(items, grain, run);

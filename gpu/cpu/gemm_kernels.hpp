@@ -24,6 +24,11 @@ struct gemm_operands {
   const float* bias = nullptr;  ///< [w->rows()], or null.
   float* y = nullptr;           ///< [m, w->rows()], rows ldy floats apart.
   int ldy = 0;
+  /// For an int8 matrix (packed_matrix::pack_int8): x's rows quantized by gemm(), each
+  /// w->k_groups() x 4 bytes, ldq apart: round(x[r][k] / x_scale[r]) + 128, the padding 128.
+  const uint8_t* xq = nullptr;
+  int ldq = 0;
+  const float* x_scale = nullptr;
 };
 
 /// Rows [row_begin, row_end) of y, in the columns of panels [panel_begin, panel_end).
@@ -62,5 +67,19 @@ void gemm_bf16_pairs_odd_low(const float* x, int k, uint32_t* out);
 /// weights as gemm_block_avx512. Only call it where kernel_path_available(kernel_path::amx_bf16).
 void gemm_block_amx_bf16(const gemm_operands& op, int row_begin, int row_end, int panel_begin,
                          int panel_end);
+
+/// int8 weights against rows quantized as gemm_operands::xq says: y[r][n] =
+/// float(sum_k xq[r][k] W[n][k] - 128 sums[n]) * (x_scale[r] * scales[n]) (+ bias[n]). The sum is
+/// exact in int32, so every int8 kernel gives the same bits. Portable C++ (gemm_int8.cpp).
+void gemm_block_int8(const gemm_operands& op, int row_begin, int row_end, int panel_begin,
+                     int panel_end);
+
+/// The same with AVX512-VNNI dot products (vpdpbusd, 64 multiply-adds an instruction). Only call
+/// it where int8_vnni_available().
+void gemm_block_int8_vnni(const gemm_operands& op, int row_begin, int row_end, int panel_begin,
+                          int panel_end);
+
+/// Whether this CPU (and the OS's saved state) runs gemm_block_int8_vnni.
+bool int8_vnni_available();
 
 }  // namespace brigade::gpu::cpu

@@ -1,6 +1,7 @@
 #include "gpu/cpu/packed_matrix.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -87,7 +88,56 @@ std::unique_ptr<packed_matrix> packed_matrix::pack(const std::vector<host_matrix
   return m;
 }
 
+std::unique_ptr<packed_matrix> packed_matrix::pack_int8(const std::vector<host_matrix>& parts) {
+  if (parts.empty()) throw std::invalid_argument("packed_matrix::pack_int8: no parts");
+  int rows = 0;
+  for (const auto& p : parts) {
+    if (p.cols != parts[0].cols) {
+      throw std::invalid_argument("packed_matrix::pack_int8: parts differ in columns");
+    }
+    rows += p.rows;
+  }
+  std::unique_ptr<packed_matrix> m(new packed_matrix(rows, 0, parts[0].type));
+  m->cols_ = parts[0].cols;
+  m->int8_ = true;
+  const size_t cols = static_cast<size_t>(m->cols_);
+  const size_t groups = static_cast<size_t>(m->k_groups());
+  const size_t padded_rows = static_cast<size_t>(m->panels()) * panel_width;
+  m->storage_.assign(padded_rows * groups * 4, 0);
+  m->scales_.assign(padded_rows, 0.0f);
+  m->sums_.assign(padded_rows, 0);
+  std::vector<float> row(cols);
+  int n = 0;
+  for (const auto& p : parts) {
+    const size_t elem = dtype_size(p.type);
+    for (int r = 0; r < p.rows; ++r, ++n) {
+      to_f32(p.type,
+             static_cast<const unsigned char*>(p.data) + static_cast<size_t>(r) * cols * elem,
+             row.data(), cols);
+      float largest = 0.0f;
+      for (float v : row)
+        largest = std::max(largest, std::fabs(v));
+      const float scale = largest / 127.0f;
+      const float inverse = largest > 0.0f ? 127.0f / largest : 0.0f;
+      int32_t sum = 0;
+      auto* panel = reinterpret_cast<int8_t*>(m->storage_.data()) +
+                    static_cast<size_t>(n / panel_width) * groups * 64;
+      const size_t lane = static_cast<size_t>(n % panel_width);
+      for (size_t k = 0; k < cols; ++k) {
+        const int q = std::clamp(static_cast<int>(std::nearbyint(row[k] * inverse)), -127, 127);
+        panel[(k / 4) * 64 + lane * 4 + k % 4] = static_cast<int8_t>(q);
+        sum += q;
+      }
+      m->scales_[static_cast<size_t>(n)] = scale;
+      m->sums_[static_cast<size_t>(n)] = sum;
+    }
+  }
+  return m;
+}
+
 void packed_matrix::unpack(void* out) const {
+  if (int8_)
+    throw std::logic_error("an int8-quantized matrix cannot be read back as it was loaded");
   const size_t elem = dtype_size(type_);
   const size_t cols = static_cast<size_t>(cols_);
   with_element_type(elem, [&](auto zero) {
@@ -105,6 +155,14 @@ void packed_matrix::unpack(void* out) const {
 }
 
 void packed_matrix::read_row(int r, float* out) const {
+  if (int8_) {
+    const int8_t* panel = int8_panel(r / panel_width);
+    const size_t lane = static_cast<size_t>(r % panel_width);
+    const float scale = scales_[static_cast<size_t>(r)];
+    for (size_t k = 0; k < static_cast<size_t>(cols_); ++k)
+      out[k] = static_cast<float>(panel[(k / 4) * 64 + lane * 4 + k % 4]) * scale;
+    return;
+  }
   const size_t elem = dtype_size(type_);
   const size_t cols = static_cast<size_t>(cols_);
   const unsigned char* base =
