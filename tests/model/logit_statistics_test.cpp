@@ -64,3 +64,30 @@ TEST_CASE("a draft row's statistics: ties, a certain choice, masked tokens", "[l
   CHECK(certain.probability == 1.0f);
   CHECK(certain.entropy == Approx(0.0).margin(1e-6));
 }
+
+TEST_CASE("a draft row's best token is the first largest, as a scan finds it, at any length",
+          "[logit_statistics]") {
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<int> coarse(-4, 4);  // few distinct values: many ties
+  for (int n : {1, 3, 7, 8, 9, 15, 16, 17, 31, 100, 1023, 4096, 4101}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<float> row(static_cast<size_t>(n));
+      for (auto& v : row)
+        v = static_cast<float>(coarse(rng));
+      if (trial % 5 == 0) row[static_cast<size_t>(n - 1)] = 9.0f;  // the largest in the tail
+      if (trial % 7 == 1 && n > 2) {  // signed zeros compare equal: the first wins
+        row[0] = 0.0f;
+        row[1] = -0.0f;
+      }
+      int32_t scan = 0;
+      for (int v = 1; v < n; ++v) {
+        if (row[static_cast<size_t>(v)] > row[static_cast<size_t>(scan)]) scan = v;
+      }
+      INFO("n " << n << " trial " << trial);
+      CHECK(logit_statistics_of(row.data(), n).best == scan);
+    }
+  }
+  // A NaN anywhere: the scan's answer still (it never prefers a NaN after index 0).
+  std::vector<float> odd = {1.0f, 5.0f, std::nanf(""), 7.0f, 2.0f, 7.0f, 0.0f, 0.0f, 3.0f};
+  CHECK(logit_statistics_of(odd.data(), 9).best == 3);
+}
