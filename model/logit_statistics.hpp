@@ -4,9 +4,9 @@
 // A draft step computes this for every token it drafts, so it must cost little beside the draft's
 // forward: a scalar double exp over a 4096-token vocabulary took about 60 us, twice a forward of
 // the default draft. Two interleaved eight-lane exps and a vector argmax do the same in 3.3-3.7
-// us at 4096 tokens (one thread; 7.9-8.4 us with one exp stream and a scalar argmax). Its figures are
-// within float rounding of the exact ones, which is all a confidence estimate needs; no token of
-// the output depends on them (verification keeps only what plain decoding would produce).
+// us at 4096 tokens (one thread; 7.9-8.4 us with one exp stream and a scalar argmax). Its figures
+// are within float rounding of the exact ones, which is all a confidence estimate needs; no token
+// of the output depends on them (verification keeps only what plain decoding would produce).
 #pragma once
 
 #include <cstdint>
