@@ -75,6 +75,13 @@ result<confidence_head> confidence_head::parse(const std::string& text, const st
   if (t.value() < 0.0 || t.value() > 1.0)
     return error(errc::bad_format, origin + ": field 'threshold' must lie in [0, 1]");
   h.threshold = t.value();
+  if (doc.contains("continue_threshold")) {
+    auto c = number_at(doc, "continue_threshold", origin);
+    if (!c) return c.err();
+    if (c.value() < 0.0 || c.value() > 1.0)
+      return error(errc::bad_format, origin + ": field 'continue_threshold' must lie in [0, 1]");
+    h.continue_threshold = c.value();
+  }
   return h;
 }
 

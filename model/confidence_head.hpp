@@ -10,7 +10,9 @@
 // log alone cannot follow.
 //
 // The product p_0 * ... * p_i is the chance that draft i is kept. A step feeds only the leading
-// drafts whose product clears `threshold`: the rest would mostly be verified for nothing. The head
+// drafts whose product clears `threshold`: the rest would mostly be verified for nothing. And the
+// draft computes its next token only while the product so far clears `continue_threshold`: below
+// it the next draft would mostly be cut by `threshold` anyway, and its forward wasted. The head
 // only chooses how many drafts the target verifies, never a token (model/speculation.hpp).
 //
 // It is fitted offline (scripts/fit_confidence_head.py, from `brigade bench speculation
@@ -18,7 +20,9 @@
 //
 //   {"weights": {"bias": -8.3, "log_probability": -0.6, "probability": 19.1, "entropy": 0.7,
 //                "index": 0.03},
-//    "threshold": 0.5}
+//    "threshold": 0.5, "continue_threshold": 0.8}
+//
+// continue_threshold is optional (0: the draft goes on while the head verifies).
 #pragma once
 
 #include <memory>
@@ -42,6 +46,13 @@ struct confidence_head {
   double index = 0.0;            ///< Weight of the draft's index in its step.
   /// Drafts are verified while the predicted chance of keeping them is at least this.
   double threshold = 0.4;
+  /// The draft computes its next token while the predicted chance of keeping every draft so far
+  /// is at least this (0: while the drafts so far are verified).
+  double continue_threshold = 0.0;
+
+  /// Whether a sequence whose drafts so far have cumulative prediction `cumulative` (all
+  /// verified) should compute its next draft.
+  bool drafts_on(double cumulative) const { return cumulative >= continue_threshold; }
 
   /// P(draft `f` is kept | every draft before it was).
   double predict(const draft_feature& f) const;

@@ -140,6 +140,7 @@ void draft_model::propose(const std::vector<draft_sequence>& sequences,
     feeds.clear();
     for (size_t i = 0; i < sequences.size(); ++i) {
       if (limits[i] <= j || out[i].tokens.size() != static_cast<size_t>(j)) continue;
+      if (head_ && !head_->drafts_on(confidence_[i])) continue;
       const int n = static_cast<int>(sequences[i].tokens->size());
       feeds.push_back({i, &out[i].tokens[static_cast<size_t>(j) - 1], 1, n - 1 + j});
       in_step_[i]->fed_drafts = j;

@@ -22,7 +22,9 @@
 //
 // With a confidence head (model/confidence_head.hpp) a sequence stops drafting at the first draft
 // whose cumulative predicted acceptance falls below the head's threshold: that draft is dropped
-// before it is fed, so neither the draft nor the target spends a forward row on what follows.
+// before it is fed, so neither the draft nor the target spends a forward row on what follows. Nor
+// does it compute a next draft once the cumulative prediction of those kept falls below the
+// head's continue_threshold.
 #pragma once
 
 #include <map>

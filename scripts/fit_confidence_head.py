@@ -8,10 +8,12 @@ the draft's probability and entropy for each draft, and how many drafts the targ
 
 The head is a logistic regression of "draft i kept, given every draft before it was" on
 [1, log probability, probability, entropy, index], fitted by Newton's method (IRLS) over the
-drafts each step reached. The threshold is the one that maximises the expected tokens per unit
-of cost over the recorded steps, where a step verifying L drafts costs a verify step of L drafts
-plus the draft forwards it took (the first draft the head cuts is computed too), over a plain
-step.
+drafts each step reached. The threshold and the continue threshold are the pair that maximises
+the expected tokens per unit of cost over the recorded steps, where a step verifying L drafts
+costs a verify step of L drafts plus the draft forwards it took (the first draft the head cuts
+is computed too, unless the continue threshold stopped the draft before it), over a plain step.
+A draft forward costs what it costs right after a verify step (`draft_step_after_target_s`, as
+in the decode loop), or back to back where the file has only that (`draft_step_s`).
 
 Usage: scripts/fit_confidence_head.py EVENTS.jsonl OUT.json
 """
@@ -63,16 +65,31 @@ def fit(x, y, ridge=1e-3, iterations=50):
     return w
 
 
-def speed(w, steps, costs, threshold):
+def draft_cost(costs):
+    return costs.get("draft_step_after_target_s", costs["draft_step_s"])
+
+
+def policy(cumulative, threshold, continue_threshold):
+    """Drafts verified and draft forwards computed for one step's cumulative predictions."""
+    computed = 0
+    for i, c in enumerate(cumulative):
+        if i > 0 and cumulative[i - 1] < continue_threshold:
+            return i, computed
+        computed += 1
+        if c < threshold:
+            return i, computed
+    return len(cumulative), computed
+
+
+def speed(w, steps, costs, threshold, continue_threshold=0.0):
     """Tokens per plain-step cost when each step verifies the drafts the head keeps."""
     verify = costs["verify_step_s"]
-    draft = costs["draft_step_s"]
+    draft = draft_cost(costs)
     tokens = cost = 0.0
     for s in steps:
         x = design(s["probability"], s["entropy"])
         cumulative = np.cumprod(1.0 / (1.0 + np.exp(-x @ w)))
-        keep = int(np.argmin(cumulative >= threshold)) if (cumulative < threshold).any() else len(x)
-        computed = min(keep + 1, len(x))
+        keep, computed = policy(cumulative, threshold, continue_threshold)
         tokens += 1 + min(s["kept"], keep)
         cost += (verify[min(keep, len(verify) - 1)] + draft * computed) / verify[0]
     return tokens / cost
@@ -85,18 +102,25 @@ def main():
     x, y = reached(steps)
     w = fit(x, y)
     grid = np.round(np.arange(0.05, 0.96, 0.05), 2)
-    speeds = [speed(w, steps, costs, t) for t in grid]
-    best = int(np.argmax(speeds))
-    head = {"weights": dict(zip(FEATURES, map(float, w))), "threshold": float(grid[best])}
+    continues = [0.0] + list(np.round(np.arange(0.60, 0.96, 0.05), 2))
+    speeds = {(t, c): speed(w, steps, costs, t, c) for t in grid for c in continues}
+    threshold, continue_threshold = max(speeds, key=speeds.get)
+    head = {"weights": dict(zip(FEATURES, map(float, w))), "threshold": float(threshold)}
+    if continue_threshold > 0:
+        head["continue_threshold"] = float(continue_threshold)
     with open(sys.argv[2], "w") as f:
         json.dump(head, f, indent=2)
         f.write("\n")
     p = 1.0 / (1.0 + np.exp(-x @ w))
-    print(f"{len(steps)} steps, {len(y)} reached drafts, {y.mean():.3f} kept")
+    print(f"{len(steps)} steps, {len(y)} reached drafts, {y.mean():.3f} kept; "
+          f"a draft forward costs {draft_cost(costs) / costs['verify_step_s'][0]:.2f} plain steps")
     print("weights:", head["weights"])
-    for t, s in zip(grid, speeds):
-        print(f"threshold {t:.2f}: {s:.3f} tokens per plain-step cost")
-    print(f"chosen threshold {grid[best]:.2f}")
+    print("tokens per plain-step cost, by threshold (rows) and continue threshold (columns):")
+    print("      " + " ".join("  none" if c == 0 else f"{c:6.2f}" for c in continues))
+    for t in grid:
+        print(f"{t:.2f}  " + " ".join(f"{speeds[(t, c)]:6.3f}" for c in continues))
+    print(f"chosen threshold {threshold:.2f}, continue threshold "
+          + ("none" if continue_threshold == 0 else f"{continue_threshold:.2f}"))
     print("calibration (fitting drafts): bucket, drafts, predicted, observed")
     for b in range(10):
         m = (p >= b / 10) & (p < (b + 1) / 10 if b < 9 else p <= 1)

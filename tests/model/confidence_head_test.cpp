@@ -113,6 +113,15 @@ TEST_CASE("a confidence head's JSON loads, and a bad one is refused naming the f
   CHECK(h->entropy == -0.2);
   CHECK(h->index == -0.3);
   CHECK(h->threshold == 0.35);
+  CHECK(h->continue_threshold == 0.0);  // optional: the draft goes on while drafts are verified
+  auto with_continue = confidence_head::parse(
+      R"({"weights": {"bias": 0, "log_probability": 1, "probability": 0, "entropy": 0,
+                      "index": 0}, "threshold": 0.4, "continue_threshold": 0.8})",
+      "head.json");
+  REQUIRE(with_continue.ok());
+  CHECK(with_continue->continue_threshold == 0.8);
+  CHECK(with_continue->drafts_on(0.8));
+  CHECK_FALSE(with_continue->drafts_on(0.79));
 
   CHECK_THAT(error_of("[1, 2]"), Catch::Contains("head.json: not a JSON object"));
   CHECK_THAT(error_of(R"({"threshold": 0.3})"), Catch::Contains("'weights'"));
@@ -128,6 +137,12 @@ TEST_CASE("a confidence head's JSON loads, and a bad one is refused naming the f
   CHECK_THAT(error_of(R"({"weights": {"bias": 0, "log_probability": 1, "probability": 0,
                           "entropy": 0, "index": 0}, "threshold": 1.5})"),
              Catch::Contains("'threshold' must lie in [0, 1]"));
+  CHECK_THAT(error_of(R"({"weights": {"bias": 0, "log_probability": 1, "probability": 0,
+                          "entropy": 0, "index": 0}, "threshold": 0.3, "continue_threshold": 2})"),
+             Catch::Contains("'continue_threshold' must lie in [0, 1]"));
+  CHECK_THAT(error_of(R"({"weights": {"bias": 0, "log_probability": 1, "probability": 0,
+                          "entropy": 0, "index": 0}, "threshold": 0.3, "continue_threshold": "x"})"),
+             Catch::Contains("field 'continue_threshold' is not a finite number"));
   auto missing = confidence_head::load("/nonexistent/confidence_head.json");
   REQUIRE_FALSE(missing.ok());
   CHECK_THAT(missing.err().message, Catch::Contains("/nonexistent/confidence_head.json"));

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "model/confidence_head.hpp"
 #include "model/engine.hpp"
 #include "model/model_writer.hpp"
 #include "model/prompt_lookup.hpp"
@@ -275,6 +276,46 @@ TEST_CASE("a draft model's KV rolls back with rejections: its drafts are a fresh
   kept.release(7);
   CHECK(kept.sequences() == 0);
   CHECK(kept.free_kv_blocks() == 4096 / 4);
+}
+
+TEST_CASE("a confidence head's thresholds decide what a draft model verifies and computes",
+          "[draft_model][speculation]") {
+  auto f = draft_fixture::derived_draft();
+  // Every draft predicted kept with 0.9: the cumulative predictions are 0.9, 0.81, 0.729, ...
+  auto head_with = [](double threshold, double continue_threshold) {
+    auto h = std::make_shared<confidence_head>();
+    h->bias = std::log(0.9 / 0.1);
+    h->threshold = threshold;
+    h->continue_threshold = continue_threshold;
+    return std::shared_ptr<const confidence_head>(h);
+  };
+  const std::vector<int32_t> tokens = prompt(20, 4);
+  auto proposal = [&](double threshold, double continue_threshold) {
+    draft_model m(f->draft, {4096, 16, 64}, head_with(threshold, continue_threshold));
+    std::vector<draft_proposal> out;
+    m.propose({{3, &tokens, 5}}, out);
+    REQUIRE(out.size() == 1);
+    return out[0];
+  };
+  // No cut: all five drafts, five forwards.
+  CHECK(proposal(0.0, 0.0).tokens.size() == 5);
+  CHECK(proposal(0.0, 0.0).computed == 5);
+  // Verified while the product is at least 0.75: two drafts; the third (0.729) was computed and
+  // cut.
+  CHECK(proposal(0.75, 0.0).tokens.size() == 2);
+  CHECK(proposal(0.75, 0.0).computed == 3);
+  // Computing the next draft only while the product is at least 0.85: after 0.81 it stops, and
+  // the forward the cut would have wasted is not taken.
+  CHECK(proposal(0.75, 0.85).tokens.size() == 2);
+  CHECK(proposal(0.75, 0.85).computed == 2);
+  // A continue threshold alone stops drafting without cutting what was computed: 0.9, 0.81,
+  // 0.729, then stop.
+  CHECK(proposal(0.0, 0.75).tokens.size() == 3);
+  CHECK(proposal(0.0, 0.75).computed == 3);
+  // The same drafts, as far as each goes.
+  const auto all = proposal(0.0, 0.0).tokens;
+  const auto three = proposal(0.0, 0.75).tokens;
+  CHECK(std::equal(three.begin(), three.end(), all.begin()));
 }
 
 TEST_CASE("prompt lookup behind the draft source drafts what draft_tokens drafts",
