@@ -283,6 +283,7 @@ decode_status status_of(const decode_state& st) {
   out.epoch = st.loop.experts.shards.layout.epoch();
   out.max_draft = st.config.speculation.max_draft;
   out.draft = st.config.speculation.draft;
+  if (st.drafts) out.draft_weights = st.drafts->weight_format_name();
   out.speculation = st.speculation;
   return out;
 }

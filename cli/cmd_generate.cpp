@@ -192,8 +192,9 @@ int generate(int argc, char** argv) {
     j["text"] = text;
     j["finish_reason"] = model::to_string(eng.finished(id.value()));
     if (request.top_logprobs >= 0) j["logprobs"] = logprobs;
-    j["speculation"] = model::speculation_json(eng.speculation(), options.speculation.max_draft,
-                                               options.speculation.draft);
+    j["speculation"] = model::speculation_json(
+        eng.speculation(), options.speculation.max_draft, options.speculation.draft,
+        options.draft_weights ? model::draft_model::weight_format_of(*options.draft_weights) : "");
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%s\n", text.c_str());

@@ -56,6 +56,7 @@ class draft_model final : public draft_source {
                std::vector<draft_proposal>& out) override;
   void accepted(int64_t id, int kept) override;
   void release(int64_t id) override;
+  std::string weight_format_name() const override { return weight_format_of(*weights_); }
 
   /// Sequences with state here.
   int sequences() const { return static_cast<int>(seqs_.size()); }
@@ -74,6 +75,11 @@ class draft_model final : public draft_source {
   /// Loads the draft checkpoint in `dir` onto `dev` for the target whose config is `target`,
   /// loaded from `target_dir`. Refuses, naming both, a directory that does not exist, a mixture
   /// of experts, a vocabulary of another size, and a tokenizer whose tokens differ.
+  /// "int8" for a draft load() put on its int8 backend, else "as_stored".
+  static std::string weight_format_of(const loaded_model& draft) {
+    return draft.own_device ? "int8" : "as_stored";
+  }
+
   static result<std::shared_ptr<const loaded_model>> load(const std::string& dir,
                                                           const model_config& target,
                                                           const std::string& target_dir,

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/loaded_model.hpp"
@@ -63,6 +64,9 @@ class draft_source {
   virtual void accepted(int64_t id, int kept) = 0;
   /// Sequence `id` is gone; any state kept for it is freed.
   virtual void release(int64_t id) = 0;
+  /// How a draft model holds its weights ("int8" or "as_stored", draft_model::weight_format);
+  /// empty for a source without weights.
+  virtual std::string weight_format_name() const { return ""; }
 };
 
 /// Sizes of the state a source keeps beside its decoder.

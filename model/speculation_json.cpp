@@ -21,19 +21,22 @@ nlohmann::json calibration_json(const confidence_calibration& c) {
   return out;
 }
 
-nlohmann::json speculation_json(const speculation_stats& s, int max_draft, draft_kind draft) {
-  return {{"max_draft", max_draft},
-          {"draft", to_string(draft)},
-          {"verify_steps", s.verify_steps},
-          {"drafted_tokens", s.drafted_tokens},
-          {"proposed_tokens", s.proposed_tokens},
-          {"accepted_tokens", s.accepted_tokens},
-          {"emitted_tokens", s.emitted_tokens},
-          {"batch_limited_steps", s.batch_limited_steps},
-          {"gated_steps", s.gated_steps},
-          {"drafted_by_position", s.drafted_at},
-          {"accepted_by_position", s.accepted_at},
-          {"calibration", calibration_json(s.calibration)}};
+nlohmann::json speculation_json(const speculation_stats& s, int max_draft, draft_kind draft,
+                                const std::string& draft_weights) {
+  nlohmann::json out = {{"max_draft", max_draft},
+                        {"draft", to_string(draft)},
+                        {"verify_steps", s.verify_steps},
+                        {"drafted_tokens", s.drafted_tokens},
+                        {"proposed_tokens", s.proposed_tokens},
+                        {"accepted_tokens", s.accepted_tokens},
+                        {"emitted_tokens", s.emitted_tokens},
+                        {"batch_limited_steps", s.batch_limited_steps},
+                        {"gated_steps", s.gated_steps},
+                        {"drafted_by_position", s.drafted_at},
+                        {"accepted_by_position", s.accepted_at},
+                        {"calibration", calibration_json(s.calibration)}};
+  if (!draft_weights.empty()) out["draft_weights"] = draft_weights;
+  return out;
 }
 
 }  // namespace brigade::model

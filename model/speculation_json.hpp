@@ -3,6 +3,7 @@
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
+#include <string>
 
 #include "model/confidence_calibration.hpp"
 #include "model/speculation.hpp"
@@ -15,8 +16,9 @@ nlohmann::json calibration_json(const confidence_calibration& c);
 
 /// {max_draft, draft, verify_steps, drafted_tokens, proposed_tokens, accepted_tokens,
 /// emitted_tokens, batch_limited_steps, gated_steps, drafted_by_position, accepted_by_position,
-/// calibration}
+/// calibration}, and draft_weights ("int8" or "as_stored") for a draft model
 /// (docs/speculation.md).
-nlohmann::json speculation_json(const speculation_stats& s, int max_draft, draft_kind draft);
+nlohmann::json speculation_json(const speculation_stats& s, int max_draft, draft_kind draft,
+                                const std::string& draft_weights = "");
 
 }  // namespace brigade::model

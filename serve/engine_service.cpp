@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/metrics.hpp"
+#include "model/draft_model.hpp"
 #include "model/speculation_json.hpp"
 #include "serve/speculation_metrics.hpp"
 
@@ -297,8 +298,11 @@ std::string engine_service::status_json() const {
       {"in_flight", engine_running_.load()},
       {"steps", steps_.load()},
       {"detail",
-       {{"speculation",
-         model::speculation_json(speculation, spec.enabled() ? spec.max_draft : 0, spec.draft)}}}};
+       {{"speculation", model::speculation_json(
+                            speculation, spec.enabled() ? spec.max_draft : 0, spec.draft,
+                            options_.engine.draft_weights ? model::draft_model::weight_format_of(
+                                                                *options_.engine.draft_weights)
+                                                          : "")}}}};
   return nlohmann::json::array({engine}).dump();
 }
 

@@ -1,5 +1,6 @@
 // Runs `brigade bench speculation` the way a user does, briefly: its JSON and its errors.
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -135,6 +136,17 @@ TEST_CASE("generate --json with a draft model reports its confidence head's cali
   const auto spec = nlohmann::json::parse(r.out).at("speculation");
   INFO(spec.dump());
   CHECK(spec.at("draft") == "model");
+  // How the draft holds its weights: int8 where this CPU has AVX512-VNNI, else as stored; and
+  // BRIGADE_DRAFT_INT8=0 holds it as stored anywhere.
+  const std::string held = spec.at("draft_weights");
+  CHECK((held == "int8" || held == "as_stored"));
+  ::setenv("BRIGADE_DRAFT_INT8", "0", 1);
+  const auto stored = brigade::testing::run_brigade(
+      "generate --model " + pair + "/target --draft-model " + pair +
+      "/draft --prompt 'The brigade of experts' --max-tokens 4 --json");
+  ::unsetenv("BRIGADE_DRAFT_INT8");
+  REQUIRE(stored.exit_code == 0);
+  CHECK(nlohmann::json::parse(stored.out).at("speculation").at("draft_weights") == "as_stored");
   const auto& buckets = spec.at("calibration");
   REQUIRE(buckets.size() == 10);
   CHECK(buckets[0].at("bucket") == "0.0-0.1");
