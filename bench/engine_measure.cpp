@@ -100,19 +100,21 @@ double prefill_tokens_per_s(const model::loaded_model& m, gpu::backend& dev, int
   return tokens / best;
 }
 
-double decode_tokens_per_s(const model::loaded_model& m, gpu::backend& dev, int batch, int steps) {
+double decode_tokens_per_s(const model::loaded_model& m, gpu::backend& dev, int batch, int steps,
+                           int prompt_tokens, gpu::dtype kv) {
   model::engine_options opt;
   opt.max_running = batch;
   opt.max_step_tokens = std::max(batch, 256);
+  opt.kv_dtype = kv;
   // Every sequence must fit at once: whole blocks of prompt + generated tokens each.
-  const int per_seq = (decode_prompt_tokens + steps + 2 + opt.block_tokens - 1) / opt.block_tokens *
-                      opt.block_tokens;
+  const int per_seq =
+      (prompt_tokens + steps + 2 + opt.block_tokens - 1) / opt.block_tokens * opt.block_tokens;
   opt.kv_tokens = batch * per_seq;
   model::engine eng(m, dev, opt);
   model::request_options req;
   req.max_tokens = steps + 2;
   for (int b = 0; b < batch; ++b)
-    (void)eng.submit(bench_prompt(decode_prompt_tokens, b, m.config.vocab_size), req);
+    (void)eng.submit(bench_prompt(prompt_tokens, b, m.config.vocab_size), req);
   std::vector<model::token_event> ev;
   // Prefill until every sequence produced its first token, then time pure decode steps.
   std::set<int64_t> started;

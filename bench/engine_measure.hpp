@@ -57,8 +57,11 @@ double pool_handoff_us(thread_pool& pool);
 /// The prompt length of every sequence decode_tokens_per_s decodes.
 constexpr int decode_prompt_tokens = 32;
 
-/// Decode tokens per second with `batch` sequences of decode_prompt_tokens-long prompts decoding
-/// together, over `steps` steps after every sequence has its first token.
-double decode_tokens_per_s(const model::loaded_model& m, gpu::backend& dev, int batch, int steps);
+/// Decode tokens per second with `batch` sequences of `prompt_tokens`-long prompts decoding
+/// together, over `steps` steps after every sequence has its first token, keys and values held in
+/// `kv` elements.
+double decode_tokens_per_s(const model::loaded_model& m, gpu::backend& dev, int batch, int steps,
+                           int prompt_tokens = decode_prompt_tokens,
+                           gpu::dtype kv = gpu::dtype::f32);
 
 }  // namespace brigade::bench

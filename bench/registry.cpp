@@ -15,6 +15,7 @@ int cuda_matmul(int argc, char** argv);
 int kv_tiers(int argc, char** argv);
 int cache(int argc, char** argv);
 int speculation(int argc, char** argv);
+int attention(int argc, char** argv);
 
 namespace {
 
@@ -41,6 +42,8 @@ const bench_entry* registered_benchmarks(int* count) {
       {"kvtiers", kv_tiers,
        "time to fetch one KV block from host memory, SSD and the tiered store"},
       {"cache", cache, "prefix KV cache: prefill tokens/s with and without it, TTFT per tier"},
+      {"attention", attention,
+       "decode tokens/s as the context grows: the CPU's keys stored by column beside by row"},
       {"speculation", speculation,
        "decode tokens/s with speculation (prompt lookup; the trained pair's draft model and "
        "confidence head) beside plain decoding, same output"},

@@ -1,10 +1,8 @@
-// Paged KV storage and causal attention on the CPU.
+// Causal attention over the paged KV storage on the CPU (kv_storage.hpp holds its layout).
 #include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstring>
-#include <stdexcept>
-#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -14,93 +12,13 @@
 
 namespace brigade::gpu::cpu {
 
-cpu_kv_storage::cpu_kv_storage(const kv_layout& layout)
-    : layout_(layout),
-      row_floats_(static_cast<size_t>(layout.kv_heads) * static_cast<size_t>(layout.head_dim)) {
-  const size_t total = static_cast<size_t>(layout.layers) * static_cast<size_t>(layout.blocks) *
-                       static_cast<size_t>(layout.block_tokens) * row_floats_;
-  if (layout.element != dtype::f32 && layout.element != dtype::bf16) {
-    throw std::invalid_argument("KV storage element type " +
-                                std::string(dtype_name(layout.element)) +
-                                " is not one of float32, bfloat16");
-  }
-  if (is_bf16()) {
-    keys16_.assign(total, 0);
-    if (!layout.values_alias_keys) values16_.assign(total, 0);
-    return;
-  }
-  keys_.assign(total, 0.0f);
-  if (!layout.values_alias_keys) values_.assign(total, 0.0f);
-}
-
 namespace {
 
-struct slot_ref {
-  int block;
-  int slot;
-};
-
-slot_ref locate(const attention_batch& batch, int seq, int pos, int block_tokens) {
-  const int32_t* table = batch.block_ids + batch.block_offsets[seq];
-  return {table[pos / block_tokens], pos % block_tokens};
-}
-
-size_t block_elements(const kv_layout& l) {
-  return static_cast<size_t>(l.block_tokens) * static_cast<size_t>(l.kv_heads) *
-         static_cast<size_t>(l.head_dim);
-}
-
-// Round to nearest even: what a bfloat16 storage keeps of each written element.
-void round_row(const float* row, int n, uint16_t* out) {
-  for (int i = 0; i < n; ++i)
-    out[i] = f32_to_bf16(row[i]);
-}
-
-}  // namespace
-
-void kv_write(cpu_kv_storage& kv, int layer, const tensor& k, const tensor& v,
-              const attention_batch& batch) {
-  const size_t row_bytes = sizeof(float) * static_cast<size_t>(k.cols);
-  const int bt = kv.layout().block_tokens;
-  for (int t = 0; t < batch.tokens; ++t) {
-    const slot_ref s = locate(batch, batch.token_seq[t], batch.positions[t], bt);
-    if (kv.is_bf16()) {
-      round_row(k.row(t), k.cols, kv.key16(layer, s.block, s.slot));
-      if (!kv.layout().values_alias_keys)
-        round_row(v.row(t), v.cols, kv.value16(layer, s.block, s.slot));
-      continue;
-    }
-    std::memcpy(kv.key(layer, s.block, s.slot), k.row(t), row_bytes);
-    if (!kv.layout().values_alias_keys) {
-      std::memcpy(kv.value(layer, s.block, s.slot), v.row(t), row_bytes);
-    }
-  }
-}
-
-void write_kv_block(cpu_kv_storage& kv, int layer, int block, const float* keys,
-                    const float* values) {
-  const size_t n = block_elements(kv.layout());
-  const bool both = !kv.layout().values_alias_keys;
-  if (kv.is_bf16()) {
-    round_row(keys, static_cast<int>(n), kv.key16(layer, block, 0));
-    if (both) round_row(values, static_cast<int>(n), kv.value16(layer, block, 0));
-    return;
-  }
-  std::memcpy(kv.key(layer, block, 0), keys, n * sizeof(float));
-  if (both) std::memcpy(kv.value(layer, block, 0), values, n * sizeof(float));
-}
-
-namespace {
-
-// The rows at `slot` of `block` in `layer`, keys or values, as the storage holds them: float32,
-// or bfloat16 bits.
+// The keys (by row or by column) or value rows at `slot` of `block` in `layer`, as the storage
+// holds them: float32, or bfloat16 bits.
 template <class T>
 const T* rows_at(const cpu_kv_storage& kv, bool keys, int layer, int block, int slot) {
-  if constexpr (std::is_same_v<T, float>) {
-    return keys ? kv.key(layer, block, slot) : kv.value(layer, block, slot);
-  } else {
-    return keys ? kv.key16(layer, block, slot) : kv.value16(layer, block, slot);
-  }
+  return keys ? kv.keys_at<T>(layer, block, slot) : kv.values_at<T>(layer, block, slot);
 }
 
 inline float to_float(float x) {
@@ -110,12 +28,9 @@ inline float to_float(uint16_t x) {
   return bf16_to_f32(x);
 }
 
-// n elements to float32: a copy, or the exact widening of bfloat16 (its bits are a float32's upper
-// half), so attention over a bf16 storage computes exactly what it computes over float32 rows
-// holding the same rounded values.
-void copy_row(const float* in, int n, float* out) {
-  std::memcpy(out, in, sizeof(float) * static_cast<size_t>(n));
-}
+// n bfloat16 elements widened exactly to float32 (their bits are a float32's upper half), so
+// attention over a bf16 storage computes exactly what it computes over float32 rows holding the
+// same rounded values.
 void copy_row(const uint16_t* in, int n, float* out) {
   int i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -126,22 +41,6 @@ void copy_row(const uint16_t* in, int n, float* out) {
   for (; i < n; ++i)
     out[i] = bf16_to_f32(in[i]);
 }
-
-}  // namespace
-
-void read_kv_block(const cpu_kv_storage& kv, int layer, int block, float* keys, float* values) {
-  const int n = static_cast<int>(block_elements(kv.layout()));
-  const bool both = !kv.layout().values_alias_keys;
-  if (kv.is_bf16()) {
-    copy_row(kv.key16(layer, block, 0), n, keys);
-    if (both) copy_row(kv.value16(layer, block, 0), n, values);
-    return;
-  }
-  copy_row(kv.key(layer, block, 0), n, keys);
-  if (both) copy_row(kv.value(layer, block, 0), n, values);
-}
-
-namespace {
 
 // Positions [first, len) of one sequence, block by block: fn(p, rows, count) gets `count`
 // consecutive positions from p whose rows (stride `stride` elements) start at `rows`. Walking
@@ -375,6 +274,62 @@ void score_run(const float* const* q, const float* keys, size_t stride, int head
       float acc = 0.0f;
       for (int d = 0; d < head_dim; ++d)
         acc = std::fma(q[r][d], key[d], acc);
+      scores[r][p + j] = acc * scale;
+    }
+  }
+}
+
+// Eight keys' element from a column: float32 as stored, or bfloat16 widened exactly.
+inline __m256 load_8(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+inline __m256 load_8(const uint16_t* p) {
+  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+
+// The same scores from keys stored by column (kv_storage.hpp): column d of the run at
+// `columns + d * column_stride` holds element d of `count` consecutive keys, so sixteen (or
+// eight) positions take one broadcast and one fused multiply-add per row and element, with no
+// transposing. Every score is score_tile's chain: +0, then fma(q[d], key[d]) for d in order, then
+// times scale. scores[r] is indexed by position; the run starts at position p.
+template <int ROWS, class T>
+void score_columns(const float* const* q, const T* columns, size_t column_stride, int head_dim,
+                   float scale, float* const* scores, int p, int count) {
+  static_assert(ROWS >= 1 && ROWS <= block_rows, "one register block of rows");
+  const __m256 s = _mm256_set1_ps(scale);
+  const row_pointers<ROWS> rows(q);
+  int j = 0;
+  for (; j + 16 <= count; j += 16) {
+    tile_acc c;
+    for_acc_rows<ROWS>(c, [](int, __m256& lo, __m256& hi) { lo = hi = _mm256_setzero_ps(); });
+    const T* k = columns + j;
+    for (int d = 0; d < head_dim; ++d, k += column_stride) {
+      fma_rows<ROWS>(c, load_8(k), load_8(k + 8), [&](int r) { return rows.broadcast(r, d); });
+    }
+    for_acc_rows<ROWS>(c, [&](int r, __m256& lo, __m256& hi) {
+      _mm256_storeu_ps(scores[r] + p + j, _mm256_mul_ps(lo, s));
+      _mm256_storeu_ps(scores[r] + p + j + 8, _mm256_mul_ps(hi, s));
+    });
+  }
+  for (; j + 8 <= count; j += 8) {
+    __m256 acc[ROWS];
+    for (int r = 0; r < ROWS; ++r)
+      acc[r] = _mm256_setzero_ps();
+    const T* k = columns + j;
+    for (int d = 0; d < head_dim; ++d, k += column_stride) {
+      const __m256 column = load_8(k);
+      for (int r = 0; r < ROWS; ++r)
+        acc[r] = _mm256_fmadd_ps(rows.broadcast(r, d), column, acc[r]);
+    }
+    for (int r = 0; r < ROWS; ++r)
+      _mm256_storeu_ps(scores[r] + p + j, _mm256_mul_ps(acc[r], s));
+  }
+  for (; j < count; ++j) {
+    for (int r = 0; r < ROWS; ++r) {
+      float acc = 0.0f;
+      for (int d = 0; d < head_dim; ++d)
+        acc = std::fma(q[r][d], to_float(columns[static_cast<size_t>(d) * column_stride + j]), acc);
       scores[r][p + j] = acc * scale;
     }
   }
@@ -637,6 +592,23 @@ void score_keys_in_place(const cpu_kv_storage& kv, int layer, const int32_t* tab
   });
 }
 
+// Scores over [b, e) for every row of a tile from keys stored by column, block of rows by block
+// of rows (the chunk's keys stay in L1 between them).
+template <class T>
+void score_key_columns(const cpu_kv_storage& kv, int layer, const int32_t* table, int block_tokens,
+                       int b, int e, int kv_head, int head_dim, float scale, tile_rows& t) {
+  const size_t column_stride = static_cast<size_t>(block_tokens);
+  const size_t head_offset =
+      static_cast<size_t>(kv_head) * static_cast<size_t>(head_dim) * column_stride;
+  for_row_blocks(t.count, [&](int r0, auto rows_c) {
+    constexpr int ROWS = decltype(rows_c)::value;
+    for_each_run<T>(kv, true, layer, table, block_tokens, b, e, [&](int p, const T* keys, int n) {
+      score_columns<ROWS>(t.q.data() + r0, keys + head_offset, column_stride, head_dim, scale,
+                          t.scores.data() + r0, p, n);
+    });
+  });
+}
+
 // One tile: tokens [t0, t0 + n), every query head of one KV head, chunk by chunk of positions:
 // the chunk's keys transposed once for all rows (they stay in L1), its value rows located, scores,
 // the online softmax step, then the weighted values. T is the storage's element type.
@@ -650,7 +622,8 @@ void attend_tile(const cpu_kv_storage& kv, int layer, const attention_batch& bat
   const int32_t* table = batch.block_ids + batch.block_offsets[batch.token_seq[tile.t0]];
   for (int cs = t.lo / chunk_positions * chunk_positions; cs < t.hi; cs += chunk_positions) {
     const int b0 = std::max(cs, t.lo), e0 = std::min(cs + chunk_positions, t.hi);
-    if (t.count > block_rows) {
+    const bool by_column = kv.keys_by_column();
+    if (!by_column && t.count > block_rows) {
       transpose_keys<T>(kv, layer, table, lay.block_tokens, b0, e0, cs, stride, offset, head_dim,
                         scratch.keys.data(), scratch.widened.data());
     }
@@ -672,7 +645,10 @@ void attend_tile(const cpu_kv_storage& kv, int layer, const attention_batch& bat
       t.scores[static_cast<size_t>(r)] =
           scratch.scores.data() + static_cast<ptrdiff_t>(r) * chunk_positions - cs;
     }
-    if (t.count <= block_rows) {
+    if (by_column) {
+      score_key_columns<T>(kv, layer, table, lay.block_tokens, b0, e0, tile.kv_head, head_dim,
+                           scale, t);
+    } else if (t.count <= block_rows) {
       score_keys_in_place<T>(kv, layer, table, lay.block_tokens, b0, e0, stride, offset, head_dim,
                              scale, scratch, t);
     } else {
