@@ -65,7 +65,7 @@ int attention(int argc, char** argv) {
   std::vector<int> contexts{64, 512, 1536};
   std::vector<int> batches{1, 8};
   std::vector<std::string> kv_types{"f32", "bf16"};
-  int steps = 32, rounds = 3;
+  int steps = 96, rounds = 3;
   app.add_flag("--json", as_json, "print one JSON object");
   app.add_flag("--quick", quick, "one round of 8 steps at two contexts (for smoke tests)");
   app.add_option("--model", model_dir,

@@ -365,33 +365,51 @@ void weigh_values(const value_rows& values, const float* const* w, float* const*
   });
 }
 
+// Four vectors (32 columns) of accumulators for each of up to three rows, as named variables:
+// held in an array, GCC stored all twelve to the stack after every position's products.
+struct wide_acc {
+  __m256 a0, a1, a2, a3, b0, b1, b2, b3, c0, c1, c2, c3;
+};
+
+// Calls f(r, x0, x1, x2, x3) with each of the ROWS rows' four accumulators.
+template <int ROWS, class Fn>
+inline __attribute__((always_inline)) void for_wide_rows(wide_acc& c, Fn&& f) {
+  f(0, c.a0, c.a1, c.a2, c.a3);
+  if constexpr (ROWS > 1) f(1, c.b0, c.b1, c.b2, c.b3);
+  if constexpr (ROWS > 2) f(2, c.c0, c.c1, c.c2, c.c3);
+}
+
 // The same sums over 32 columns for at most three rows (a decode tile): four accumulators a row,
 // so each position's weights are broadcast once for 32 columns instead of twice.
 template <int ROWS>
 void weigh_values_32(const value_rows& values, const float* const* w, float* const* out, int d0,
                      int b, int e) {
   static_assert(ROWS >= 1 && ROWS <= 3, "twelve accumulators at most");
-  __m256 acc[ROWS][4];
-  for (int r = 0; r < ROWS; ++r) {
-    for (int i = 0; i < 4; ++i)
-      acc[r][i] = _mm256_loadu_ps(out[r] + d0 + 8 * i);
-  }
+  wide_acc c;
+  for_wide_rows<ROWS>(c, [&](int r, __m256& x0, __m256& x1, __m256& x2, __m256& x3) {
+    x0 = _mm256_loadu_ps(out[r] + d0);
+    x1 = _mm256_loadu_ps(out[r] + d0 + 8);
+    x2 = _mm256_loadu_ps(out[r] + d0 + 16);
+    x3 = _mm256_loadu_ps(out[r] + d0 + 24);
+  });
   for (int p = b; p < e; ++p) {
     const float* v = values.row(p) + d0;
     const __m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8);
     const __m256 v2 = _mm256_loadu_ps(v + 16), v3 = _mm256_loadu_ps(v + 24);
-    for (int r = 0; r < ROWS; ++r) {
+    for_wide_rows<ROWS>(c, [&](int r, __m256& x0, __m256& x1, __m256& x2, __m256& x3) {
       const __m256 x = _mm256_broadcast_ss(w[r] + p);
-      acc[r][0] = _mm256_fmadd_ps(x, v0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(x, v1, acc[r][1]);
-      acc[r][2] = _mm256_fmadd_ps(x, v2, acc[r][2]);
-      acc[r][3] = _mm256_fmadd_ps(x, v3, acc[r][3]);
-    }
+      x0 = _mm256_fmadd_ps(x, v0, x0);
+      x1 = _mm256_fmadd_ps(x, v1, x1);
+      x2 = _mm256_fmadd_ps(x, v2, x2);
+      x3 = _mm256_fmadd_ps(x, v3, x3);
+    });
   }
-  for (int r = 0; r < ROWS; ++r) {
-    for (int i = 0; i < 4; ++i)
-      _mm256_storeu_ps(out[r] + d0 + 8 * i, acc[r][i]);
-  }
+  for_wide_rows<ROWS>(c, [&](int r, __m256& x0, __m256& x1, __m256& x2, __m256& x3) {
+    _mm256_storeu_ps(out[r] + d0, x0);
+    _mm256_storeu_ps(out[r] + d0 + 8, x1);
+    _mm256_storeu_ps(out[r] + d0 + 16, x2);
+    _mm256_storeu_ps(out[r] + d0 + 24, x3);
+  });
 }
 
 // The same sums for one row over any column range: exactly the operations weigh_values does
@@ -592,20 +610,85 @@ void score_keys_in_place(const cpu_kv_storage& kv, int layer, const int32_t* tab
   });
 }
 
+// Sixteen positions of keys stored by column: column d at `keys + d * column stride`, the first
+// position's score going to scores[r][p].
+template <class T>
+struct key_piece {
+  int p = 0;
+  const T* keys = nullptr;
+  int count = 0;  ///< 16, or fewer at the end of a block's run
+};
+
+// score_columns over K whole pieces side by side, for ROWS rows. One piece gives a decode tile
+// (two rows) four accumulator chains, and each of them waits on the previous element's fused
+// multiply-add: four chains of four cycles' latency fill only one of the two FMA ports. K pieces
+// give 4K chains, the same operations on each: every score is still score_columns' chain.
+template <int ROWS, int K, class T>
+void score_pieces(const float* const* q, const key_piece<T>* pieces, size_t column_stride,
+                  int head_dim, float scale, float* const* scores) {
+  static_assert(ROWS * K <= 4, "eight to sixteen accumulators at most");
+  __m256 acc[K][ROWS][2];
+  for (int k = 0; k < K; ++k) {
+    for (int r = 0; r < ROWS; ++r)
+      acc[k][r][0] = acc[k][r][1] = _mm256_setzero_ps();
+  }
+  const row_pointers<ROWS> rows(q);
+  for (int d = 0; d < head_dim; ++d) {
+    const size_t at = static_cast<size_t>(d) * column_stride;
+    __m256 x[ROWS];
+    for (int r = 0; r < ROWS; ++r)
+      x[r] = rows.broadcast(r, d);
+    for (int k = 0; k < K; ++k) {
+      const __m256 lo = load_8(pieces[k].keys + at), hi = load_8(pieces[k].keys + at + 8);
+      for (int r = 0; r < ROWS; ++r) {
+        acc[k][r][0] = _mm256_fmadd_ps(x[r], lo, acc[k][r][0]);
+        acc[k][r][1] = _mm256_fmadd_ps(x[r], hi, acc[k][r][1]);
+      }
+    }
+  }
+  const __m256 s = _mm256_set1_ps(scale);
+  for (int k = 0; k < K; ++k) {
+    for (int r = 0; r < ROWS; ++r) {
+      _mm256_storeu_ps(scores[r] + pieces[k].p, _mm256_mul_ps(acc[k][r][0], s));
+      _mm256_storeu_ps(scores[r] + pieces[k].p + 8, _mm256_mul_ps(acc[k][r][1], s));
+    }
+  }
+}
+
 // Scores over [b, e) for every row of a tile from keys stored by column, block of rows by block
-// of rows (the chunk's keys stay in L1 between them).
+// of rows (the chunk's keys stay in L1 between them). Few rows score several whole pieces side by
+// side (score_pieces); the rest, and pieces shorter than sixteen, go through score_columns.
 template <class T>
 void score_key_columns(const cpu_kv_storage& kv, int layer, const int32_t* table, int block_tokens,
                        int b, int e, int kv_head, int head_dim, float scale, tile_rows& t) {
   const size_t column_stride = static_cast<size_t>(block_tokens);
   const size_t head_offset =
       static_cast<size_t>(kv_head) * static_cast<size_t>(head_dim) * column_stride;
+  key_piece<T> pieces[chunk_positions];
+  int n = 0;
+  for_each_run<T>(kv, true, layer, table, block_tokens, b, e, [&](int p, const T* keys, int count) {
+    for (int j = 0; j < count; j += 16)
+      pieces[n++] = {p + j, keys + head_offset + j, std::min(16, count - j)};
+  });
   for_row_blocks(t.count, [&](int r0, auto rows_c) {
     constexpr int ROWS = decltype(rows_c)::value;
-    for_each_run<T>(kv, true, layer, table, block_tokens, b, e, [&](int p, const T* keys, int n) {
-      score_columns<ROWS>(t.q.data() + r0, keys + head_offset, column_stride, head_dim, scale,
-                          t.scores.data() + r0, p, n);
-    });
+    const float* const* q = t.q.data() + r0;
+    float* const* scores = t.scores.data() + r0;
+    int i = 0;
+    if constexpr (ROWS <= 2) {
+      constexpr int K = 4 / ROWS;
+      for (; i + K <= n; i += K) {
+        bool whole = true;
+        for (int k = 0; k < K; ++k)
+          whole = whole && pieces[i + k].count == 16;
+        if (!whole) break;
+        score_pieces<ROWS, K>(q, pieces + i, column_stride, head_dim, scale, scores);
+      }
+    }
+    for (; i < n; ++i) {
+      score_columns<ROWS>(q, pieces[i].keys, column_stride, head_dim, scale, scores, pieces[i].p,
+                          pieces[i].count);
+    }
   });
 }
 
