@@ -235,6 +235,11 @@ int speculation(int argc, char** argv) {
                  "(for scripts/fit_confidence_head.py) and stop");
   app.add_option("--concurrency", pair.concurrency, "sequences decoding together, pair rows")
       ->check(CLI::Range(1, 256));
+  app.add_option("--pair-prompt-tokens", pair.prompt_tokens,
+                 "tokens of each of the pair's prompts (agents resend long contexts)")
+      ->check(CLI::Range(8, 8192));
+  app.add_option("--pair-max-tokens", pair.max_tokens, "tokens the pair generates per prompt")
+      ->check(CLI::Range(2, 4096));
   app.add_option("--pair-prompts", pair.prompts, "single-stream prompts of the pair")
       ->check(CLI::Range(1, 1000));
   app.add_option("--pair-rounds", pair.rounds, "passes over the pair's prompts")

@@ -15,7 +15,10 @@
 //              steps can gain, and each of its drafting steps makes the draft catch up whole
 //              contexts. A batch's tail comes back pass after pass, a few steps each time, so its
 //              total alone would get it measured.
-//   measuring  a few steps (more while the two paces are close), every other one without
+//   measuring  a few steps (more while the two paces are close, or their difference is within
+//              the noise of the steps measured so far), in runs of measure_block of each kind
+//              whose first steps are not measured (they pay for the other kind's), half of them
+//              without
 //              drafts: tokens per second drafting against tokens per second plain, each summed over
 //              its own steps but for those slower than 2.5 times its kind's median (a preemption, a
 //              burst of other work on shared cores: they do not decide)
@@ -43,10 +46,20 @@ class speculation_gate {
     int grace_steps = 256;   ///< Steps of the decoder before any measurement.
     int class_steps = 64;    ///< Steps of a class before its own first measurement.
     int measure_steps = 16;  ///< Measured steps per measurement, half of them plain.
+    /// While measuring, steps of one kind run this many in a row, and the first of each run is
+    /// not measured (its cost still counts): it follows the other kind, and is slowed by what
+    /// that left in the caches (a draft model's catch-up of long contexts evicts the target's
+    /// keys and values; plain steps right after one ran at half their pace). 1: alternate every
+    /// step, and measure each.
+    int measure_block = 4;
     /// A measurement whose drafting pace is within close_call of (1 + margin) times plain's goes
     /// on, up to max_measure_steps steps: with a handful of steps a kind, a gain of a few percent
     /// is within the noise, and deciding on it turns a paying pair off (or on) by chance.
     double close_call = 0.05;
+    /// Nor does a measurement decide before the paces' ratio lies this many standard errors
+    /// from 1 + margin (each pace's error from the spread of its steps): eight drafting steps
+    /// that happened to keep many drafts once made a pair 20% slower per token look 13% faster.
+    double significance = 2.0;
     int max_measure_steps = 64;
     int first_hold = 256;  ///< Steps a new decision holds before it is measured again.
     int max_hold = 8192;   ///< The longest hold, after the same decision again and again.
@@ -102,6 +115,7 @@ class speculation_gate {
     int steps_left = 0;  // steps before the next measurement
     int calls = 0;       // steps asked about during this measurement
     std::vector<sample> drafted, plain;
+    std::vector<sample> drafted_first, plain_first;  // each run's first step: its cost only
     double drafting_rate = 0, plain_rate = 0;
     int64_t measurements = 0;
     double recent = 0;  // its share of the recent steps (allow())
@@ -118,6 +132,7 @@ class speculation_gate {
   int64_t steps_ = 0;           // steps asked about, every class
   int current_ = -1;            // the class of the step in flight
   bool current_drafts_ = true;  // whether that step drafts
+  bool current_first_ = false;  // whether it is the first of a measurement's run of its kind
   int64_t held_off_ = 0;
 };
 
