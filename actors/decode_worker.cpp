@@ -315,9 +315,10 @@ std::unique_ptr<model::draft_source> make_drafts(
   }
   if (head) config.speculation.adaptive = false;
   // A draft forward takes every running sequence at once, and a context catches up in chunks
-  // of as many tokens.
+  // of as many tokens, one chunk a step: a prompt prefilled elsewhere reaches the draft here, and
+  // catching eight long ones up at once would stall every sequence of the batch for that step.
   const model::draft_source_limits limits{config.kv_tokens, config.block_tokens,
-                                          std::max(256, config.max_running)};
+                                          std::max(256, config.max_running), 256};
   return model::make_draft_source(speculation, std::move(weights), limits, head);
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 
 #include "model/kv_layout.hpp"
 #include "model/logit_statistics.hpp"
@@ -88,6 +89,7 @@ draft_model::draft_model(std::shared_ptr<const loaded_model> weights,
                          std::shared_ptr<const confidence_head> head)
     : weights_(std::move(weights)),
       head_(std::move(head)),
+      catch_up_tokens_(limits.catch_up_tokens),
       block_tokens_(limits.block_tokens),
       pool_((limits.kv_tokens + limits.block_tokens - 1) / limits.block_tokens),
       ws_(weights_->config, weights_->forward->device(), limits.max_step_tokens) {
@@ -119,6 +121,10 @@ void draft_model::propose(const std::vector<draft_sequence>& sequences,
   confidence_.assign(sequences.size(), 1.0);
   std::vector<int> limits(sequences.size(), 0);
   std::vector<feed> feeds;
+  // What catching up may feed this step; a sequence that needs no more than a step's own tokens
+  // (its last token, and drafts kept or tokens generated since) is never held back by it.
+  constexpr int own_tokens = 8;
+  int catch_up = catch_up_tokens_ > 0 ? catch_up_tokens_ : std::numeric_limits<int>::max();
   for (size_t i = 0; i < sequences.size(); ++i) {
     const draft_sequence& q = sequences[i];
     const int n = static_cast<int>(q.tokens->size());
@@ -131,8 +137,20 @@ void draft_model::propose(const std::vector<draft_sequence>& sequences,
     s.fed_drafts = 0;
     if (!reserve(s, n + limit - 1)) continue;
     in_step_[i] = &s;
+    const int need = n - s.stored;
+    if (need > own_tokens) {
+      const int take = std::min(need, catch_up);
+      if (take <= 0) continue;
+      catch_up -= take;
+      if (take < need) {
+        // Part of its context this step, and no drafts: plain decoding for it until it is in.
+        feeds.push_back({i, q.tokens->data() + s.stored, take, s.stored, false});
+        s.stored += take;
+        continue;
+      }
+    }
     limits[i] = limit;
-    feeds.push_back({i, q.tokens->data() + s.stored, n - s.stored, s.stored});
+    feeds.push_back({i, q.tokens->data() + s.stored, need, s.stored});
     s.stored = n;
   }
   run(std::move(feeds), out);
@@ -164,13 +182,13 @@ void draft_model::run(std::vector<feed> feeds, std::vector<draft_proposal>& out)
       const bool last = chunk == f.count;
       const sequence& s = *in_step_[f.slot];
       batch_.add_sequence(f.tokens, chunk, f.start, s.blocks.data(),
-                          static_cast<int>(s.blocks.size()), last ? 1 : 0);
+                          static_cast<int>(s.blocks.size()), last && f.drafts ? 1 : 0);
       f.tokens += chunk;
       f.count -= chunk;
       f.start += chunk;
       budget -= chunk;
       if (!last) break;
-      chosen.emplace_back(f.slot, f.start);
+      if (f.drafts) chosen.emplace_back(f.slot, f.start);
       ++next;
     }
     run_step(*weights_->forward, *weights_->experts, *kv_, ws_, batch_, logits_);

@@ -98,9 +98,10 @@ class draft_model final : public draft_source {
     const int32_t* tokens = nullptr;
     int count = 0;
     int start = 0;
+    bool drafts = true;  // its last token's row gives a draft (false: a catch-up chunk only)
   };
   // Runs `feeds` through the model, as many tokens per forward as the workspace holds, and
-  // appends to out[slot] the greedy token after each feed's last token.
+  // appends to out[slot] the greedy token after each drafting feed's last token.
   void run(std::vector<feed> feeds, std::vector<draft_proposal>& out);
   // Makes room for `positions` positions of `s`; false when the pool is out of blocks.
   bool reserve(sequence& s, int positions);
@@ -108,6 +109,7 @@ class draft_model final : public draft_source {
 
   std::shared_ptr<const loaded_model> weights_;
   std::shared_ptr<const confidence_head> head_;  // null: every draft up to the limit
+  int catch_up_tokens_ = 0;                      // draft_source_limits::catch_up_tokens
   int block_tokens_;
   std::unique_ptr<gpu::kv_storage> kv_;
   kvcache::block_pool pool_;

@@ -31,9 +31,11 @@ engine::engine(const loaded_model& model, gpu::backend& dev, const engine_option
       ws_(model.config, dev, options.max_step_tokens) {
   kv_ = dev.make_kv(
       kv_layout_for(model.config, pool_.capacity(), options.block_tokens, options.kv_dtype));
-  // A draft forward takes every drafting sequence at once, and a prompt catches up in chunks.
+  // A draft forward takes every drafting sequence at once; a context catches up in chunks, a
+  // step's prefill budget of them a step.
   const draft_source_limits limits{options.kv_tokens, options.block_tokens,
-                                   std::max(options.max_step_tokens, options.max_running)};
+                                   std::max(options.max_step_tokens, options.max_running),
+                                   options.max_step_tokens};
   drafts_ = make_draft_source(options.speculation, options.draft_weights, limits,
                               options.confidence_head);
   if (options.confidence_head && options.speculation.draft == draft_kind::model)

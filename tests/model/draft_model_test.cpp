@@ -382,3 +382,33 @@ TEST_CASE("a draft the target cannot use is refused at load, naming both",
   CHECK_THAT(moe.err().message,
              Catch::Contains("mixture of experts") && Catch::Contains("must be a dense model"));
 }
+
+TEST_CASE("a draft model catches a long context up a chunk a step, drafting once it is in",
+          "[draft_model][speculation]") {
+  auto f = draft_fixture::derived_draft();
+  draft_source_limits bounded_limits{4096, 4, 16};
+  bounded_limits.catch_up_tokens = 40;
+  draft_model bounded(f->draft, bounded_limits);
+  draft_model at_once(f->draft, draft_source_limits{4096, 4, 16});
+  const std::vector<int32_t> context = prompt(100, 3), short_context = prompt(5, 4);
+  std::vector<draft_proposal> out;
+  // 40 tokens of the long context, and no drafts for it; a sequence with only a few tokens to
+  // feed is not held back by the bound.
+  bounded.propose({{1, &context, 3}, {2, &short_context, 3}}, out);
+  REQUIRE(out.size() == 2);
+  CHECK(out[0].tokens.empty());
+  CHECK(bounded.stored_tokens(1) == 40);
+  CHECK(out[1].tokens.size() == 3);
+  bounded.propose({{1, &context, 3}}, out);
+  CHECK(out[0].tokens.empty());
+  CHECK(bounded.stored_tokens(1) == 80);
+  // The last 20 tokens: in, and it drafts what a draft fed the whole context at once drafts.
+  bounded.propose({{1, &context, 3}}, out);
+  std::vector<draft_proposal> whole;
+  at_once.propose({{1, &context, 3}}, whole);
+  REQUIRE(out[0].tokens.size() == 3);
+  CHECK(out[0].tokens == whole[0].tokens);
+  REQUIRE(out[0].features.size() == whole[0].features.size());
+  for (size_t i = 0; i < out[0].features.size(); ++i)
+    CHECK(std::memcmp(&out[0].features[i], &whole[0].features[i], sizeof(draft_feature)) == 0);
+}
