@@ -34,6 +34,15 @@ speculation_gate::settings quick() {
   return s;
 }
 
+// The production settings but measuring from the first step, each kind in runs of `block` steps.
+speculation_gate::settings from_the_start(int block) {
+  speculation_gate::settings s;
+  s.grace_steps = 0;
+  s.class_steps = 0;
+  s.measure_block = block;
+  return s;
+}
+
 // Seconds the drafting steps of a run cost beyond plain decoding's pace for their tokens.
 double drafting_overhead_s(int drafted, double draft_s, double draft_tokens, double plain_s) {
   return drafted * (draft_s - draft_tokens * plain_s);
@@ -282,12 +291,9 @@ TEST_CASE("a few lucky drafting steps do not turn drafting on", "[speculation_ga
   // is 11% slower per token over 32 of them. Eight steps a kind cannot tell; the gate measures on.
   const int lucky[] = {4, 1, 4, 2, 4, 1, 3, 2};
   auto measure = [&](double significance) {
-    speculation_gate::settings s;
-    s.grace_steps = 0;
-    s.class_steps = 0;
+    speculation_gate::settings s = from_the_start(1);
     s.measure_steps = 16;
     s.max_measure_steps = 64;
-    s.measure_block = 1;
     s.significance = significance;
     speculation_gate gate(s);
     int drafting_steps = 0;
@@ -321,11 +327,7 @@ TEST_CASE("a step slowed by what the other kind left in the caches does not deci
   // evicted the target's keys and values). Alternating every step, each plain step follows a
   // drafting one and plain looks slower; in runs of four the first of each run is not measured.
   auto measure = [](int block) {
-    speculation_gate::settings s;
-    s.grace_steps = 0;
-    s.class_steps = 0;
-    s.measure_block = block;
-    speculation_gate gate(s);
+    speculation_gate gate(from_the_start(block));
     bool last_drafted = false;
     for (int i = 0; i < 200; ++i) {
       const bool drafts = gate.allow(1);
@@ -350,11 +352,8 @@ TEST_CASE("a step slowed by what the other kind left in the caches does not deci
 
 TEST_CASE("the first step of each run is not measured but counts in what a measurement costs",
           "[speculation_gate]") {
-  speculation_gate::settings s;
-  s.grace_steps = 0;
-  s.class_steps = 0;
+  speculation_gate::settings s = from_the_start(4);
   s.measure_steps = 8;
-  s.measure_block = 4;
   s.max_hold = 100000;
   s.measure_share = 0.01;
   speculation_gate gate(s);
