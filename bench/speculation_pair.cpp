@@ -563,12 +563,12 @@ status run_pair_bench(const pair_options& o, gpu::backend& dev, json& out, std::
   const pair_models& p = loaded.value();
   const int positions = p.target->config.max_positions;
   if (o.prompt_tokens + o.max_tokens + o.max_draft + 1 > positions) {
-    return error(errc::invalid_argument,
-                 "--pair-prompt-tokens " + std::to_string(o.prompt_tokens) +
-                     " and --pair-max-tokens " + std::to_string(o.max_tokens) +
-                     " do not fit the pair's " + std::to_string(positions) +
-                     " positions (with " + std::to_string(o.max_draft) +
-                     " drafts beyond the last token); shorten either");
+    return error(errc::invalid_argument, "--pair-prompt-tokens " + std::to_string(o.prompt_tokens) +
+                                             " and --pair-max-tokens " +
+                                             std::to_string(o.max_tokens) +
+                                             " do not fit the pair's " + std::to_string(positions) +
+                                             " positions (with " + std::to_string(o.max_draft) +
+                                             " drafts beyond the last token); shorten either");
   }
   const std::vector<double> cost =
       measure_costs(p, dev, o.prompt_tokens + o.max_tokens / 2, o.max_draft, 5);
