@@ -425,18 +425,27 @@ api_handler::outcome api_handler::start_generation(api_kind kind, std::string_vi
   meta.include_usage = p.include_usage;
   generation_start start;
   start.stream = std::make_unique<generation_stream>(p, meta, tok_, request_metrics_, received);
-  start.staggered = p.best_of > 1 && ctx.info.prefix_cache;
-  const int64_t more = p.best_of > 1 ? next_id_.fetch_add(p.best_of - 1) : 0;
-  for (int i = 0; i < p.best_of; ++i) {
-    generation_request g = p.generation;
-    g.id = i == 0 ? id : more + i - 1;
-    g.sampling.seed = choice_seed(p.generation.sampling.seed, i);
-    // Staggered choices find the prompt in the cache; the first one delivers its logprobs.
-    if (start.staggered && i > 0) {
-      g.prompt_logprobs = -1;
-      g.same_prompt_as = id;
+  const bool staggered = p.best_of > 1 && ctx.info.prefix_cache;
+  const size_t total = p.prompts.size() * static_cast<size_t>(p.best_of);
+  const int64_t more = total > 1 ? next_id_.fetch_add(static_cast<int64_t>(total) - 1) : 0;
+  for (size_t prompt = 0; prompt < p.prompts.size(); ++prompt) {
+    const size_t first = prompt * static_cast<size_t>(p.best_of);
+    for (int i = 0; i < p.best_of; ++i) {
+      const size_t k = first + static_cast<size_t>(i);
+      generation_request g = p.generation;
+      g.prompt = p.prompts[prompt];
+      g.id = k == 0 ? id : more + static_cast<int64_t>(k) - 1;
+      g.sampling.seed = choice_seed(p.generation.sampling.seed, i);
+      int waits_for = -1;
+      // Staggered choices find the prompt in the cache; the first one delivers its logprobs.
+      if (staggered && i > 0) {
+        g.prompt_logprobs = -1;
+        g.same_prompt_as = start.requests[first].id;
+        waits_for = static_cast<int>(first);
+      }
+      start.requests.push_back(std::move(g));
+      start.waits_for.push_back(waits_for);
     }
-    start.requests.push_back(std::move(g));
   }
   return start;
 }

@@ -63,11 +63,14 @@ struct http_reply {
 /// The generations of one answer (one per choice), with the stream that turns their tokens into
 /// the answer.
 struct generation_start {
-  /// Choice i's generation; its seed is choice_seed(seed, i). Ids are unique, not consecutive.
+  /// The generations: prompt p's choice i is requests[p * best_of + i], seeded choice_seed(seed,
+  /// i) (a prompt of a list answers as it would alone). Ids are unique, not consecutive.
   std::vector<generation_request> requests;
-  /// Submit choice 0 alone, the others once it produced its first token: its prompt is then in
-  /// the prefix cache, so they compute only what the cache lacks (one prefill, not n).
-  bool staggered = false;
+  /// Per request: -1 to submit it at once, else the request whose first output releases it.
+  /// A prompt's first choice goes alone and its other choices once it produced its first token:
+  /// its prompt is then in the prefix cache, so they compute only what the cache lacks (one
+  /// prefill, not n).
+  std::vector<int> waits_for;
   std::unique_ptr<generation_stream> stream;
 };
 

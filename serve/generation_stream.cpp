@@ -17,10 +17,11 @@ double seconds(std::chrono::steady_clock::duration d) {
 }  // namespace
 
 struct generation_stream::choice_state {
-  choice_state(const model::tokenizer& tok, const std::vector<std::string>& stops, int i)
-      : index(i), decoder(tok, /*skip_special=*/true), stop(stops) {}
+  choice_state(const model::tokenizer& tok, const std::vector<std::string>& stops, int i, size_t p)
+      : index(i), prompt(p), decoder(tok, /*skip_special=*/true), stop(stops) {}
 
-  int index;
+  int index;      // as streamed: prompt * n + its number (a stream has best_of = n)
+  size_t prompt;  // which prompt of the request it continues
   model::incremental_decoder decoder;
   stop_matcher stop;
   int tokens = 0;
@@ -49,17 +50,24 @@ generation_stream::generation_stream(const parsed_request& request, response_met
       metrics_(metrics),
       tok_(tok),
       answered_(request.n),
+      per_prompt_(std::max(request.best_of, 1)),
       wants_logprobs_(request.logprobs >= 0),
       echo_(request.echo),
       no_output_(request.no_output),
       parse_tool_calls_(request.parse_tool_calls),
       format_(request.format),
       forced_prefix_(request.forced_prefix),
-      prompt_(request.generation.prompt),
+      prompts_(request.prompts),
       stop_strings_(request.stop_strings),
       received_(received) {
-  for (int i = 0; i < std::max(request.best_of, 1); ++i) {
-    choices_.push_back(std::make_unique<choice_state>(tok, stop_strings_, i));
+  if (prompts_.empty()) prompts_.push_back(request.generation.prompt);
+  prompt_logprobs_.resize(prompts_.size());
+  have_prompt_logprobs_.assign(prompts_.size(), 0);
+  for (size_t k = 0; k < prompts_.size() * static_cast<size_t>(per_prompt_); ++k) {
+    const size_t prompt = k / static_cast<size_t>(per_prompt_);
+    const int number = static_cast<int>(k % static_cast<size_t>(per_prompt_));
+    choices_.push_back(std::make_unique<choice_state>(
+        tok, stop_strings_, static_cast<int>(prompt) * answered_ + number, prompt));
     if (!parse_tool_calls_) continue;
     choice_state& c = *choices_.back();
     c.tools = std::make_unique<model::tool_call_parser>(format_);
@@ -91,10 +99,13 @@ std::string generation_stream::open() {
   return out;
 }
 
-void generation_stream::on_prompt_logprobs(const std::vector<model::position_logprobs>& logprobs) {
-  if (have_prompt_logprobs_) return;
-  have_prompt_logprobs_ = true;
-  prompt_logprobs_ = logprobs;
+void generation_stream::on_prompt_logprobs(int choice,
+                                           const std::vector<model::position_logprobs>& logprobs) {
+  if (choice < 0 || choice >= choices()) return;
+  const size_t prompt = choices_[static_cast<size_t>(choice)]->prompt;
+  if (have_prompt_logprobs_[prompt]) return;
+  have_prompt_logprobs_[prompt] = 1;
+  prompt_logprobs_[prompt] = logprobs;
 }
 
 // The prompt's text (and its log-probabilities) before a choice's own, once: whole answers
@@ -102,16 +113,18 @@ void generation_stream::on_prompt_logprobs(const std::vector<model::position_log
 std::string generation_stream::echo_chunk(choice_state& c) {
   if (!echo_ || c.echoed) return {};
   c.echoed = true;
+  const std::vector<int32_t>& prompt = prompts_[c.prompt];
+  const std::vector<model::position_logprobs>& scored = prompt_logprobs_[c.prompt];
   if (wants_logprobs_) {
-    for (size_t i = 0; i < prompt_.size(); ++i) {
+    for (size_t i = 0; i < prompt.size(); ++i) {
       logprob_entry e;
       e.text_offset = c.logprob_offset;
       // The first token has nothing before it to predict it; the others have a row each.
-      if (i == 0 || i - 1 >= prompt_logprobs_.size()) {
-        e.chosen = {tok_.decode({prompt_[i]}), 0.0f};
+      if (i == 0 || i - 1 >= scored.size()) {
+        e.chosen = {tok_.decode({prompt[i]}), 0.0f};
         e.unscored = true;
       } else {
-        const model::position_logprobs& p = prompt_logprobs_[i - 1];
+        const model::position_logprobs& p = scored[i - 1];
         e.chosen = text_of(p.chosen);
         for (const model::token_logprob& t : p.top)
           e.top.push_back(text_of(t));
@@ -120,7 +133,7 @@ std::string generation_stream::echo_chunk(choice_state& c) {
       c.logprobs.push_back(std::move(e));
     }
   }
-  return text_chunk(c, tok_.decode(prompt_));
+  return text_chunk(c, tok_.decode(prompt));
 }
 
 void generation_stream::add_logprobs(choice_state& c,
@@ -263,8 +276,10 @@ std::string generation_stream::end_choice(choice_state& c, const char* openai_re
 std::string generation_stream::finish_all() {
   complete_ = true;
   generation_usage usage;
-  usage.prompt_tokens = static_cast<int>(prompt_.size());
-  usage.cached_tokens = choices_[0]->cached_tokens;
+  for (size_t prompt = 0; prompt < prompts_.size(); ++prompt) {
+    usage.prompt_tokens += static_cast<int>(prompts_[prompt].size());
+    usage.cached_tokens += choices_[prompt * static_cast<size_t>(per_prompt_)]->cached_tokens;
+  }
   for (const auto& c : choices_)
     usage.completion_tokens += c->tokens;
   const choice_state& first = *choices_[0];
@@ -278,25 +293,27 @@ std::string generation_stream::finish_all() {
     if (meta_.include_usage) out += sse_event(usage_chunk(meta_, usage));
     return out + sse_done();
   }
-  // best_of: the n choices whose tokens are likeliest together, likeliest first.
-  std::vector<size_t> order(choices_.size());
-  std::iota(order.begin(), order.end(), 0);
-  if (answered_ < choices()) {
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return choices_[a]->cumulative_logprob > choices_[b]->cumulative_logprob;
-    });
-    order.resize(static_cast<size_t>(answered_));
-  }
+  // Per prompt, best_of: the n choices whose tokens are likeliest together, likeliest first.
   std::vector<choice_output> shown;
-  for (size_t i = 0; i < order.size(); ++i) {
-    choice_state& c = *choices_[order[i]];
-    choice_output o;
-    o.index = static_cast<int>(i);
-    o.text = std::move(c.text);
-    o.tool_calls = std::move(c.tool_calls);
-    o.finish_reason = c.reason;
-    o.logprobs = wants_logprobs_ ? &c.logprobs : nullptr;
-    shown.push_back(std::move(o));
+  for (size_t prompt = 0; prompt < prompts_.size(); ++prompt) {
+    std::vector<size_t> order(static_cast<size_t>(per_prompt_));
+    std::iota(order.begin(), order.end(), prompt * static_cast<size_t>(per_prompt_));
+    if (answered_ < per_prompt_) {
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return choices_[a]->cumulative_logprob > choices_[b]->cumulative_logprob;
+      });
+      order.resize(static_cast<size_t>(answered_));
+    }
+    for (size_t k : order) {
+      choice_state& c = *choices_[k];
+      choice_output o;
+      o.index = static_cast<int>(shown.size());
+      o.text = std::move(c.text);
+      o.tool_calls = std::move(c.tool_calls);
+      o.finish_reason = c.reason;
+      o.logprobs = wants_logprobs_ ? &c.logprobs : nullptr;
+      shown.push_back(std::move(o));
+    }
   }
   return whole_response(meta_, shown, usage);
 }

@@ -3,7 +3,8 @@
 // one JSON body (whole). It knows nothing of sockets: the HTTP session writes whatever bytes it
 // returns, in order.
 //
-// A request has best_of choices (n unless best_of asks for more), each its own generation:
+// A request has best_of choices (n unless best_of asks for more) per prompt (a completion may
+// send a list of prompts), each its own generation; choice k is prompt k / best_of's:
 //
 //   open() --> per choice: on_prompt_logprobs()? on_tokens()* --> on_finished() | on_error()
 //                                    \--(stop string matched)--> choice_ended()
@@ -35,12 +36,13 @@ class generation_stream {
   ~generation_stream();
 
   bool streaming() const { return streaming_; }
-  /// Generations behind the answer (best_of).
+  /// Generations behind the answer (prompts x best_of).
   int choices() const { return static_cast<int>(choices_.size()); }
   /// The bytes that open a stream (chat: a chunk with the assistant role per choice); "" else.
   std::string open();
-  /// The prompt's log-probabilities, from whichever choice computed them first (echo).
-  void on_prompt_logprobs(const std::vector<model::position_logprobs>& logprobs);
+  /// The log-probabilities of `choice`'s prompt, from whichever of its choices computed them
+  /// first (echo).
+  void on_prompt_logprobs(int choice, const std::vector<model::position_logprobs>& logprobs);
   /// Bytes to send now: SSE events when streaming, "" for a whole answer until it completes.
   /// `logprobs` holds one entry per token when the request asked for them, else none.
   std::string on_tokens(int choice, const std::vector<int32_t>& tokens,
@@ -76,16 +78,17 @@ class generation_stream {
   response_meta meta_;
   request_metrics& metrics_;
   const model::tokenizer& tok_;
-  int answered_;  // n: the choices the answer shows
+  int answered_;    // n: the choices the answer shows per prompt
+  int per_prompt_;  // best_of: the generations per prompt
   bool wants_logprobs_;
   bool echo_;
   bool no_output_;
   bool parse_tool_calls_;
   model::chat_format format_;
   std::string forced_prefix_;
-  std::vector<int32_t> prompt_;
-  std::vector<model::position_logprobs> prompt_logprobs_;
-  bool have_prompt_logprobs_ = false;
+  std::vector<std::vector<int32_t>> prompts_;
+  std::vector<std::vector<model::position_logprobs>> prompt_logprobs_;  // per prompt
+  std::vector<char> have_prompt_logprobs_;                              // per prompt
   std::vector<std::string> stop_strings_;
   std::vector<std::unique_ptr<choice_state>> choices_;
   clock::time_point received_;

@@ -135,9 +135,9 @@ class session : public std::enable_shared_from_this<session> {
   void on_read_error(beast::error_code ec);
   void handle_request();
   void start_generation(generation_start start);
-  // Submits choices [from, to) of the answer; false (the answer refused or failed) when the
-  // service refuses one.
-  bool submit_choices(size_t from, size_t to);
+  // Submits the choices not submitted yet that wait for `released` (-1: those that wait for
+  // nothing); false (the answer refused or failed) when the service refuses one.
+  bool submit_choices(int released);
   // The choice whose generation has this id, or -1 (an earlier answer's).
   int choice_of(int64_t id) const;
   // Tells the service to stop every choice still running.
@@ -184,8 +184,9 @@ class session : public std::enable_shared_from_this<session> {
   std::optional<http::response_serializer<http::empty_body>> stream_sr_;
   std::unique_ptr<generation_stream> gen_;
   std::vector<int64_t> gen_ids_;                 // Each choice's generation id.
-  std::vector<generation_request> unsubmitted_;  // Staggered choices, until the first token.
-  size_t submitted_ = 0;                         // Choices [0, submitted_) went to the service.
+  std::vector<generation_request> unsubmitted_;  // Each choice's, until it is submitted.
+  std::vector<int> waits_for_;   // Per choice: the choice whose first output releases it, or -1.
+  std::vector<char> submitted_;  // Per choice: it went to the service.
   bool keep_alive_ = true;
   bool close_after_ = false;       // The request could not be read whole: answer, then close.
   bool head_request_ = false;      // HEAD: answer as GET would, without the body.
@@ -401,24 +402,27 @@ void session::start_generation(generation_start start) {
   for (const generation_request& r : start.requests)
     gen_ids_.push_back(r.id);
   unsubmitted_ = std::move(start.requests);
-  submitted_ = 0;
+  waits_for_ = std::move(start.waits_for);
+  waits_for_.resize(unsubmitted_.size(), -1);
+  submitted_.assign(unsubmitted_.size(), 0);
   answered_ = false;
   head_sent_ = last_sent_ = false;
   pending_.clear();
   accepted_ = false;
-  if (!submit_choices(0, start.staggered ? 1 : unsubmitted_.size())) return;
+  if (!submit_choices(-1)) return;
   // The stream opens once the service admits the request: a refusal still gets its own status.
   start_watch();
 }
 
-bool session::submit_choices(size_t from, size_t to) {
-  for (size_t i = from; i < to; ++i) {
+bool session::submit_choices(int released) {
+  for (size_t i = 0; i < unsubmitted_.size(); ++i) {
+    if (submitted_[i] || waits_for_[i] != released) continue;
     generation_request request = std::move(unsubmitted_[i]);
     const int64_t id = request.id;
     st_.generation_started(id);
     auto sink = std::make_shared<session_sink>(st_.shared_from_this(), shared_from_this(), id);
     status submitted = st_.handler.service().submit(std::move(request), std::move(sink));
-    submitted_ = i + 1;
+    submitted_[i] = 1;
     if (submitted) continue;
     st_.generation_ended(id);
     if (!accepted_) {
@@ -429,7 +433,6 @@ bool session::submit_choices(size_t from, size_t to) {
     }
     return false;
   }
-  if (submitted_ == unsubmitted_.size()) unsubmitted_.clear();
   return true;
 }
 
@@ -441,8 +444,9 @@ int session::choice_of(int64_t id) const {
 }
 
 void session::cancel_choices() {
-  for (size_t i = 0; i < submitted_ && i < gen_ids_.size(); ++i)
-    st_.handler.service().cancel(gen_ids_[i]);
+  for (size_t i = 0; i < submitted_.size() && i < gen_ids_.size(); ++i) {
+    if (submitted_[i]) st_.handler.service().cancel(gen_ids_[i]);
+  }
 }
 
 void session::refuse(const error& err) {
@@ -466,7 +470,7 @@ void session::deliver_accepted(int64_t id) {
 void session::deliver_prompt_logprobs(int64_t id,
                                       const std::vector<model::position_logprobs>& logprobs) {
   if (choice_of(id) < 0 || !gen_ || closed_) return;
-  gen_->on_prompt_logprobs(logprobs);
+  gen_->on_prompt_logprobs(choice_of(id), logprobs);
 }
 
 void session::deliver_tokens(int64_t id, const std::vector<int32_t>& tokens,
@@ -474,10 +478,8 @@ void session::deliver_tokens(int64_t id, const std::vector<int32_t>& tokens,
   const int choice = choice_of(id);
   if (choice < 0 || !gen_ || closed_) return;
   deliver_accepted(id);  // output is acceptance, whether or not the service said so first
-  // The first choice's prompt is computed (and cached): the other choices may start.
-  if (choice == 0 && !unsubmitted_.empty() && !submit_choices(submitted_, unsubmitted_.size())) {
-    return;
-  }
+  // This choice's prompt is computed (and cached): the choices waiting for it may start.
+  if (!submit_choices(choice)) return;
   const std::string bytes = gen_->on_tokens(choice, tokens, logprobs);
   if (gen_->choice_ended(choice)) st_.handler.service().cancel(id);
   emit(bytes);
@@ -495,9 +497,7 @@ void session::deliver_finished(int64_t id, finish_reason reason, const generatio
   deliver_accepted(id);
   // A choice that ends before its first token (an error on the first, say) still lets the
   // others start.
-  if (choice == 0 && !unsubmitted_.empty() && !submit_choices(submitted_, unsubmitted_.size())) {
-    return;
-  }
+  if (!submit_choices(choice)) return;
   emit(gen_->on_finished(choice, reason, usage));
 }
 

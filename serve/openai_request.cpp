@@ -100,25 +100,51 @@ bool int_array(const json& v, std::vector<int32_t>& out) {
   return true;
 }
 
-// Completions: a string, a list of token ids, or a one-element list of either.
-bool read_prompt(field_reader& r, const json& body, const request_context& ctx,
-                 std::vector<int32_t>& ids) {
+// One prompt of a completion: a string or a list of token ids. `param` names it in errors
+// ("prompt", or "prompt[i]" in a list of prompts).
+bool read_one_prompt(field_reader& r, const json& p, const std::string& param,
+                     const request_context& ctx, std::vector<int32_t>& ids) {
+  if (p.is_string()) {
+    ids = ctx.tok->encode(p.get_ref<const std::string&>());
+  } else if (!int_array(p, ids)) {
+    return r.fail("prompt", param + " must be a string or a list of token ids");
+  }
+  if (ids.empty()) return r.fail("prompt", param + " is empty");
+  return tokens_in_vocab(r, "prompt", ids, ctx.info.vocab_size);
+}
+
+// Completions: a string, a list of token ids, or a list of either (a batch: every prompt gets
+// the request's choices, as vLLM and the OpenAI API answer it). `most` bounds the batch (1: one
+// prompt only, as /tokenize takes).
+bool read_prompts(field_reader& r, const json& body, const request_context& ctx, size_t most,
+                  std::vector<std::vector<int32_t>>& prompts) {
   auto it = body.find("prompt");
   if (it == body.end() || it->is_null()) return r.fail("prompt", "prompt is required");
-  const json* p = &*it;
-  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) {
-    p = &(*p)[0];
+  const json& p = *it;
+  const bool batch = p.is_array() && !p.empty() && (p[0].is_string() || p[0].is_array());
+  if (!batch) {
+    prompts.resize(1);
+    return read_one_prompt(r, p, "prompt", ctx, prompts[0]);
   }
-  if (p->is_string()) {
-    ids = ctx.tok->encode(p->get_ref<const std::string&>());
-  } else if (p->is_array() && p->size() > 1 && !(*p)[0].is_number()) {
-    return r.fail("prompt", "prompt holds " + std::to_string(p->size()) +
-                                " prompts; brigade takes one prompt per request");
-  } else if (!int_array(*p, ids)) {
-    return r.fail("prompt", "prompt must be a string or a list of token ids");
+  if (p.size() > most) {
+    return r.fail("prompt", "prompt holds " + std::to_string(p.size()) + " prompts; at most " +
+                                std::to_string(most) +
+                                (most == 1 ? " is taken here" : " are taken per request"));
   }
-  if (ids.empty()) return r.fail("prompt", "prompt is empty");
-  return tokens_in_vocab(r, "prompt", ids, ctx.info.vocab_size);
+  prompts.resize(p.size());
+  for (size_t i = 0; i < p.size(); ++i) {
+    const std::string param = p.size() == 1 ? "prompt" : "prompt[" + std::to_string(i) + "]";
+    if (!read_one_prompt(r, p[i], param, ctx, prompts[i])) return false;
+  }
+  return true;
+}
+
+bool read_prompt(field_reader& r, const json& body, const request_context& ctx,
+                 std::vector<int32_t>& ids) {
+  std::vector<std::vector<int32_t>> prompts;
+  if (!read_prompts(r, body, ctx, 1, prompts)) return false;
+  ids = std::move(prompts[0]);
+  return true;
 }
 
 bool read_content(field_reader& r, const json& m, const std::string& param,
@@ -582,15 +608,18 @@ bool read_cache_salt(field_reader& r, std::string& salt) {
 }
 
 // The prompt must leave room in the context for max_tokens (default: 16 for completions, the
-// rest of the context for chat, as the OpenAI API does).
+// rest of the context for chat, as the OpenAI API does). In a list of prompts, the longest one
+// must: `batch` says so in the errors.
 bool read_max_tokens(field_reader& r, api_kind kind, const request_context& ctx, int prompt,
-                     bool echo, int& max_tokens, bool& no_output) {
+                     bool batch, bool echo, int& max_tokens, bool& no_output) {
   const int context = ctx.info.context_tokens;
   const char* prompt_param = kind == api_kind::chat ? "messages" : "prompt";
+  const std::string the_prompt = batch ? "the longest prompt" : "the prompt";
   if (prompt >= context) {
     return r.fail(prompt_param,
-                  std::string(prompt_param) + " has " + std::to_string(prompt) +
-                      " tokens; this model's context is " + std::to_string(context) + " tokens",
+                  (batch ? the_prompt : std::string(prompt_param)) + " has " +
+                      std::to_string(prompt) + " tokens; this model's context is " +
+                      std::to_string(context) + " tokens",
                   "context_length_exceeded");
   }
   const char* name = kind == api_kind::chat && r.find("max_completion_tokens")
@@ -608,8 +637,8 @@ bool read_max_tokens(field_reader& r, api_kind kind, const request_context& ctx,
   const int room = context - prompt;
   if (asked && *asked > room) {
     return r.fail(name,
-                  "this model's context is " + std::to_string(context) + " tokens; the prompt " +
-                      "has " + std::to_string(prompt) + ", so " + name + " may be at most " +
+                  "this model's context is " + std::to_string(context) + " tokens; " + the_prompt +
+                      " has " + std::to_string(prompt) + ", so " + name + " may be at most " +
                       std::to_string(room) + ", got " + std::to_string(*asked),
                   "context_length_exceeded");
   }
@@ -617,6 +646,25 @@ bool read_max_tokens(field_reader& r, api_kind kind, const request_context& ctx,
                : kind == api_kind::chat ? room
                                         : std::min(16, room);
   return true;
+}
+
+// A list of prompts: each one gets best_of generations, and all of them together are bounded.
+bool within_generations(field_reader& r, const parsed_request& out) {
+  const size_t generations = std::max<size_t>(out.prompts.size(), 1) * out.best_of;
+  if (generations <= static_cast<size_t>(max_generations)) return true;
+  return r.fail("prompt", std::to_string(out.prompts.size()) + " prompts with " +
+                              std::to_string(out.best_of) + " choices each are " +
+                              std::to_string(generations) + " generations; at most " +
+                              std::to_string(max_generations) +
+                              " per request: send fewer prompts or choices");
+}
+
+// The longest prompt: max_tokens must leave it room (a chat has its rendered prompt only).
+int longest(const parsed_request& out) {
+  size_t most = out.generation.prompt.size();
+  for (const auto& p : out.prompts)
+    most = std::max(most, p.size());
+  return static_cast<int>(most);
 }
 
 bool read_model(field_reader& r, const json& body, const request_context& ctx, std::string& model) {
@@ -695,16 +743,18 @@ parse_outcome parse_request(api_kind kind, std::string_view body, const request_
   generation_request& g = out.generation;
   const bool ok = read_model(r, j, ctx, out.model) && refuse_unsupported(r, kind) &&
                   (kind == api_kind::chat ? read_chat_prompt(r, j, ctx, out)
-                                          : read_prompt(r, j, ctx, g.prompt)) &&
+                                          : read_prompts(r, j, ctx, max_prompts, out.prompts)) &&
                   read_stream(r, out) && read_sampling(r, ctx, g.sampling) &&
                   read_stop(r, out.stop_strings) && read_stop_ids(r, ctx, g.stop_ids) &&
                   read_scenario(r, ctx, g.scenario) && read_cache_salt(r, out.cache_salt) &&
-                  read_choices(r, kind, out) &&
-                  read_max_tokens(r, kind, ctx, static_cast<int>(g.prompt.size()), out.echo,
+                  read_choices(r, kind, out) && within_generations(r, out) &&
+                  read_max_tokens(r, kind, ctx, longest(out), out.prompts.size() > 1, out.echo,
                                   g.max_tokens, out.no_output) &&
                   read_logprobs(r, kind, g.top_logprobs) && read_penalties(r, ctx, g.sampling) &&
                   read_min_tokens(r, out.no_output ? 0 : g.max_tokens, g.sampling);
   if (!ok) return *r.error;
+  if (out.prompts.empty()) out.prompts.push_back(g.prompt);
+  g.prompt = out.prompts[0];
   out.logprobs = g.top_logprobs;
   // Echoed logprobs hold the prompt's; best_of ranks choices by their tokens' logprobs.
   if (out.echo && out.logprobs >= 0) g.prompt_logprobs = out.logprobs;

@@ -21,6 +21,9 @@ enum class api_kind { completion, chat };
 struct parsed_request {
   api_kind kind = api_kind::completion;
   generation_request generation;  ///< Everything but the id, which the server assigns.
+  /// Every prompt, in order: one, or a completion's list (a batch); generation.prompt is the
+  /// first. Each prompt gets best_of generations, answered as choices prompt * n + i.
+  std::vector<std::vector<int32_t>> prompts;
   std::string model;
   bool stream = false;
   bool include_usage = false;             ///< stream_options.include_usage.
@@ -66,6 +69,9 @@ constexpr size_t max_stop_string_bytes = 256;
 constexpr int max_stop_token_ids = 64;
 constexpr int max_messages = 4096;
 constexpr int max_choices = 64;  ///< n and best_of: each choice is a generation.
+constexpr int max_prompts = 64;  ///< Prompts in a completion's list.
+/// Prompts times best_of: the generations one request starts.
+constexpr int max_generations = 256;
 constexpr int max_tools = 128;
 constexpr int max_schema_depth = 32;  ///< Nesting of a tool's parameters schema.
 

@@ -33,6 +33,9 @@ std::vector<bad_case> bad_cases() {
   for (int i = 0; i < 300; ++i)
     ids += (i ? ",5" : "5");
   ids += "]";
+  std::string many_prompts;
+  for (int i = 0; i < 65; ++i)
+    many_prompts += (i ? ",\"a\"" : "\"a\"");
   return {
       {"malformed JSON", "POST", "/v1/completions", R"({"model": "tiny", "prompt": )", 400,
        nullptr},
@@ -51,8 +54,14 @@ std::vector<bad_case> bad_cases() {
        "prompt"},
       {"token id outside the vocabulary", "POST", "/v1/completions",
        R"({"model": "tiny", "prompt": [1, 99999]})", 400, "prompt"},
-      {"several prompts", "POST", "/v1/completions", R"({"model": "tiny", "prompt": ["a", "b"]})",
-       400, "prompt"},
+      {"an empty prompt in a list", "POST", "/v1/completions",
+       R"({"model": "tiny", "prompt": ["a", ""]})", 400, "prompt"},
+      {"a number among prompts", "POST", "/v1/completions",
+       R"({"model": "tiny", "prompt": ["a", 5]})", 400, "prompt"},
+      {"65 prompts", "POST", "/v1/completions",
+       R"({"model": "tiny", "prompt": [)" + many_prompts + "]}", 400, "prompt"},
+      {"prompts times best_of over 256", "POST", "/v1/completions",
+       R"({"model": "tiny", "prompt": ["a", "b", "c", "d", "e"], "n": 64})", 400, "prompt"},
       {"prompt longer than the context", "POST", "/v1/completions",
        R"({"model": "tiny", "prompt": )" + ids + "}", 400, "prompt"},
       {"max_tokens zero", "POST", "/v1/completions", completion(R"(, "max_tokens": 0)"), 400,

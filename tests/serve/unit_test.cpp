@@ -134,3 +134,39 @@ TEST_CASE("parse_request fills OpenAI's defaults and brigade's extensions", "[se
   REQUIRE(rendered.find("system") != std::string::npos);
   REQUIRE(rendered.find("ab") != std::string::npos);
 }
+
+TEST_CASE("parse_request reads a list of prompts and bounds it by the longest", "[serve]") {
+  const test_model& m = shared_model();
+  request_context ctx;
+  ctx.info.model_name = "tiny";
+  ctx.info.model_type = m.loaded->config.model_type;
+  ctx.info.context_tokens = 10;
+  ctx.info.vocab_size = m.loaded->config.vocab_size;
+  ctx.tok = m.tok.get();
+
+  auto p =
+      parse_request(api_kind::completion,
+                    R"({"model": "tiny", "prompt": [[1, 2, 3], [4, 5, 6, 7, 8]], "n": 2})", ctx);
+  if (auto* e = std::get_if<api_error>(&p)) FAIL("refused: " << e->param << ": " << e->message);
+  const parsed_request& c = std::get<parsed_request>(p);
+  REQUIRE(c.prompts == std::vector<std::vector<int32_t>>{{1, 2, 3}, {4, 5, 6, 7, 8}});
+  REQUIRE(c.generation.prompt == c.prompts[0]);
+  // The default is min(16, room), the room of the longest prompt: 10 - 5.
+  REQUIRE(c.generation.max_tokens == 5);
+
+  // One prompt is a list of one: a one-element list of ids is that prompt, not a batch.
+  auto one = parse_request(api_kind::completion, R"({"model": "tiny", "prompt": [[4, 5]]})", ctx);
+  REQUIRE(std::get<parsed_request>(one).prompts == std::vector<std::vector<int32_t>>{{4, 5}});
+
+  auto too_long =
+      parse_request(api_kind::completion,
+                    R"({"model": "tiny", "prompt": [[1], [4, 5, 6, 7, 8]], "max_tokens": 6})", ctx);
+  REQUIRE(std::get_if<api_error>(&too_long) != nullptr);
+  REQUIRE(std::get<api_error>(too_long).param == "max_tokens");
+  REQUIRE(std::get<api_error>(too_long).message.find("the longest prompt has 5") !=
+          std::string::npos);
+
+  auto empty =
+      parse_request(api_kind::completion, R"({"model": "tiny", "prompt": [[1], []]})", ctx);
+  REQUIRE(std::get<api_error>(empty).message == "prompt[1] is empty");
+}

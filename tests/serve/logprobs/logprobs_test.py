@@ -11,7 +11,8 @@ Echo and scoring: a prompt's own log-probabilities (echo with max_tokens 0, as e
 harnesses score multiple choice) must equal the log-softmax of the logits generate writes after
 each prefix of the prompt, also when the prompt's blocks are a prefix cache hit, and must rank
 continuations as those logits do. n choices: choice i is generate's with the seed
-splitmix64(seed, i); best_of answers the choice whose tokens are likeliest together.
+splitmix64(seed, i); best_of answers the choice whose tokens are likeliest together. A list of
+prompts answers each prompt as it is answered alone.
 
 Usage: logprobs_test.py BRIGADE_BIN WORKDIR
 """
@@ -239,6 +240,72 @@ def check_scoring(check, label, srv, name, brigade, model, workdir, stop_ids):
           r["choices"][0]["logprobs"] is None, (r if status != 200 else r["choices"], sums))
 
 
+def check_batch(check, label, srv, name, brigade, model, workdir):
+    """A list of prompts: each prompt's choices are what it gets alone (generate's, with the
+    seeds (seed, i)), in order prompt * n + i; echoed prompts are scored as the engine scores
+    them; usage counts every prompt once."""
+    prompts = [PROMPT, [40 + (i * 7) % 50 for i in range(23)], [9, 8, 7, 6, 5]]
+    sampled = {"temperature": 0.9, "seed": 5}
+    body = dict(sampled, model=name, prompt=prompts, max_tokens=MAX_TOKENS, n=2, ignore_eos=True)
+    status, r = post(srv, "/v1/completions", body)
+    if status != 200:
+        return check(f"{label}: a list of 3 prompts with n=2 answered", False, r)
+    choices = sorted(r["choices"], key=lambda c: c["index"])
+    want = [generate_text(brigade, model, p, sampled, choice_seed(5, i))
+            for p in prompts for i in range(2)]
+    check(f"{label}: 3 prompts x n=2: choice p*2+i is generate's for prompt p with seed (seed, i)",
+          [c["index"] for c in choices] == list(range(6)) and
+          [c["text"] for c in choices] == want, ([c["text"] for c in choices], want))
+    check(f"{label}: a list of prompts counts each prompt once and every choice's tokens",
+          r["usage"]["prompt_tokens"] == sum(map(len, prompts)) and
+          r["usage"]["completion_tokens"] == 6 * MAX_TOKENS, r["usage"])
+    streamed = {}
+    req = urllib.request.Request(srv.url + "/v1/completions",
+                                 data=json.dumps(dict(body, stream=True)).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=180) as answer:
+        for raw in answer:
+            line = raw.decode().strip()
+            if line.startswith("data: ") and line != "data: [DONE]":
+                for c in json.loads(line[6:]).get("choices", []):
+                    streamed[c["index"]] = streamed.get(c["index"], "") + c["text"]
+    check(f"{label}: a streamed list of prompts gives each index the whole answer's text",
+          [streamed.get(i) for i in range(6)] == want, streamed)
+    # Scoring a batch, as evaluation harnesses send it: each prompt's own log-probabilities.
+    scored = prompts[1:]
+    status, r = post(srv, "/v1/completions", dict(model=name, prompt=scored, echo=True,
+                                                  max_tokens=0, logprobs=1))
+    ok = status == 200 and len(r["choices"]) == 2
+    worst = 0.0
+    for p, c in zip(scored, sorted(r["choices"], key=lambda c: c["index"]) if ok else []):
+        got = c["logprobs"]["token_logprobs"]
+        truth = prefix_logprobs(brigade, model, p, workdir)
+        ok &= len(got) == len(p) and got[0] is None
+        worst = max([worst] + [abs(a - b) for a, b in zip(got[1:], truth)])
+    check(f"{label}: echo scores each prompt of a list as the engine's logits do",
+          ok and worst <= 1e-5, (status, worst))
+    # best_of per prompt: each prompt's answer is the one it gets alone.
+    alone = []
+    for p in prompts[:2]:
+        _, a = post(srv, "/v1/completions", dict(sampled, model=name, prompt=p, best_of=3,
+                                                 max_tokens=8, ignore_eos=True))
+        alone.append(a["choices"][0]["text"])
+    status, r = post(srv, "/v1/completions", dict(sampled, model=name, prompt=prompts[:2],
+                                                  best_of=3, max_tokens=8, ignore_eos=True))
+    check(f"{label}: best_of=3 over 2 prompts answers each prompt's likeliest",
+          status == 200 and [c["text"] for c in sorted(r["choices"], key=lambda c: c["index"])]
+          == alone, (r, alone))
+    for bad, why in [([PROMPT] * 65, "65 prompts"), ([PROMPT, []], "an empty prompt"),
+                     ([PROMPT, 7], "a number in a list of prompts")]:
+        status, r = post(srv, "/v1/completions", dict(model=name, prompt=bad, max_tokens=2))
+        check(f"{label}: {why} is a 400 naming prompt",
+              status == 400 and r["error"]["param"] == "prompt", (status, r))
+    status, r = post(srv, "/v1/completions", dict(model=name, prompt=[PROMPT] * 5, n=64,
+                                                  max_tokens=2))
+    check(f"{label}: 5 prompts x n=64 (over 256 generations) is a 400 naming prompt",
+          status == 400 and r["error"]["param"] == "prompt", (status, r))
+
+
 def post(srv, path, body):
     req = urllib.request.Request(srv.url + path, data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
@@ -379,6 +446,7 @@ def main():
                           [(e["token"], e["logprob"]) for e in streamed] ==
                           [(e["token"], e["logprob"]) for e in entries])
             check_scoring(check, label, srv, name, brigade, model, workdir, stop_ids)
+            check_batch(check, label, srv, name, brigade, model, workdir)
             # Bad values name their field.
             for bad, field in [({"n": 0}, "n"), ({"n": 65}, "n"), ({"n": -2}, "n"),
                                ({"n": 3, "best_of": 2}, "best_of"),

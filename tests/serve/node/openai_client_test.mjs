@@ -1,5 +1,5 @@
 // The official openai client drives `brigade serve`: completions and chat, streamed and not,
-// greedy output equal to `brigade generate`, usage fields, bad requests, API keys; n choices with
+// greedy output equal to `brigade generate` (a list of prompts too), usage fields, bad requests, API keys; n choices with
 // logprobs, echo with max_tokens 0, and tool calls made by scripted models (run_node_test.sh).
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -120,6 +120,19 @@ test('a greedy completion equals brigade generate, token id prompt', async () =>
   assert.equal(c.usage.prompt_tokens, ids.length);
   assert.equal(c.usage.completion_tokens, 20);
   assert.equal(c.choices[0].finish_reason, 'length');
+});
+
+test('a list of prompts answers each as brigade generate does, choice i for prompt i', async () => {
+  const prompts = ['The brigade of experts', [5, 17, 250, 99, 1000, 3], 'Experts on shards'];
+  const c = await client.completions.create({ model: modelName, prompt: prompts, max_tokens: 10,
+    temperature: 0, ignore_eos: true });
+  const want = prompts.map((p) => generate(typeof p === 'string'
+    ? ['--prompt', p, '--max-tokens', '10', '--ignore-eos']
+    : ['--prompt-ids', p.join(','), '--max-tokens', '10', '--ignore-eos']));
+  const choices = [...c.choices].sort((a, b) => a.index - b.index);
+  assert.deepEqual(choices.map((x) => x.index), [0, 1, 2]);
+  assert.deepEqual(choices.map((x) => x.text), want.map((g) => g.text));
+  assert.equal(c.usage.completion_tokens, 30);
 });
 
 test('a streamed completion matches the whole one, with usage last', async () => {
