@@ -127,9 +127,11 @@ bool read_prompts(field_reader& r, const json& body, const request_context& ctx,
     return read_one_prompt(r, p, "prompt", ctx, prompts[0]);
   }
   if (p.size() > most) {
-    return r.fail("prompt", "prompt holds " + std::to_string(p.size()) + " prompts; at most " +
-                                std::to_string(most) +
-                                (most == 1 ? " is taken here" : " are taken per request"));
+    return r.fail("prompt", "prompt holds " + std::to_string(p.size()) + " prompts; " +
+                                (most == 1 ? std::string("this route takes one: send them one "
+                                                         "at a time")
+                                           : "at most " + std::to_string(most) +
+                                                 " are taken per request: split the list"));
   }
   prompts.resize(p.size());
   for (size_t i = 0; i < p.size(); ++i) {
