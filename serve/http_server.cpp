@@ -187,6 +187,7 @@ class session : public std::enable_shared_from_this<session> {
   std::vector<generation_request> unsubmitted_;  // Each choice's, until it is submitted.
   std::vector<int> waits_for_;   // Per choice: the choice whose first output releases it, or -1.
   std::vector<char> submitted_;  // Per choice: it went to the service.
+  size_t waiting_ = 0;           // Choices not submitted yet: none, and a token submits nothing.
   bool keep_alive_ = true;
   bool close_after_ = false;       // The request could not be read whole: answer, then close.
   bool head_request_ = false;      // HEAD: answer as GET would, without the body.
@@ -405,6 +406,7 @@ void session::start_generation(generation_start start) {
   waits_for_ = std::move(start.waits_for);
   waits_for_.resize(unsubmitted_.size(), -1);
   submitted_.assign(unsubmitted_.size(), 0);
+  waiting_ = unsubmitted_.size();
   answered_ = false;
   head_sent_ = last_sent_ = false;
   pending_.clear();
@@ -415,6 +417,8 @@ void session::start_generation(generation_start start) {
 }
 
 bool session::submit_choices(int released) {
+  // Every token of every choice comes through here: once all are submitted, it costs nothing.
+  if (waiting_ == 0) return true;
   for (size_t i = 0; i < unsubmitted_.size(); ++i) {
     if (submitted_[i] || waits_for_[i] != released) continue;
     generation_request request = std::move(unsubmitted_[i]);
@@ -423,6 +427,7 @@ bool session::submit_choices(int released) {
     auto sink = std::make_shared<session_sink>(st_.shared_from_this(), shared_from_this(), id);
     status submitted = st_.handler.service().submit(std::move(request), std::move(sink));
     submitted_[i] = 1;
+    --waiting_;
     if (submitted) continue;
     st_.generation_ended(id);
     if (!accepted_) {
@@ -433,6 +438,7 @@ bool session::submit_choices(int released) {
     }
     return false;
   }
+  if (waiting_ == 0) unsubmitted_.clear();
   return true;
 }
 
@@ -454,6 +460,7 @@ void session::refuse(const error& err) {
   cancel_choices();
   gen_.reset();
   unsubmitted_.clear();
+  waiting_ = 0;
   write_whole(st_.handler.refused(err));
 }
 
@@ -469,8 +476,9 @@ void session::deliver_accepted(int64_t id) {
 
 void session::deliver_prompt_logprobs(int64_t id,
                                       const std::vector<model::position_logprobs>& logprobs) {
-  if (choice_of(id) < 0 || !gen_ || closed_) return;
-  gen_->on_prompt_logprobs(choice_of(id), logprobs);
+  const int choice = choice_of(id);
+  if (choice < 0 || !gen_ || closed_) return;
+  gen_->on_prompt_logprobs(choice, logprobs);
 }
 
 void session::deliver_tokens(int64_t id, const std::vector<int32_t>& tokens,
