@@ -105,7 +105,7 @@ run_cases() {
     [ -z "$name" ] && continue
     local out rc=0 start=$SECONDS
     # Catch2 reads commas in a test spec as separators.
-    out=$(timeout 600 "${runner[@]}" "$tests" "${name//,/\\,}" 2>&1) || rc=$?
+    out=$(timeout "$case_timeout" "${runner[@]}" "$tests" "${name//,/\\,}" 2>&1) || rc=$?
     if [ $rc -eq 0 ] && grep -q 'no CUDA device:' <<<"$out"; then
       skipped=$((skipped + 1))
       printf 'SKIP %4ss  %s: %s\n' $((SECONDS - start)) "$name" \
@@ -131,12 +131,17 @@ run_cases() {
 
 families=(qwen3_moe mixtral olmoe qwen2_moe deepseek_v3 qwen3 qwen2 llama)
 parity_steps=64
+serve_requests=64
+# Time limits, so that one hung kernel or server cannot take the whole lease: per test case, and
+# per generate or serve run.
+case_timeout=${CASE_TIMEOUT:-120}
+step_timeout=${STEP_TIMEOUT:-180}
 
 # The ids of a greedy `brigade generate --json` on `device`, one line; empty when it failed (its
 # error is left in $carry/parity/<name>.err).
 generate_ids() {
   local bin=$1 model=$2 device=$3 name=$4
-  "$bin/brigade" generate --model "$model" --prompt-ids 1,2,3,4,5,6,7,8 --ignore-eos \
+  timeout "$step_timeout" "$bin/brigade" generate --model "$model" --prompt-ids 1,2,3,4,5,6,7,8 --ignore-eos \
     --max-tokens "$parity_steps" --json --device "$device" 2>"$carry/parity/$name.err" |
     python3 -c 'import json, sys; print(",".join(map(str, json.load(sys.stdin)["ids"])))' \
       2>>"$carry/parity/$name.err" || true
@@ -168,29 +173,25 @@ row() {
   [ "$verdict" = same ]
 }
 
-# The text `brigade serve MANIFEST` answers a greedy completion with; empty when it failed.
-serve_text() {
-  local bin=$1 manifest=$2 prompt=$3 log=$carry/parity/serve.log
-  "$bin/brigade" serve "$manifest" --listen 127.0.0.1:0 >"$log" 2>&1 &
+# `brigade serve MANIFEST --device DEVICE` answering serve_requests greedy completions at once
+# (scripts/serve_answers.py), their texts as one JSON list in $carry/parity/serve-NAME.json;
+# the server's log beside it. Returns non-zero when the server did not start in time.
+serve_answers() {
+  local bin=$1 manifest=$2 device=$3 name=$4 log=$carry/parity/serve-$4.log
+  "$bin/brigade" serve "$manifest" --device "$device" --listen 127.0.0.1:0 >"$log" 2>&1 &
   local pid=$! url=""
-  for _ in $(seq 1 600); do
+  for _ in $(seq 1 240); do
     url=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$log" | head -1 || true)
     [ -n "$url" ] || ! kill -0 "$pid" 2>/dev/null && break
     sleep 0.5
   done
   if [ -n "$url" ]; then
-    python3 - "$url" "$prompt" "$parity_steps" <<'PY' || true
-import json, sys, urllib.request
-url, prompt, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
-body = {"model": "default-model", "prompt": prompt, "max_tokens": steps, "temperature": 0,
-        "ignore_eos": True}
-req = urllib.request.Request(url + "/v1/completions", json.dumps(body).encode(),
-                             {"Content-Type": "application/json"})
-print(json.dumps(json.load(urllib.request.urlopen(req, timeout=300))["choices"][0]["text"]))
-PY
+    timeout "$step_timeout" python3 scripts/serve_answers.py "$url" "$serve_requests" \
+      "$parity_steps" >"$carry/parity/serve-$name.json" 2>>"$log" || true
   fi
   kill "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
+  [ -n "$url" ]
 }
 
 # generate on cuda:0 against the CPU engine for every family, and serve with every role on
@@ -200,8 +201,8 @@ parity() {
   local bin=$1 status=0 models=$carry/parity/models
   rm -rf "$carry/parity"
   mkdir -p "$models"
-  if ! "$bin/brigade" generate --model models/default/target --prompt-ids 1,2 --max-tokens 1 \
-    --device cuda:0 >/dev/null 2>"$carry/parity/probe.err"; then
+  if ! timeout "$step_timeout" "$bin/brigade" generate --model models/default/target \
+    --prompt-ids 1,2 --max-tokens 1 --device cuda:0 >/dev/null 2>"$carry/parity/probe.err"; then
     echo "FAIL: brigade generate --device cuda:0 cannot run here:"
     cat "$carry/parity/probe.err"
     return 1
@@ -223,16 +224,45 @@ parity() {
       cat "$carry/parity/$family-cpu.err" "$carry/parity/$family-cuda.err"
     }
   done
-  local prompt="To open a file, use" cpu_text cuda_text
-  cpu_text=$("$bin/brigade" generate --model models/default/target --prompt "$prompt" \
-    --ignore-eos --max-tokens "$parity_steps" --json 2>"$carry/parity/serve-cpu.err" |
+  # Every role on cuda:0 (two decode workers, four shards) against every role on the CPU,
+  # serve_requests requests in flight at once; and the CPU's first answer against the CPU
+  # engine's (generate), which ties both to the engine.
+  local first cpu_text
+  first=$(python3 -c 'import sys; sys.path.insert(0, "scripts"); import serve_answers; print(serve_answers.prompt(0))')
+  cpu_text=$(timeout "$step_timeout" "$bin/brigade" generate --model models/default/target \
+    --prompt "$first" --ignore-eos --max-tokens "$parity_steps" --json \
+    2>"$carry/parity/serve-generate.err" |
     python3 -c 'import json, sys; print(json.dumps(json.load(sys.stdin)["text"]))' || true)
-  cuda_text=$(serve_text "$bin" deploy/examples/one-gpu.yaml "$prompt")
-  row "serve one-gpu.yaml (all on cuda:0)" "$cpu_text" "$cuda_text" || {
+  serve_answers "$bin" deploy/examples/one-gpu.yaml cpu cpu || echo "serve --device cpu did not start"
+  serve_answers "$bin" deploy/examples/one-gpu.yaml cuda:0 cuda || echo "serve --device cuda:0 did not start"
+  python3 - "$carry/parity/serve-cpu.json" "$carry/parity/serve-cuda.json" "$cpu_text" \
+    "$serve_requests" <<'PY' || {
+import json, sys
+def load(path):
+    try:
+        return json.load(open(path))
+    except (OSError, ValueError):
+        return []
+cpu, cuda, engine, n = load(sys.argv[1]), load(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+ok_cpu = sum(t is not None for t in cpu)
+ok_cuda = sum(t is not None for t in cuda)
+same = sum(1 for a, b in zip(cpu, cuda) if a is not None and a == b)
+anchor = bool(cpu) and engine != "" and json.dumps(cpu[0]) == engine
+good = len(cpu) == n and len(cuda) == n and same == n and anchor
+print("%-34s %10s %10s  %s" % ("serve one-gpu.yaml, %d at once" % n, "%d ok" % ok_cpu,
+                                "%d ok" % ok_cuda,
+                                "same" if good else "MISMATCH (%d of %d same)" % (same, n)))
+print("%-34s %10s %10s  %s" % ("  cpu serve's first = generate", "", "",
+                                "same" if anchor else "MISMATCH"))
+for i, (a, b) in enumerate(zip(cpu, cuda)):
+    if a != b:
+        print("  prompt %d: cpu %s" % (i, json.dumps(a)))
+        print("  prompt %d: cuda %s" % (i, json.dumps(b)))
+        break
+sys.exit(0 if good else 1)
+PY
     status=1
-    echo "cpu: $cpu_text"
-    echo "cuda: $cuda_text"
-    tail -20 "$carry/parity/serve.log"
+    tail -20 "$carry/parity/serve-cpu.log" "$carry/parity/serve-cuda.log"
   }
   return $status
 }
