@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <string>
 
 #include "cli/commands.hpp"
@@ -67,7 +68,15 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[1], c.name)) {
       const std::string full = std::string("brigade ") + c.name;
       argv[1] = const_cast<char*>(full.c_str());
-      return c.fn(argc - 1, argv + 1);
+      // Commands report what they expect to fail as statuses; this catches the rest (a device
+      // error deep in a kernel launch, say) so that it ends the command with its message rather
+      // than std::terminate's.
+      try {
+        return c.fn(argc - 1, argv + 1);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: %s\n", full.c_str(), e.what());
+        return 1;
+      }
     }
   }
   std::fprintf(stderr, "brigade: unknown command '%s'\n\n", argv[1]);

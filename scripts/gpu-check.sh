@@ -18,9 +18,10 @@
 #
 # A device tool call carries the folder: run(command="scripts/gpu-check.sh run",
 # carry=[".gpu-carry"]). Options through the environment: SANITIZE=1 runs each case under
-# compute-sanitizer; BENCH=0 skips the benchmarks; PARITY=0 skips the generate and serve
-# comparisons; BANDWIDTH_GBS and PEAK_TFLOPS replace the H200's bounds on another device;
-# BUILD_DIR (default build-gpu); OUT, when set, receives the full log.
+# compute-sanitizer; BENCH=0 skips the benchmarks, PROFILE=0 only the kernel profile; PARITY=0
+# skips the generate and serve comparisons; BANDWIDTH_GBS and PEAK_TFLOPS replace the H200's
+# bounds on another device; CASE_TIMEOUT and STEP_TIMEOUT (seconds) bound each test case and each
+# generate or serve run; BUILD_DIR (default build-gpu); OUT, when set, receives the full log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -334,6 +335,50 @@ PY
   return $status
 }
 
+# Where a decode step's time goes: every kernel of a 16-token greedy generation on the hidden-2048
+# model under ncu (one metric, the kernel's duration), summed by kernel name. Set beside the
+# benchmark's step time it tells kernel time from launch and synchronisation overhead. Skipped,
+# saying why, without ncu or the model; never fails the check.
+profile() {
+  local bin=$1 model=$carry/engine-bench/hidden-2048 ncu
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null |
+    head -1 || true)
+  if [ -z "$ncu" ] || [ ! -d "$model" ]; then
+    echo "no profile: ${ncu:-ncu not found}, model ${model}$([ -d "$model" ] || echo ' missing')"
+    return 0
+  fi
+  timeout 150 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv \
+    --log-file "$carry/profile.csv" "$bin/brigade" generate --model "$model" \
+    --prompt-ids 1,2,3,4 --max-tokens 16 --ignore-eos --device cuda:0 >/dev/null \
+    2>"$carry/profile.err" || {
+    echo "ncu failed or ran out of time:"
+    tail -5 "$carry/profile.err"
+  }
+  python3 - "$carry/profile.csv" <<'PY' || true
+import collections, csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if r]
+head = next(i for i, r in enumerate(rows) if "Kernel Name" in r)
+names = rows[head]
+name_at, value_at, unit_at = (names.index("Kernel Name"), names.index("Metric Value"),
+                              names.index("Metric Unit"))
+scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3,
+         "second": 1e6, "s": 1e6}
+total = collections.Counter()
+count = collections.Counter()
+for r in rows[head + 1:]:
+    if len(r) <= value_at:
+        continue
+    name = r[name_at].split("(")[0].split("<")[0]
+    total[name] += float(r[value_at].replace(",", "")) * scale.get(r[unit_at], 1.0)
+    count[name] += 1
+print("%-40s %8s %12s %10s" % ("kernel (16-token generate, hidden 2048)", "launches", "total us",
+                               "mean us"))
+for name, us in total.most_common():
+    print("%-40s %8d %12.1f %10.2f" % (name[:40], count[name], us, us / count[name]))
+print("%-40s %8d %12.1f" % ("all kernels", sum(count.values()), sum(total.values())))
+PY
+}
+
 run() {
   local tests bin
   unpack
@@ -362,6 +407,10 @@ run() {
     "$bin/brigade" bench cuda-matmul || status=1
     log "brigade bench engine --device cuda:0 against the device's bounds"
     engine_bench "$bin" || status=1
+    if [ "${PROFILE:-1}" = 1 ]; then
+      log "kernel time of a decode under ncu"
+      profile "$bin"
+    fi
   fi
   return $status
 }

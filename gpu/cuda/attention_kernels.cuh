@@ -94,11 +94,26 @@ struct attention_args {
   int window;
 };
 
-// Score of one key: a sequential fused multiply-add chain over the head's dimensions.
+// Dimensions of a key a lane loads before it multiplies them: loads in flight together rather
+// than one memory latency per dimension.
+constexpr int score_batch = 16;
+
+// Score of one key: a sequential fused multiply-add chain over the head's dimensions, in order
+// whatever the batching.
 template <class Element>
 __device__ inline float key_score(const float* q, const Element* key, int head_dim, float scale) {
   float dot = 0.0f;
-  for (int d = 0; d < head_dim; ++d)
+  int d = 0;
+  for (; d + score_batch <= head_dim; d += score_batch) {
+    float k[score_batch];
+#pragma unroll
+    for (int u = 0; u < score_batch; ++u)
+      k[u] = kv_load(key + d + u);
+#pragma unroll
+    for (int u = 0; u < score_batch; ++u)
+      dot = fmaf(q[d + u], k[u], dot);
+  }
+  for (; d < head_dim; ++d)
     dot = fmaf(q[d], kv_load(key + d), dot);
   return dot * scale;
 }
@@ -144,6 +159,9 @@ __global__ void __launch_bounds__(attention_warps_per_block * 32)
     for (int i = 0; i < dims_per_lane; ++i)
       acc[i] = acc[i] * rescale;
     const int count = min(32, len - base);
+    // Unrolled so that later values' loads issue before earlier ones are summed; each acc[i]
+    // still adds j in order.
+#pragma unroll 4
     for (int j = 0; j < count; ++j) {
       const float ej = __shfl_sync(full_warp, e, j);
       const Element* value = values + __shfl_sync(full_warp, slot, j);

@@ -286,17 +286,25 @@ void* cuda_backend::result_scratch(size_t bytes) {
 
 void cuda_backend::router_topk(const tensor& logits, const router_spec& spec, int32_t* host_experts,
                                float* host_weights) {
-  if (spec.sigmoid || spec.groups != 1 || spec.scale != 1.0f) {
-    throw std::invalid_argument(
-        "cuda router_topk: DeepSeek-V3's sigmoid, grouped routing is not on CUDA yet: serve "
-        "this model on the CPU backend");
-  }
   device_guard guard(device_);
   const size_t slots = static_cast<size_t>(logits.rows) * static_cast<size_t>(spec.top_k);
   if (slots == 0) return;
   auto* experts = static_cast<int32_t*>(result_scratch(slots * (sizeof(int32_t) + sizeof(float))));
   auto* weights = reinterpret_cast<float*>(experts + slots);
-  launch_router_topk(stream_, logits, spec.top_k, spec.normalize, experts, weights);
+  if (spec.sigmoid) {
+    sigmoid_router device_spec;
+    device_spec.top_k = spec.top_k;
+    device_spec.normalize = spec.normalize;
+    device_spec.bias =
+        spec.host_bias ? staging_->upload_array(spec.host_bias, static_cast<size_t>(logits.cols))
+                       : nullptr;
+    device_spec.groups = spec.groups;
+    device_spec.top_groups = spec.top_groups;
+    device_spec.scale = spec.scale;
+    launch_router_sigmoid_topk(stream_, logits, device_spec, experts, weights);
+  } else {
+    launch_router_topk(stream_, logits, spec.top_k, spec.normalize, experts, weights);
+  }
   check(cudaMemcpyAsync(host_experts, experts, sizeof(int32_t) * slots, cudaMemcpyDeviceToHost,
                         stream_),
         "cudaMemcpyAsync (router experts)");

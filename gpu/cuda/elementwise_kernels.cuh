@@ -20,7 +20,12 @@ __device__ inline float* at(const tensor& t, long long r, long long c) {
   return t.data + r * t.stride + c;
 }
 
-// One warp per (row, group): lanes take every 32nd element, then a butterfly.
+// Elements a lane loads before it uses them in the norm: loads in flight together rather than
+// one global-memory latency per element (a row of 2048 is 64 elements a lane).
+constexpr int norm_batch = 16;
+
+// One warp per (row, group): lanes take every 32nd element, then a butterfly. Each lane's sum
+// runs over its elements in order whatever the batching, so the bits are those of the plain loop.
 __global__ void rms_norm_kernel(tensor x, const float* weight, int group, float eps, tensor y) {
   const int groups_per_row = x.cols / group;
   const long long item =
@@ -31,13 +36,37 @@ __global__ void rms_norm_kernel(tensor x, const float* weight, int group, float 
   const long long g = item % groups_per_row * group;
   const float* in = at(x, r, g);
   float* out = at(y, r, g);
+  constexpr int span = 32 * norm_batch;
   float squares = 0.0f;
-  for (int i = lane; i < group; i += 32)
+  int i = lane;
+  for (; i + (norm_batch - 1) * 32 < group; i += span) {
+    float v[norm_batch];
+#pragma unroll
+    for (int u = 0; u < norm_batch; ++u)
+      v[u] = in[i + u * 32];
+#pragma unroll
+    for (int u = 0; u < norm_batch; ++u)
+      squares = fmaf(v[u], v[u], squares);
+  }
+  for (; i < group; i += 32)
     squares = fmaf(in[i], in[i], squares);
   squares = warp_sum(squares);
   const float inv = 1.0f / sqrtf(squares / static_cast<float>(group) + eps);
-  // Each lane rewrites only the elements it read, so y may be x.
-  for (int i = lane; i < group; i += 32)
+  // Each lane rewrites only the elements it read, so y may be x: a batch is read whole before
+  // any of it is written.
+  i = lane;
+  for (; i + (norm_batch - 1) * 32 < group; i += span) {
+    float v[norm_batch], w[norm_batch];
+#pragma unroll
+    for (int u = 0; u < norm_batch; ++u) {
+      v[u] = in[i + u * 32];
+      w[u] = weight[i + u * 32];
+    }
+#pragma unroll
+    for (int u = 0; u < norm_batch; ++u)
+      out[i + u * 32] = (v[u] * inv) * w[u];
+  }
+  for (; i < group; i += 32)
     out[i] = (in[i] * inv) * weight[i];
 }
 

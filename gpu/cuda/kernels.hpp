@@ -9,6 +9,7 @@
 
 #include "gpu/cuda/device_batch.hpp"
 #include "gpu/cuda/device_memory.hpp"
+#include "gpu/cuda/sigmoid_router.hpp"
 #include "gpu/tensor.hpp"
 
 namespace brigade::gpu::cuda {
@@ -37,7 +38,10 @@ void launch_embed(cudaStream_t stream, const device_matrix& table, const int32_t
 /// Writes [rows * top_k] expert ids and weights to device memory.
 void launch_router_topk(cudaStream_t stream, const tensor& logits, int top_k, bool normalize,
                         int32_t* experts, float* weights);
-/// `shared` and `shared_gate` are both null or both set.
+/// DeepSeek-V3's router (routing_kernels.cuh): [rows * top_k] ids and weights in device memory.
+void launch_router_sigmoid_topk(cudaStream_t stream, const tensor& logits,
+                                const sigmoid_router& spec, int32_t* experts, float* weights);
+/// `shared_gate` is null without `shared`; with it, null for a shared expert without a gate.
 void launch_combine(cudaStream_t stream, const tensor& x, const tensor& y, const float* weights,
                     int k, const tensor* shared, const tensor* shared_gate);
 

@@ -108,12 +108,18 @@ struct matmul_args {
 template <int Rows>
 using tile_sums = float[Rows][cols_per_warp];
 
-// This lane's fused multiply-add chain over its full chunks (lane, lane + 32, ...), in order.
+// Chunks a lane has in flight: at one or two rows a decode step's product has few warps per SM,
+// so each keeps more weight loads outstanding (registers allow it at that height).
+template <int Rows>
+constexpr int chunks_in_flight = Rows <= 2 ? 4 : 2;
+
+// This lane's fused multiply-add chain over its full chunks (lane, lane + 32, ...), in order
+// (unrolling only lets later loads issue early).
 template <class W, int Rows, bool VectorX>
 __device__ inline void accumulate_chunks(const float* const (&xr)[Rows],
                                          const typename W::elem* const (&wr)[cols_per_warp],
                                          int full_chunks, int lane, tile_sums<Rows>& acc) {
-#pragma unroll 2
+#pragma unroll(chunks_in_flight <Rows>)
   for (int ch = lane; ch < full_chunks; ch += warp_lanes) {
     const int k0 = ch * matrix_chunk;
     typename W::chunk wc[cols_per_warp];

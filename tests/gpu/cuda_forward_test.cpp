@@ -32,6 +32,7 @@ const family_case families[] = {
     {"qwen2_moe", "float32", nullptr, nullptr},
     {"mixtral", "float16", "\"sliding_window\": null", "\"sliding_window\": 6"},
     {"olmoe", "bfloat16", "\"clip_qkv\": null", "\"clip_qkv\": 0.5"},
+    {"deepseek_v3", "bfloat16", nullptr, nullptr},
 };
 
 // Models go under the system's temporary directory, one folder per process (ctest may run the
@@ -67,6 +68,12 @@ std::string write_model(const family_case& f, uint64_t seed, const std::string& 
   spec.max_positions = 512;
   spec.seed = seed;
   if (spec.family == "qwen3_moe") spec.mlp_only_layers = {1};
+  if (spec.family == "deepseek_v3") {  // the grouped, biased, scaled sigmoid router
+    spec.groups = 4;
+    spec.top_groups = 2;
+    spec.routed_scaling = 2.5f;
+    spec.q_lora_rank = 48;
+  }
   const std::string dir = scratch_root() + "/" + tag + "-" + f.family;
   std::filesystem::create_directories(dir);
   const status written = model::write_random_model(spec, dir);

@@ -335,7 +335,58 @@ TEST_CASE("cuda router_topk picks the CPU's experts, ties to the lower index", "
   }
 }
 
-TEST_CASE("cuda combine matches the CPU with and without a shared expert", "[cuda]") {
+TEST_CASE("cuda sigmoid router picks the CPU's experts in the kept groups", "[cuda]") {
+  BRIGADE_CUDA_DEVICE_OR_SKIP(gpu);
+  auto cpu = make_cpu_backend();
+  const int rows = 40, experts = 64;
+  std::mt19937 rng(610);
+  INFO("seed 610");
+  // Logits 0.05 apart and a bias in steps of 0.0037: no two biased scores close enough for
+  // the device's expf to reorder them. The last rows are all ties.
+  std::vector<float> logits(static_cast<size_t>(rows) * experts);
+  std::vector<int> order(experts);
+  for (int r = 0; r < rows; ++r) {
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int i = 0; i < experts; ++i) {
+      const float v = r >= rows - 3 ? 0.25f : 0.05f * static_cast<float>(order[i] - experts / 2);
+      logits[static_cast<size_t>(r) * experts + i] = v;
+    }
+  }
+  std::vector<float> bias(experts);
+  for (int i = 0; i < experts; ++i)
+    bias[static_cast<size_t>(i)] = 0.0037f * static_cast<float>((i * 37) % experts);
+  twin lt = make_twin(*cpu, *gpu, logits, rows, experts, 3, 0);
+  struct shape {
+    int k, groups, top_groups;
+    bool normalize;
+    const float* bias;
+    float scale;
+  };
+  for (const shape& c :
+       {shape{8, 8, 4, true, bias.data(), 2.5f}, shape{4, 1, 1, false, nullptr, 1.0f},
+        shape{6, 16, 3, true, bias.data(), 1.0f}}) {
+    INFO("top_k " << c.k << ", groups " << c.groups << " keeping " << c.top_groups);
+    router_spec spec;
+    spec.top_k = c.k;
+    spec.normalize = c.normalize;
+    spec.sigmoid = true;
+    spec.host_bias = c.bias;
+    spec.groups = c.groups;
+    spec.top_groups = c.top_groups;
+    spec.scale = c.scale;
+    const size_t slots = static_cast<size_t>(rows) * c.k;
+    std::vector<int32_t> ge(slots), ce(slots);
+    std::vector<float> gw(slots), cw(slots);
+    gpu->router_topk(lt.gpu, spec, ge.data(), gw.data());
+    cpu->router_topk(lt.cpu, spec, ce.data(), cw.data());
+    REQUIRE(ge == ce);
+    for (size_t i = 0; i < slots; ++i)
+      REQUIRE(std::fabs(gw[i] - cw[i]) <= 1e-6f * std::max(1.0f, c.scale));
+  }
+}
+
+TEST_CASE("cuda combine matches the CPU with and without a shared expert and its gate", "[cuda]") {
   BRIGADE_CUDA_DEVICE_OR_SKIP(gpu);
   auto cpu = make_cpu_backend();
   const int tokens = 6, cols = 48, k = 3;
@@ -360,4 +411,10 @@ TEST_CASE("cuda combine matches the CPU with and without a shared expert", "[cud
   cpu->combine(with_shared.cpu, yt.cpu, weights.data(), k, &st.cpu, &gt.cpu);
   // Only the sigmoid's expf differs from the CPU's exp.
   REQUIRE(max_abs_diff(to_host(*gpu, with_shared.gpu), cpu_host(*cpu, with_shared.cpu)) <= 2e-6f);
+
+  // A shared expert without a gate (DeepSeek-V3's) adds at a scale of one: exact.
+  twin ungated = make_twin(*cpu, *gpu, x, tokens, cols);
+  gpu->combine(ungated.gpu, yt.gpu, weights.data(), k, &st.gpu, nullptr);
+  cpu->combine(ungated.cpu, yt.cpu, weights.data(), k, &st.cpu, nullptr);
+  require_identical(to_host(*gpu, ungated.gpu), cpu_host(*cpu, ungated.cpu));
 }

@@ -3,6 +3,7 @@
 // paging, shuffles and reduction order; the cuda_tests binary tests them on a real device.
 #include "tests/gpu/warp_emulator.hpp"
 // The emulator must come first: it defines the CUDA built-ins the kernel headers use.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -262,6 +263,70 @@ TEST_CASE("emulated bf16 KV write rounds as the CPU backend does, NaN and infini
   }
 }
 
+// The norm's kernel loads a lane's elements in batches; its sum must stay the plain per-lane
+// chain plus the butterfly, computed here element by element, bit for bit (and not the CPU's
+// order, which the row-wise test below holds only to a tolerance). Groups wide enough for whole
+// batches, with and without a tail.
+TEST_CASE("emulated rms_norm sums each lane in order at any width", "[cuda][emulated]") {
+  std::mt19937 rng(71);
+  INFO("seed 71");
+  for (int group : {32, 500, 512, 1568, 2048, 2080}) {
+    INFO("group " << group);
+    const int rows = 2;
+    std::vector<float> x = randoms(rng, static_cast<size_t>(rows) * group, -3, 3), y(x.size());
+    const std::vector<float> weight = randoms(rng, static_cast<size_t>(group), 0.5f, 1.5f);
+    dispatch_rms_norm(tensor{x.data(), rows, group, group}, weight.data(), group, 1e-6f,
+                      tensor{y.data(), rows, group, group}, emulated());
+    for (int r = 0; r < rows; ++r) {
+      const float* in = x.data() + static_cast<size_t>(r) * group;
+      float lane[32];
+      for (int l = 0; l < 32; ++l) {
+        lane[l] = 0.0f;
+        for (int i = l; i < group; i += 32)
+          lane[l] = std::fma(in[i], in[i], lane[l]);
+      }
+      for (int offset = 16; offset > 0; offset /= 2) {
+        float next[32];
+        for (int l = 0; l < 32; ++l)
+          next[l] = lane[l] + lane[l ^ offset];
+        std::copy(next, next + 32, lane);
+      }
+      const float inv = 1.0f / std::sqrt(lane[0] / static_cast<float>(group) + 1e-6f);
+      for (int i = 0; i < group; ++i) {
+        const float want = (in[i] * inv) * weight[static_cast<size_t>(i)];
+        REQUIRE(same_bits(&y[static_cast<size_t>(r) * group + i], &want, 1));
+      }
+    }
+  }
+}
+
+// Attention's key score loads a key in batches; the dot must stay one chain in dimension order,
+// for f32 and bf16 keys, head sizes with and without a tail.
+TEST_CASE("emulated attention scores a key as one chain in dimension order", "[cuda][emulated]") {
+  std::mt19937 rng(72);
+  INFO("seed 72");
+  for (int head_dim : {8, 64, 100, 128}) {
+    INFO("head_dim " << head_dim);
+    const std::vector<float> q = randoms(rng, static_cast<size_t>(head_dim), -2, 2);
+    const std::vector<float> key = randoms(rng, static_cast<size_t>(head_dim), -2, 2);
+    std::vector<unsigned short> key_bf16(key.size());
+    for (size_t d = 0; d < key.size(); ++d)
+      key_bf16[d] = f32_to_bf16(key[d]);
+    float want = 0.0f, want_bf16 = 0.0f;
+    for (int d = 0; d < head_dim; ++d) {
+      want = std::fma(q[static_cast<size_t>(d)], key[static_cast<size_t>(d)], want);
+      want_bf16 = std::fma(q[static_cast<size_t>(d)], bf16_to_f32(key_bf16[static_cast<size_t>(d)]),
+                           want_bf16);
+    }
+    want *= 0.125f;
+    want_bf16 *= 0.125f;
+    const float got = key_score(q.data(), key.data(), head_dim, 0.125f);
+    const float got_bf16 = key_score(q.data(), key_bf16.data(), head_dim, 0.125f);
+    CHECK(same_bits(&got, &want, 1));
+    CHECK(same_bits(&got_bf16, &want_bf16, 1));
+  }
+}
+
 TEST_CASE("emulated row-wise kernels match the CPU backend", "[cuda][emulated]") {
   auto cpu = make_cpu_backend();
   std::mt19937 rng(70);
@@ -325,6 +390,60 @@ TEST_CASE("emulated row-wise kernels match the CPU backend", "[cuda][emulated]")
   CHECK(same_bits(t1.data(), t2.data(), t1.size()));
 }
 
+// DeepSeek-V3's router. On the host both sides call the same expf, so ids and weights must
+// agree bit for bit; rows of ties and of NaN and infinite logits check the selection rule.
+TEST_CASE("emulated sigmoid router matches the CPU backend's grouped top-k", "[cuda][emulated]") {
+  auto cpu = make_cpu_backend();
+  std::mt19937 rng(910);
+  INFO("seed 910");
+  const int rows = 14, experts = 32;
+  std::vector<float> logits = randoms(rng, static_cast<size_t>(rows) * experts, -4.0f, 4.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int i = 0; i < experts; ++i)
+    logits[static_cast<size_t>(rows - 3) * experts + i] = 0.25f;  // all tied
+  logits[static_cast<size_t>(rows - 2) * experts + 5] = std::nanf("");
+  logits[static_cast<size_t>(rows - 2) * experts + 9] = inf;
+  logits[static_cast<size_t>(rows - 1) * experts + 0] = -inf;
+  logits[static_cast<size_t>(rows - 1) * experts + 30] = inf;
+  const std::vector<float> bias = randoms(rng, experts, -0.3f, 0.3f);
+  const tensor lt{logits.data(), rows, experts, experts};
+  struct shape {
+    int k, groups, top_groups;
+    bool normalize, with_bias;
+    float scale;
+  };
+  for (const shape& c : {shape{4, 1, 1, true, true, 1.0f}, shape{6, 8, 3, true, true, 2.5f},
+                         shape{3, 4, 2, false, false, 1.0f}, shape{8, 32, 8, true, true, 0.5f},
+                         shape{2, 2, 1, false, true, 16.0f}, shape{20, 2, 2, true, true, 1.0f}}) {
+    INFO("top_k " << c.k << ", groups " << c.groups << " keeping " << c.top_groups << ", normalize "
+                  << c.normalize << ", bias " << c.with_bias << ", scale " << c.scale);
+    router_spec spec;
+    spec.top_k = c.k;
+    spec.normalize = c.normalize;
+    spec.sigmoid = true;
+    spec.host_bias = c.with_bias ? bias.data() : nullptr;
+    spec.groups = c.groups;
+    spec.top_groups = c.top_groups;
+    spec.scale = c.scale;
+    sigmoid_router kernel_spec;
+    kernel_spec.top_k = c.k;
+    kernel_spec.normalize = c.normalize;
+    kernel_spec.bias = spec.host_bias;
+    kernel_spec.groups = c.groups;
+    kernel_spec.top_groups = c.top_groups;
+    kernel_spec.scale = c.scale;
+    const size_t slots = static_cast<size_t>(rows) * c.k;
+    std::vector<int32_t> ce(slots), ge(slots, -7);
+    std::vector<float> cw(slots), gw(slots);
+    cpu->router_topk(lt, spec, ce.data(), cw.data());
+    dispatch_router_sigmoid_topk(lt, kernel_spec, ge.data(), gw.data(), emulated());
+    CHECK(ce == ge);
+    CHECK(same_bits(cw.data(), gw.data(), slots));
+    for (int32_t id : ge)
+      CHECK((id >= 0 && id < experts));
+  }
+}
+
 TEST_CASE("emulated embedding, routing and combine kernels match the CPU backend",
           "[cuda][emulated]") {
   auto cpu = make_cpu_backend();
@@ -355,7 +474,8 @@ TEST_CASE("emulated embedding, routing and combine kernels match the CPU backend
     }
   }
   const tensor lt{logits.data(), rows, experts, experts};
-  for (int k : {1, 3, 8}) {
+  // 20 passes the kernel's thread-local copy of the picks (16): the scan reads the output.
+  for (int k : {1, 3, 8, 20}) {
     for (bool normalize : {true, false}) {
       INFO("top_k " << k << ", normalize " << normalize);
       const size_t slots = static_cast<size_t>(rows) * k;
@@ -391,11 +511,12 @@ TEST_CASE("emulated embedding, routing and combine kernels match the CPU backend
   const tensor yt{y.data(), tokens * k, cols, cols};
   const tensor st{shared.data(), tokens, cols, cols};
   const tensor gt{gate.data(), tokens, 1, 1};
-  for (bool with_shared : {false, true}) {
+  // No shared expert; one with a gate (Qwen2-MoE's); one without (DeepSeek-V3's).
+  for (int with_shared : {0, 1, 2}) {
     INFO("shared expert " << with_shared);
     std::vector<float> c = x, g = x;
     const tensor* s = with_shared ? &st : nullptr;
-    const tensor* sg = with_shared ? &gt : nullptr;
+    const tensor* sg = with_shared == 1 ? &gt : nullptr;
     cpu->combine(tensor{c.data(), tokens, cols, cols}, yt, weights.data(), k, s, sg);
     dispatch_combine(tensor{g.data(), tokens, cols, cols}, yt, weights.data(), k, s, sg,
                      emulated());
