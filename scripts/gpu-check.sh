@@ -105,8 +105,13 @@ run_cases() {
   while IFS= read -r name; do
     [ -z "$name" ] && continue
     local out rc=0 start=$SECONDS
+    # NCCL's cases run without the sanitizer: NCCL asks for kernel images of other devices while
+    # it sets up, which memcheck reports as API errors (an H200, 2026-12-04), and one case makes
+    # no CUDA call at all, which memcheck refuses.
+    local case_runner=("${runner[@]}")
+    [[ $name == nccl* ]] && case_runner=()
     # Catch2 reads commas in a test spec as separators.
-    out=$(timeout "$case_timeout" "${runner[@]}" "$tests" "${name//,/\\,}" 2>&1) || rc=$?
+    out=$(timeout "$case_timeout" "${case_runner[@]}" "$tests" "${name//,/\\,}" 2>&1) || rc=$?
     if [ $rc -eq 0 ] && grep -q 'no CUDA device:' <<<"$out"; then
       skipped=$((skipped + 1))
       printf 'SKIP %4ss  %s: %s\n' $((SECONDS - start)) "$name" \
