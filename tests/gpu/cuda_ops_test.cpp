@@ -298,14 +298,12 @@ TEST_CASE("cuda gather_rows, scatter_rows and embed copy exactly", "[cuda]") {
   }
 }
 
-TEST_CASE("cuda router_topk picks the CPU's experts, ties to the lower index", "[cuda]") {
-  BRIGADE_CUDA_DEVICE_OR_SKIP(gpu);
-  auto cpu = make_cpu_backend();
-  const int rows = 40, experts = 64;
-  std::mt19937 rng(600);
-  INFO("seed 600");
-  // Distinct logits 0.05 apart: no two probabilities are close enough for float rounding to
-  // reorder them. The last rows are all ties.
+namespace {
+
+// Router logits of distinct values 0.05 apart in a shuffled order per row: no two scores close
+// enough for the device's expf to order them unlike the CPU's exp. The last three rows are all
+// ties.
+std::vector<float> spaced_router_logits(std::mt19937& rng, int rows, int experts) {
   std::vector<float> logits(static_cast<size_t>(rows) * experts);
   std::vector<int> order(experts);
   for (int r = 0; r < rows; ++r) {
@@ -316,6 +314,18 @@ TEST_CASE("cuda router_topk picks the CPU's experts, ties to the lower index", "
       logits[static_cast<size_t>(r) * experts + i] = v;
     }
   }
+  return logits;
+}
+
+}  // namespace
+
+TEST_CASE("cuda router_topk picks the CPU's experts, ties to the lower index", "[cuda]") {
+  BRIGADE_CUDA_DEVICE_OR_SKIP(gpu);
+  auto cpu = make_cpu_backend();
+  const int rows = 40, experts = 64;
+  std::mt19937 rng(600);
+  INFO("seed 600");
+  const std::vector<float> logits = spaced_router_logits(rng, rows, experts);
   twin lt = make_twin(*cpu, *gpu, logits, rows, experts, 3, 0);
   for (int k : {1, 4, 8}) {
     for (bool normalize : {true, false}) {
@@ -341,18 +351,8 @@ TEST_CASE("cuda sigmoid router picks the CPU's experts in the kept groups", "[cu
   const int rows = 40, experts = 64;
   std::mt19937 rng(610);
   INFO("seed 610");
-  // Logits 0.05 apart and a bias in steps of 0.0037: no two biased scores close enough for
-  // the device's expf to reorder them. The last rows are all ties.
-  std::vector<float> logits(static_cast<size_t>(rows) * experts);
-  std::vector<int> order(experts);
-  for (int r = 0; r < rows; ++r) {
-    std::iota(order.begin(), order.end(), 0);
-    std::shuffle(order.begin(), order.end(), rng);
-    for (int i = 0; i < experts; ++i) {
-      const float v = r >= rows - 3 ? 0.25f : 0.05f * static_cast<float>(order[i] - experts / 2);
-      logits[static_cast<size_t>(r) * experts + i] = v;
-    }
-  }
+  // A bias in steps of 0.0037 keeps the biased scores apart too.
+  const std::vector<float> logits = spaced_router_logits(rng, rows, experts);
   std::vector<float> bias(experts);
   for (int i = 0; i < experts; ++i)
     bias[static_cast<size_t>(i)] = 0.0037f * static_cast<float>((i * 37) % experts);
