@@ -122,6 +122,14 @@ void cuda_backend::matmul(const tensor& x, const matrix& w, const float* bias, c
   launch_matmul(stream_, x, device_of(w), bias, y);
 }
 
+void cuda_backend::grouped_matmul(const matmul_job* jobs, size_t count) {
+  device_guard guard(device_);
+  grouped_.clear();
+  for (size_t j = 0; j < count; ++j)
+    grouped_.push_back({jobs[j].x, &device_of(*jobs[j].w), jobs[j].y});
+  launch_grouped_matmul(stream_, *staging_, grouped_.data(), grouped_.size());
+}
+
 void cuda_backend::rms_norm(const tensor& x, const float* weight, int group, float eps,
                             const tensor& y) {
   device_guard guard(device_);

@@ -45,6 +45,8 @@ class cuda_backend final : public backend {
 
   void embed(const matrix& table, const int32_t* host_ids, const tensor& out) override;
   void matmul(const tensor& x, const matrix& w, const float* bias, const tensor& y) override;
+  /// Every job in one launch (a layer's experts: one launch where there were one per expert).
+  void grouped_matmul(const matmul_job* jobs, size_t count) override;
   void rms_norm(const tensor& x, const float* weight, int group, float eps,
                 const tensor& y) override;
   void rope(const tensor& x, const int32_t* host_positions, int heads, int head_dim,
@@ -80,6 +82,7 @@ class cuda_backend final : public backend {
   std::unique_ptr<staging_ring> staging_;
   std::unique_ptr<buffer> results_;
   std::vector<int32_t> packed_batch_;
+  std::vector<grouped_product> grouped_;  // grouped_matmul's products, kept to reuse the space
 };
 
 }  // namespace brigade::gpu::cuda

@@ -21,6 +21,18 @@ cudaError_t run_probe_kernel(cudaStream_t stream);
 void launch_matmul(cudaStream_t stream, const tensor& x, const device_matrix& w, const float* bias,
                    const tensor& y);
 
+class staging_ring;
+/// One product of launch_grouped_matmul: y = x * W^T.
+struct grouped_product {
+  tensor x;
+  const device_matrix* w = nullptr;
+  tensor y;
+};
+/// Every product in one launch (their job table goes up through `staging`), each y the bits
+/// launch_matmul gives it; products of differing weight types launch one by one.
+void launch_grouped_matmul(cudaStream_t stream, staging_ring& staging,
+                           const grouped_product* products, size_t count);
+
 void launch_rms_norm(cudaStream_t stream, const tensor& x, const float* weight, int group,
                      float eps, const tensor& y);
 void launch_rope(cudaStream_t stream, const tensor& x, const int32_t* positions, int heads,

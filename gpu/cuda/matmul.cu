@@ -3,11 +3,13 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "gpu/cuda/check.hpp"
 #include "gpu/cuda/kernels.hpp"
 #include "gpu/cuda/launcher.hpp"
 #include "gpu/cuda/matmul_kernel.cuh"
+#include "gpu/cuda/staging_ring.hpp"
 
 namespace brigade::gpu::cuda {
 namespace {
@@ -35,6 +37,35 @@ void launch_matmul(cudaStream_t stream, const tensor& x, const device_matrix& w,
                       w.rows(), w.cols(), bias,   y.data,   y.stride};
   dispatch_matmul(w.type(), a, cuda_launcher(stream));
   check_launch("matmul_kernel");
+}
+
+void launch_grouped_matmul(cudaStream_t stream, staging_ring& staging,
+                           const grouped_product* products, size_t count) {
+  std::vector<matmul_args> jobs;
+  jobs.reserve(count);
+  bool one_type = true;
+  const dtype type = count > 0 ? products[0].w->type() : dtype::f32;
+  for (size_t j = 0; j < count; ++j) {
+    const grouped_product& p = products[j];
+    check_shapes(p.x, *p.w, p.y);
+    if (p.x.rows == 0 || p.w->rows() == 0) continue;
+    one_type = one_type && p.w->type() == type;
+    jobs.push_back({p.x.data, p.x.stride, p.x.rows, p.w->data(), p.w->pitch(), p.w->rows(),
+                    p.w->cols(), nullptr, p.y.data, p.y.stride});
+  }
+  if (jobs.empty()) return;
+  if (!one_type || jobs.size() == 1) {
+    for (size_t j = 0; j < count; ++j)
+      launch_matmul(stream, products[j].x, *products[j].w, nullptr, products[j].y);
+    return;
+  }
+  const int n = static_cast<int>(jobs.size());
+  std::vector<int> first_block(jobs.size());
+  const matmul_group_plan plan = plan_matmul_group(jobs.data(), n, first_block.data());
+  const matmul_args* device_jobs = staging.upload_array(jobs.data(), jobs.size());
+  const int* device_first = staging.upload_array(first_block.data(), first_block.size());
+  dispatch_grouped_matmul(type, plan, device_jobs, device_first, n, cuda_launcher(stream));
+  check_launch("grouped_matmul_kernel");
 }
 
 }  // namespace brigade::gpu::cuda

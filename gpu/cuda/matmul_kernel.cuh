@@ -188,13 +188,14 @@ __device__ inline void reduce_and_store(tile_sums<Rows>& acc, int lane, int m0, 
   }
 }
 
-// Grid: x over tiles of Rows rows, y over tiles of cols_per_block output columns.
+// One block's tile of the product: rows [tile_m * Rows, + Rows) and columns
+// [tile_n * cols_per_block, + cols_per_block), one warp per cols_per_warp of them.
 template <class W, int Rows, bool VectorX>
-__global__ void __launch_bounds__(warps_per_block* warp_lanes) matmul_kernel(matmul_args a) {
+__device__ inline void matmul_tile(const matmul_args& a, int tile_m, int tile_n) {
   const int lane = static_cast<int>(threadIdx.x) % warp_lanes;
   const int warp = static_cast<int>(threadIdx.x) / warp_lanes;
-  const int n0 = static_cast<int>(blockIdx.y) * cols_per_block + warp * cols_per_warp;
-  const int m0 = static_cast<int>(blockIdx.x) * Rows;
+  const int n0 = tile_n * cols_per_block + warp * cols_per_warp;
+  const int m0 = tile_m * Rows;
   if (n0 >= a.n) return;  // uniform across the warp: no lane is left out of the shuffles
   const auto* w = static_cast<const typename W::elem*>(a.w);
   // Rows and columns past the ends are clamped for loading and never stored.
@@ -222,6 +223,35 @@ __global__ void __launch_bounds__(warps_per_block* warp_lanes) matmul_kernel(mat
     accumulate_tail<W, Rows>(xr, wr, full_chunks * matrix_chunk, tail, acc);
   }
   reduce_and_store<Rows>(acc, lane, m0, n0, a);
+}
+
+// Grid: x over tiles of Rows rows, y over tiles of cols_per_block output columns.
+template <class W, int Rows, bool VectorX>
+__global__ void __launch_bounds__(warps_per_block* warp_lanes) matmul_kernel(matmul_args a) {
+  matmul_tile<W, Rows, VectorX>(a, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y));
+}
+
+// Several products in one launch (a layer's experts): block b belongs to the last job j with
+// first_block[j] <= b, and is tile (b - first_block[j]) of that job, its tiles numbered row tile
+// first. Each output is computed exactly as matmul_kernel computes it (the tile height is free,
+// see the file comment), so a grouped product has every bit of the products launched one by one.
+template <class W, int Rows, bool VectorX>
+__global__ void __launch_bounds__(warps_per_block* warp_lanes)
+    grouped_matmul_kernel(const matmul_args* jobs, const int* first_block, int count) {
+  const int b = static_cast<int>(blockIdx.x);
+  int lo = 0, hi = count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (first_block[mid] <= b) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  const matmul_args a = jobs[lo];
+  const int local = b - first_block[lo];
+  const int tiles_m = (a.m + Rows - 1) / Rows;
+  matmul_tile<W, Rows, VectorX>(a, local % tiles_m, local / tiles_m);
 }
 
 static_assert(4 * cols_per_warp <= warp_lanes, "each output of a tile needs its own storing lane");
@@ -263,6 +293,71 @@ void dispatch_matmul(dtype type, const matmul_args& a, Launch&& launch) {
       return launch_matmul_typed<bf16_weights>(a, vector_x, launch);
     case dtype::f16:
       return launch_matmul_typed<f16_weights>(a, vector_x, launch);
+  }
+}
+
+/// How a group of products is launched: one tile height and one activation load width for all
+/// (neither changes a bit), and each job's first block.
+struct matmul_group_plan {
+  int rows = 1;
+  bool vector_x = true;
+  int blocks = 0;
+};
+
+inline int matmul_tile_rows(int m) {
+  return m == 1 ? 1 : m == 2 ? 2 : 4;
+}
+
+/// Plans `count` jobs, each with m and n above zero; fills first_block[0 .. count).
+inline matmul_group_plan plan_matmul_group(const matmul_args* jobs, int count, int* first_block) {
+  matmul_group_plan plan;
+  int most_rows = 1;
+  for (int j = 0; j < count; ++j) {
+    most_rows = jobs[j].m > most_rows ? jobs[j].m : most_rows;
+    plan.vector_x = plan.vector_x && matmul_vector_x(jobs[j].x, jobs[j].ldx);
+  }
+  plan.rows = matmul_tile_rows(most_rows);
+  for (int j = 0; j < count; ++j) {
+    first_block[j] = plan.blocks;
+    plan.blocks += ((jobs[j].m + plan.rows - 1) / plan.rows) *
+                   ((jobs[j].n + cols_per_block - 1) / cols_per_block);
+  }
+  return plan;
+}
+
+template <class W, int Rows, class Launch>
+void launch_matmul_group_rows(const matmul_group_plan& plan, const matmul_args* jobs,
+                              const int* first_block, int count, Launch&& launch) {
+  const dim3 grid(static_cast<unsigned>(plan.blocks));
+  const dim3 block(warps_per_block * warp_lanes);
+  if (plan.vector_x) {
+    launch(grouped_matmul_kernel<W, Rows, true>, grid, block, jobs, first_block, count);
+  } else {
+    launch(grouped_matmul_kernel<W, Rows, false>, grid, block, jobs, first_block, count);
+  }
+}
+
+template <class W, class Launch>
+void launch_matmul_group_typed(const matmul_group_plan& plan, const matmul_args* jobs,
+                               const int* first_block, int count, Launch&& launch) {
+  if (plan.rows == 1) return launch_matmul_group_rows<W, 1>(plan, jobs, first_block, count, launch);
+  if (plan.rows == 2) return launch_matmul_group_rows<W, 2>(plan, jobs, first_block, count, launch);
+  launch_matmul_group_rows<W, 4>(plan, jobs, first_block, count, launch);
+}
+
+/// Launches a planned group whose weights all have `type`; `jobs` and `first_block` are where
+/// the kernel reads them (device memory on a device).
+template <class Launch>
+void dispatch_grouped_matmul(dtype type, const matmul_group_plan& plan, const matmul_args* jobs,
+                             const int* first_block, int count, Launch&& launch) {
+  if (plan.blocks == 0) return;
+  switch (type) {
+    case dtype::f32:
+      return launch_matmul_group_typed<f32_weights>(plan, jobs, first_block, count, launch);
+    case dtype::bf16:
+      return launch_matmul_group_typed<bf16_weights>(plan, jobs, first_block, count, launch);
+    case dtype::f16:
+      return launch_matmul_group_typed<f16_weights>(plan, jobs, first_block, count, launch);
   }
 }
 

@@ -169,6 +169,46 @@ TEST_CASE("cuda matmul follows the canonical order and matches the CPU", "[cuda]
   }
 }
 
+TEST_CASE("cuda grouped matmul gives each product the bits of its own launch", "[cuda]") {
+  BRIGADE_CUDA_DEVICE_OR_SKIP(gpu);
+  auto cpu = make_cpu_backend();
+  struct shape {
+    int m, n, k;
+  };
+  // A decode step's experts (one row each), and mixed heights (the tile height the largest's).
+  const std::vector<std::vector<shape>> groups = {{{1, 64, 128}, {1, 48, 128}, {1, 64, 128}},
+                                                  {{3, 33, 257}, {1, 50, 257}, {9, 16, 257}},
+                                                  {{2, 20, 96}, {1, 20, 96}, {4, 7, 96}}};
+  uint32_t seed = 160;
+  for (dtype type : {dtype::bf16, dtype::f32}) {
+    for (const std::vector<shape>& group : groups) {
+      INFO("seed " << seed << ", " << dtype_name(type) << ", " << group.size() << " jobs");
+      std::mt19937 rng(seed++);
+      std::vector<random_weights> ws;
+      std::vector<std::unique_ptr<matrix>> matrices;
+      std::vector<twin> xs;
+      std::vector<activation> together, alone;
+      std::vector<matmul_job> jobs;
+      for (const shape& g : group) {
+        ws.push_back(make_weights(rng, type, g.n, g.k));
+        matrices.push_back(gpu->make_matrix(ws.back().view));
+        xs.push_back(make_twin(*cpu, *gpu, random_floats(rng, static_cast<size_t>(g.m) * g.k), g.m,
+                               g.k, 1, 1));
+        together.push_back(gpu->alloc(g.m, g.n));
+        alone.push_back(gpu->alloc(g.m, g.n));
+      }
+      for (size_t j = 0; j < group.size(); ++j)
+        jobs.push_back({xs[j].gpu, matrices[j].get(), together[j].view()});
+      gpu->grouped_matmul(jobs.data(), jobs.size());
+      for (size_t j = 0; j < group.size(); ++j) {
+        INFO("job " << j);
+        gpu->matmul(xs[j].gpu, *matrices[j], nullptr, alone[j].view());
+        require_identical(to_host(*gpu, together[j].view()), to_host(*gpu, alone[j].view()));
+      }
+    }
+  }
+}
+
 TEST_CASE("cuda rms_norm matches the CPU for whole rows, groups, strides and in place", "[cuda]") {
   BRIGADE_CUDA_DEVICE_OR_SKIP(gpu);
   auto cpu = make_cpu_backend();

@@ -151,6 +151,51 @@ TEST_CASE("emulated matmul rows are identical alone and inside batches", "[cuda]
   }
 }
 
+// A layer's experts in one launch: every job's output has the bits of its own launch, whatever
+// the group's tile height (set by its largest job) and load width (scalar when any job's rows
+// are unaligned). Jobs of 1 to 9 rows, of different widths and depths, one with a k tail.
+TEST_CASE("emulated grouped matmul gives each product the bits of its own launch",
+          "[cuda][emulated]") {
+  std::mt19937 rng(51);
+  INFO("seed 51");
+  struct shape {
+    int m, n, k, offset;
+  };
+  for (const std::vector<shape>& group :
+       {std::vector<shape>{{1, 40, 64, 0}, {1, 24, 64, 0}, {1, 33, 64, 0}},
+        std::vector<shape>{{1, 40, 96, 0}, {2, 17, 96, 0}},
+        std::vector<shape>{{3, 21, 203, 0}, {1, 50, 203, 1}, {9, 16, 203, 0}, {5, 7, 64, 0}}}) {
+    INFO("a group of " << group.size() << " jobs, first of " << group[0].m << " rows");
+    std::vector<std::vector<float>> xs, ys;
+    std::vector<device_layout_weights> ws;
+    std::vector<matmul_args> jobs;
+    for (const shape& g : group) {
+      const int ldx = g.k + g.offset + 1;
+      xs.push_back(randoms(rng, static_cast<size_t>(g.m) * ldx));
+      ws.push_back(make_weights(rng, dtype::bf16, g.n, g.k));
+      ys.emplace_back(static_cast<size_t>(g.m) * g.n, NAN);
+    }
+    for (size_t j = 0; j < group.size(); ++j) {
+      const shape& g = group[j];
+      jobs.push_back({xs[j].data() + g.offset, g.k + g.offset + 1, g.m, ws[j].bytes.data(),
+                      ws[j].pitch, g.n, g.k, nullptr, ys[j].data(), g.n});
+    }
+    std::vector<int> first_block(jobs.size());
+    const matmul_group_plan plan =
+        plan_matmul_group(jobs.data(), static_cast<int>(jobs.size()), first_block.data());
+    dispatch_grouped_matmul(dtype::bf16, plan, jobs.data(), first_block.data(),
+                            static_cast<int>(jobs.size()), emulated());
+    for (size_t j = 0; j < group.size(); ++j) {
+      INFO("job " << j);
+      std::vector<float> alone(ys[j].size(), NAN);
+      matmul_args a = jobs[j];
+      a.y = alone.data();
+      dispatch_matmul(dtype::bf16, a, emulated());
+      REQUIRE(same_bits(alone.data(), ys[j].data(), alone.size()));
+    }
+  }
+}
+
 TEST_CASE("emulated paged KV write and attention match the CPU backend", "[cuda][emulated]") {
   // Both KV element types: float32, and bfloat16 (stored rounded to nearest even, the same bits
   // as the CPU backend's, and attended over widened).
