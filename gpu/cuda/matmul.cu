@@ -41,8 +41,10 @@ void launch_matmul(cudaStream_t stream, const tensor& x, const device_matrix& w,
 
 void launch_grouped_matmul(cudaStream_t stream, staging_ring& staging,
                            const grouped_product* products, size_t count) {
-  std::vector<matmul_args> jobs;
-  jobs.reserve(count);
+  // Kept between calls: this runs for every MoE layer of every step.
+  thread_local std::vector<matmul_args> jobs;
+  thread_local std::vector<int> first_block;
+  jobs.clear();
   bool one_type = true;
   const dtype type = count > 0 ? products[0].w->type() : dtype::f32;
   for (size_t j = 0; j < count; ++j) {
@@ -60,7 +62,7 @@ void launch_grouped_matmul(cudaStream_t stream, staging_ring& staging,
     return;
   }
   const int n = static_cast<int>(jobs.size());
-  std::vector<int> first_block(jobs.size());
+  first_block.resize(jobs.size());
   const matmul_group_plan plan = plan_matmul_group(jobs.data(), n, first_block.data());
   const matmul_args* device_jobs = staging.upload_array(jobs.data(), jobs.size());
   const int* device_first = staging.upload_array(first_block.data(), first_block.size());

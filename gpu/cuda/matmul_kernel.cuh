@@ -271,10 +271,16 @@ void launch_matmul_rows(const matmul_args& a, bool vector_x, Launch&& launch) {
   }
 }
 
+/// The tile height for m rows: 1, 2, or 4 (the only heights instantiated).
+inline int matmul_tile_rows(int m) {
+  return m == 1 ? 1 : m == 2 ? 2 : 4;
+}
+
 template <class W, class Launch>
 void launch_matmul_typed(const matmul_args& a, bool vector_x, Launch&& launch) {
-  if (a.m == 1) return launch_matmul_rows<W, 1>(a, vector_x, launch);
-  if (a.m == 2) return launch_matmul_rows<W, 2>(a, vector_x, launch);
+  const int rows = matmul_tile_rows(a.m);
+  if (rows == 1) return launch_matmul_rows<W, 1>(a, vector_x, launch);
+  if (rows == 2) return launch_matmul_rows<W, 2>(a, vector_x, launch);
   launch_matmul_rows<W, 4>(a, vector_x, launch);
 }
 
@@ -303,10 +309,6 @@ struct matmul_group_plan {
   bool vector_x = true;
   int blocks = 0;
 };
-
-inline int matmul_tile_rows(int m) {
-  return m == 1 ? 1 : m == 2 ? 2 : 4;
-}
 
 /// Plans `count` jobs, each with m and n above zero; fills first_block[0 .. count).
 inline matmul_group_plan plan_matmul_group(const matmul_args* jobs, int count, int* first_block) {
