@@ -66,6 +66,10 @@ struct row_figures {
   int64_t tokens = 0, steps = 0, verified = 0, computed = 0, accepted = 0;
   double seconds = 0, cost_units = 0;  // cost_units: verify costs over a plain step's, summed
   double draft_units = 0;              // the draft model's forwards over a plain step, summed
+  // Untimed above: from submitting a run's prompts to every one's first token (the prefill, and
+  // a draft model's prefill beside it), summed over the runs.
+  double first_token_seconds = 0;
+  int64_t runs = 0;
   // Per draft index i: steps that fed it, steps that reached it (fed it, and kept every draft
   // before it) and steps that kept it.
   std::vector<int64_t> drafted_at, reached_at, accepted_at;
@@ -76,6 +80,9 @@ struct row_figures {
   bool same_tokens = true;
 
   double tokens_per_s() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0; }
+  double first_token_ms() const {
+    return runs > 0 ? 1e3 * first_token_seconds / static_cast<double>(runs) : 0;
+  }
   double per_step(int64_t n) const {
     return steps > 0 ? static_cast<double>(n) / static_cast<double>(steps) : 0;
   }
@@ -213,7 +220,10 @@ std::vector<std::vector<int32_t>> run_row(const pair_models& p, gpu::backend& de
   model::engine eng(*p.target, dev, opt);
   model::request_options req;
   req.max_tokens = o.max_tokens;
+  const auto submitted = clock_type::now();
   const std::vector<int64_t> ids = start_all(eng, prompts, req);
+  row.first_token_seconds += std::chrono::duration<double>(clock_type::now() - submitted).count();
+  ++row.runs;
   std::vector<model::token_event> events;
   timing = true;
   const auto start = clock_type::now();
@@ -341,6 +351,7 @@ json row_json(const row_figures& r, const row_figures& plain, double bound,
           {"speedup", ratio_of(r, plain)},
           {"bound", bound},
           {"bound_with_drafts", bound_with_drafts},
+          {"first_token_ms", r.first_token_ms()},
           {"acceptance_by_position", r.acceptance_by_position()},
           {"conditional_acceptance_by_position", r.conditional_acceptance()},
           {"same_tokens", r.same_tokens}};
@@ -411,7 +422,8 @@ void add_rows(const std::vector<row_figures>& rows, const std::vector<double>& c
     t.add_row({row_name(r), std::to_string(r.concurrency), fixed(r.tokens_per_s(), 1),
                fixed(r.per_step(r.verified), 2), fixed(r.per_step(r.computed), 2),
                fixed(100.0 * r.acceptance(), 1) + "%", fixed(ratio_of(r, plain), 2) + "x",
-               fixed(bound, 2) + "x", fixed(with_drafts, 2) + "x", r.same_tokens ? "yes" : "NO"});
+               fixed(bound, 2) + "x", fixed(with_drafts, 2) + "x", fixed(r.first_token_ms(), 2),
+               r.same_tokens ? "yes" : "NO"});
   }
 }
 
@@ -599,7 +611,7 @@ status run_pair_bench(const pair_options& o, gpu::backend& dev, json& out, std::
   run_rows(p, dev, groups, o, cost, single);
 
   table t({"source", "concurrency", "tokens/s", "verified/step", "drafted/step", "acceptance",
-           "speedup", "bound", "bound, drafts counted", "same tokens"});
+           "speedup", "bound", "bound, drafts counted", "first token ms", "same tokens"});
   out["rows"] = json::array();
   out["measured_gate"] = {{"rows", json::array()}};
   add_rows(single, cost, out, t);

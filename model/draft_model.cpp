@@ -168,6 +168,23 @@ void draft_model::propose(const std::vector<draft_sequence>& sequences,
   }
 }
 
+void draft_model::prefilled(const std::vector<draft_context>& contexts) {
+  in_step_.assign(contexts.size(), nullptr);
+  std::vector<feed> feeds;
+  for (size_t i = 0; i < contexts.size(); ++i) {
+    const draft_context& c = contexts[i];
+    const int length = std::min(c.length, static_cast<int>(c.tokens->size()));
+    sequence& s = seqs_[c.id];
+    s.stored = std::min(s.stored, length);
+    if (length <= s.stored || !reserve(s, length)) continue;
+    in_step_[i] = &s;
+    feeds.push_back({i, c.tokens->data() + s.stored, length - s.stored, s.stored, false});
+    s.stored = length;
+  }
+  std::vector<draft_proposal> none(contexts.size());
+  run(std::move(feeds), none);
+}
+
 void draft_model::run(std::vector<feed> feeds, std::vector<draft_proposal>& out) {
   const size_t vocab = static_cast<size_t>(weights_->config.vocab_size);
   std::vector<std::pair<size_t, int>> chosen;  // slot, and the chosen token's position

@@ -56,6 +56,7 @@ class draft_model final : public draft_source {
                std::vector<draft_proposal>& out) override;
   void accepted(int64_t id, int kept) override;
   void release(int64_t id) override;
+  void prefilled(const std::vector<draft_context>& contexts) override;
   std::string weight_format_name() const override { return weight_format_of(*weights_); }
 
   /// Sequences with state here.

@@ -7,6 +7,8 @@
 //        ^                                                          |
 //        +------------------ accepted(id, kept) <------------------+
 //   release(id): the sequence finished, was cancelled or moved away; its state goes.
+//   prefilled(contexts): the target prefilled these prompts (chunk by chunk); a draft model
+//                        follows them in the same step, where the decoder prefills itself.
 //
 // Verification alone decides the output, so no source can change a token: a source only decides
 // how many drafts survive, and what they cost.
@@ -39,6 +41,14 @@ struct draft_sequence {
   int limit = 0;  ///< Drafts it may feed this step (at least 1).
 };
 
+/// A sequence whose prompt the target is prefilling: its first `length` tokens are now in the
+/// target's cache.
+struct draft_context {
+  int64_t id = 0;
+  const std::vector<int32_t>* tokens = nullptr;
+  int length = 0;
+};
+
 /// The drafts of one sequence.
 struct draft_proposal {
   std::vector<int32_t> tokens;
@@ -64,6 +74,10 @@ class draft_source {
   virtual void accepted(int64_t id, int kept) = 0;
   /// Sequence `id` is gone; any state kept for it is freed.
   virtual void release(int64_t id) = 0;
+  /// The target has just prefilled these sequences' prompts up to each one's length. A source
+  /// that follows contexts (a draft model) takes them now, beside the target's prefill, so that
+  /// a sequence's first drafting step does not stall on its whole prompt; others ignore it.
+  virtual void prefilled(const std::vector<draft_context>& contexts) { (void)contexts; }
   /// How a draft model holds its weights ("int8" or "as_stored", draft_model::weight_format);
   /// empty for a source without weights.
   virtual std::string weight_format_name() const { return ""; }

@@ -191,6 +191,21 @@ void engine::build_batch(std::vector<sequence*>& in_batch, std::vector<int>& fed
   }
 }
 
+// A draft model takes the prompt chunks this step prefilled, so that a sequence's first drafting
+// step does not feed it its whole prompt: on the default pair that catch-up took 0.4 ms for a
+// 64-token prompt, two plain steps, stalling every sequence decoding beside it. Not where no
+// step would draft at the batch the prompts join: drafting would resume with a catch-up anyway.
+void engine::follow_prefills(const std::vector<sequence*>& in_batch) {
+  if (!drafts_ || in_batch.size() == proposals_.size()) return;
+  const int batch = static_cast<int>(active_.size());
+  if (!options_.speculation.drafts_at(batch) || (gate_ && !gate_->expects_drafting(batch))) return;
+  // Prefill chunks follow the decoding sequences in the batch.
+  prefilled_.clear();
+  for (size_t i = proposals_.size(); i < in_batch.size(); ++i)
+    prefilled_.push_back({in_batch[i]->id, &in_batch[i]->tokens, in_batch[i]->computed});
+  drafts_->prefilled(prefilled_);
+}
+
 void engine::finish_step(const std::vector<sequence*>& in_batch, std::vector<token_event>& events) {
   const int vocab = model_.config.vocab_size;
   for (size_t i = 0; i < in_batch.size(); ++i) {
@@ -268,6 +283,7 @@ bool engine::step(std::vector<token_event>& events) {
   run_step(*model_.forward, *model_.experts, *kv_, ws_, batch_, logits_);
   for (size_t i = 0; i < in_batch.size(); ++i)
     in_batch[i]->computed += fed[i];
+  follow_prefills(in_batch);
   decoded_tokens_ = 0;
   finish_step(in_batch, events);
   if (gate_) {

@@ -124,6 +124,7 @@ class engine {
   void build_batch(std::vector<sequence*>& in_batch, std::vector<int>& fed);
   int add_decoding(std::vector<sequence*>& in_batch, std::vector<int>& fed);
   void retire(sequence& s);
+  void follow_prefills(const std::vector<sequence*>& in_batch);
   void finish_step(const std::vector<sequence*>& in_batch, std::vector<token_event>& events);
   void append_token(sequence& s, int32_t token, const float* row, position_logprobs logprobs,
                     std::vector<token_event>& events);
@@ -141,6 +142,7 @@ class engine {
   // The step's decoding sequences' drafts, first in the batch and in its order.
   std::vector<draft_proposal> proposals_;
   std::vector<int32_t> feed_;  // a decoding sequence's last token and drafts, while batched
+  std::vector<draft_context> prefilled_;  // the step's prompt chunks, for the draft source
   speculation_stats speculation_;
   std::shared_ptr<speculation_gate> gate_;  // null: every step may draft
   int decoded_tokens_ = 0;                  // tokens the step's decoding sequences produced

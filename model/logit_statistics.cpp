@@ -7,55 +7,13 @@
 #include <limits>
 
 #include "gpu/cpu/vector_math.hpp"
+#include "model/sampler.hpp"
 
 namespace brigade::model {
 
-namespace {
-
-// The first index of the largest of row[0, n), as a scalar scan finds it; -1 where the row has a
-// NaN (vector maxima would not say which value a scan keeps then).
-int32_t first_largest(const float* row, int n) {
-  int v = 0;
-  __m256 top8 = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
-  __m256 unordered = _mm256_setzero_ps();
-  for (; v + 8 <= n; v += 8) {
-    const __m256 x = _mm256_loadu_ps(row + v);
-    unordered = _mm256_or_ps(unordered, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-    top8 = _mm256_max_ps(top8, x);
-  }
-  if (_mm256_movemask_ps(unordered) != 0) return -1;
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, top8);
-  float top = lanes[0];
-  for (int i = 1; i < 8; ++i)
-    top = std::max(top, lanes[i]);
-  for (int i = v; i < n; ++i) {
-    if (std::isnan(row[i])) return -1;
-    top = std::max(top, row[i]);
-  }
-  const __m256 wanted = _mm256_set1_ps(top);
-  for (v = 0; v + 8 <= n; v += 8) {
-    const int hits =
-        _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(row + v), wanted, _CMP_EQ_OQ));
-    if (hits != 0) return v + __builtin_ctz(static_cast<unsigned>(hits));
-  }
-  for (; v < n; ++v) {
-    if (row[v] == top) return v;
-  }
-  return -1;
-}
-
-}  // namespace
-
 logit_statistics logit_statistics_of(const float* row, int n) {
   logit_statistics out;
-  out.best = first_largest(row, n);
-  if (out.best < 0) {
-    out.best = 0;
-    for (int v = 1; v < n; ++v) {
-      if (row[v] > row[out.best]) out.best = v;
-    }
-  }
+  out.best = argmax(row, n);
   // Softmax relative to the largest logit z_max: p(best) = 1 / sum e^(z - z_max), and the entropy
   // -sum p log p = log(sum) - sum p (z - z_max).
   // Shifts are clamped where e^shift is 0 in float anyway, so that a token masked to -inf adds

@@ -198,6 +198,14 @@ int speculation_gate::hold_for_cost(const batch_class& c) const {
   return static_cast<int>(std::min(steps, static_cast<double>(settings_.max_hold)));
 }
 
+bool speculation_gate::expects_drafting(int decoding) const {
+  const int i = class_of(decoding);
+  const batch_class& c = classes_[static_cast<size_t>(i)];
+  // A measurement under way drafts in half its steps.
+  if (c.measuring && (c.decided || c.calls > 0)) return true;
+  return c.decided ? c.drafting : nearest_decision(i);
+}
+
 bool speculation_gate::nearest_decision(int i) const {
   for (int d = 1; d < classes; ++d) {
     for (int j : {i - d, i + d}) {

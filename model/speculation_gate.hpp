@@ -78,6 +78,10 @@ class speculation_gate {
   /// then record() it. A step that will also carry prefill rows is not `measurable`: a
   /// measurement skips it (it follows the class's decision, or the nearest measured class's).
   bool allow(int decoding, bool measurable = true);
+  /// Whether steps of `decoding` sequences are likely to draft, as far as the gate knows now
+  /// (their class's decision, or the nearest measured class's; a class being measured drafts
+  /// in half its steps). Changes nothing: for work that pays only where drafting follows.
+  bool expects_drafting(int decoding) const;
   /// The step allow() was last asked about ended after `seconds`, its decoding sequences having
   /// produced `tokens`. A step that also carried prefill rows is no measure of decoding:
   /// `measured` false.

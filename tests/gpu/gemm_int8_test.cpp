@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "common/thread_pool.hpp"
@@ -129,7 +130,7 @@ TEST_CASE("the portable and the VNNI int8 kernels give the same bits", "[gemm][i
   }
   std::mt19937 rng(9);
   for (int trial = 0; trial < 20; ++trial) {
-    const int m = std::uniform_int_distribution<int>(1, 9)(rng);
+    const int m = std::uniform_int_distribution<int>(1, 13)(rng);
     const int n = std::uniform_int_distribution<int>(1, 70)(rng);
     const int k = std::uniform_int_distribution<int>(1, 200)(rng);
     const int8_problem p = make(rng, m, n, k, trial % 3 == 0);
@@ -156,6 +157,15 @@ TEST_CASE("the portable and the VNNI int8 kernels give the same bits", "[gemm][i
     cpu::gemm_block_int8_vnni(op, 0, m, 0, p.packed->panels());
     INFO("m " << m << " n " << n << " k " << k);
     REQUIRE(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+    // In four blocks, as work items split a product: tiles start at any row and panel.
+    std::vector<float> c(a.size(), 0.0f);
+    op.y = c.data();
+    const int rows_split = m / 2, panels_split = (p.packed->panels() + 1) / 2;
+    for (const auto& [r0, r1] : {std::pair{0, rows_split}, std::pair{rows_split, m}}) {
+      cpu::gemm_block_int8_vnni(op, r0, r1, 0, panels_split);
+      cpu::gemm_block_int8_vnni(op, r0, r1, panels_split, p.packed->panels());
+    }
+    REQUIRE(std::memcmp(a.data(), c.data(), a.size() * sizeof(float)) == 0);
   }
 }
 

@@ -412,3 +412,53 @@ TEST_CASE("a draft model catches a long context up a chunk a step, drafting once
   for (size_t i = 0; i < out[0].features.size(); ++i)
     CHECK(std::memcmp(&out[0].features[i], &whole[0].features[i], sizeof(draft_feature)) == 0);
 }
+
+TEST_CASE("a draft model follows a prompt as the target prefills it, and drafts at once after",
+          "[draft_model][speculation]") {
+  auto f = draft_fixture::derived_draft();
+  // A catch-up bound of one token: a sequence that still needed its prompt fed would not draft.
+  draft_source_limits limits{4096, 4, 16};
+  limits.catch_up_tokens = 1;
+  draft_model following(f->draft, limits);
+  draft_model at_once(f->draft, draft_source_limits{4096, 4, 16});
+  std::vector<int32_t> context = prompt(99, 5);
+  // The target prefills 99 tokens in chunks of 30, 30 and 39; the draft follows each.
+  for (int length : {30, 60, 99}) {
+    following.prefilled({{4, &context, length}});
+    CHECK(following.stored_tokens(4) == length);
+  }
+  following.prefilled({{4, &context, 99}});  // nothing new: nothing fed twice
+  CHECK(following.stored_tokens(4) == 99);
+  // The prefill's token joins; the first drafting step feeds it alone and drafts.
+  context.push_back(123);
+  std::vector<draft_proposal> ours, whole;
+  following.propose({{4, &context, 3}}, ours);
+  at_once.propose({{4, &context, 3}}, whole);
+  REQUIRE(ours[0].tokens.size() == 3);
+  CHECK(ours[0].tokens == whole[0].tokens);
+  REQUIRE(ours[0].features.size() == whole[0].features.size());
+  for (size_t i = 0; i < ours[0].features.size(); ++i)
+    CHECK(std::memcmp(&ours[0].features[i], &whole[0].features[i], sizeof(draft_feature)) == 0);
+  following.release(4);
+  CHECK(following.free_kv_blocks() == 4096 / 4);
+}
+
+TEST_CASE("the engine's draft model takes prompts with their prefill: the first decode step drafts",
+          "[draft_model][speculation]") {
+  auto f = draft_fixture::derived_draft();
+  engine_options o = drafting_with(*f, 3);
+  o.max_step_tokens = 16;  // a 70-token prompt prefills in five steps
+  for (bool gate : {false, true}) {
+    INFO("measured gate " << gate);
+    o.speculation.measured_gate = gate;
+    engine eng(*f->target, *f->dev, o);
+    REQUIRE(eng.submit(prompt(70, 2), greedy(20)).ok());
+    std::vector<token_event> events;
+    while (events.empty())
+      REQUIRE(eng.step(events));  // the prefill, up to the first token
+    CHECK(eng.speculation().verify_steps == 0);
+    REQUIRE(eng.step(events));
+    // Without the prompt in the draft, this step would feed it 16 tokens and draft nothing.
+    CHECK(eng.speculation().verify_steps == 1);
+  }
+}

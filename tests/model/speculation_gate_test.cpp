@@ -373,3 +373,29 @@ TEST_CASE("the first step of each run is not measured but counts in what a measu
   // the decision holds 2600 steps (600 without the first steps).
   CHECK(run(gate, 2550, 1, 2e-3, 1, 1e-3) == 0);
 }
+
+TEST_CASE("what the gate expects of a batch follows its decisions and changes nothing",
+          "[speculation_gate]") {
+  speculation_gate gate(quick());
+  // Nothing measured yet: drafting, as the decoder starts.
+  CHECK(gate.expects_drafting(1));
+  CHECK(gate.expects_drafting(40));
+  // Batches of 1 measured slower drafting; batches of 8 faster.
+  run(gate, 8, 1, 2e-3, 1.2, 1e-3);
+  run(gate, 8, 8, 1.5e-3, 2, 1e-3);
+  REQUIRE(gate.view().size() == 2);
+  CHECK_FALSE(gate.expects_drafting(1));
+  CHECK(gate.expects_drafting(8));
+  // An unmeasured class goes by the nearest measured one: 2-3 by 1, 16-31 by 8.
+  CHECK_FALSE(gate.expects_drafting(2));
+  CHECK(gate.expects_drafting(16));
+  // Asking counts no step and starts no measurement.
+  const auto before = gate.view();
+  for (int i = 0; i < 100; ++i)
+    gate.expects_drafting(i % 40 + 1);
+  const auto after = gate.view();
+  REQUIRE(after.size() == before.size());
+  for (size_t i = 0; i < after.size(); ++i)
+    CHECK(after[i].steps == before[i].steps);
+  CHECK(run(gate, 32, 1, 2e-3, 1.2, 1e-3) == 0);
+}
