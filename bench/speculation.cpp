@@ -142,7 +142,7 @@ int run_pair_section(const pair_options& pair, gpu::backend& dev, bool as_json) 
 class step_fixture {
  public:
   step_fixture(const model::loaded_model& m, gpu::backend& dev, int batch, int context, int drafts)
-      : m_(m), ws_(m.config, dev, batch * (drafts + 1)) {
+      : m_(m), ws_(m.config, dev, batch * (drafts + 1)), context_(context), drafts_(drafts) {
     const model::model_config& c = m.config;
     const int block_tokens = 16;
     const int blocks_per_seq = (context + drafts + 1 + block_tokens - 1) / block_tokens;
@@ -156,9 +156,18 @@ class step_fixture {
         fed_[static_cast<size_t>(s)].push_back(token(rng));
       for (int k = 0; k < blocks_per_seq; ++k)
         blocks_[static_cast<size_t>(s)].push_back(s * blocks_per_seq + k);
-      batch_.add_sequence(fed_[static_cast<size_t>(s)].data(), drafts + 1, context,
-                          blocks_[static_cast<size_t>(s)].data(), blocks_per_seq, drafts + 1);
     }
+    build();
+  }
+
+  /// Feeds `text`'s tokens from `offset` on (wrapping) in place of the random ones: the step then
+  /// routes as text does, and a new offset routes it anew, as each step of a decode loop does.
+  void feed_text(const std::vector<int32_t>& text, size_t offset) {
+    for (auto& tokens : fed_) {
+      for (auto& t : tokens)
+        t = text[offset++ % text.size()];
+    }
+    build();
   }
 
   /// Runs the step once; returns its seconds.
@@ -169,9 +178,18 @@ class step_fixture {
   }
 
  private:
+  void build() {
+    batch_.clear();
+    for (size_t s = 0; s < fed_.size(); ++s) {
+      batch_.add_sequence(fed_[s].data(), drafts_ + 1, context_, blocks_[s].data(),
+                          static_cast<int>(blocks_[s].size()), drafts_ + 1);
+    }
+  }
+
   const model::loaded_model& m_;
   std::unique_ptr<gpu::kv_storage> kv_;
   model::workspace ws_;
+  int context_, drafts_;
   std::vector<std::vector<int32_t>> fed_, blocks_;
   model::step_batch batch_;
   std::vector<float> logits_;
@@ -180,10 +198,12 @@ class step_fixture {
 }  // namespace
 
 double verify_step_seconds(const model::loaded_model& m, gpu::backend& dev, int batch, int context,
-                           int drafts, int reps) {
+                           int drafts, int reps, const std::vector<int32_t>* text) {
   step_fixture step(m, dev, batch, context, drafts);
   std::vector<double> times;
   for (int r = 0; r <= reps; ++r) {
+    // A window 61 tokens on from the last one's: other tokens, other experts.
+    if (text != nullptr && !text->empty()) step.feed_text(*text, static_cast<size_t>(r) * 61);
     const double t = step.run();
     if (r > 0) times.push_back(t);
   }

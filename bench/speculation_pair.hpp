@@ -54,8 +54,11 @@ std::vector<int64_t> start_all(model::engine& eng, const std::vector<std::vector
 
 /// Seconds of one forward step in which each of `batch` sequences, `context` tokens long, feeds
 /// 1 + drafts tokens and gets a logits row for each: the cost of a verify step (median of `reps`).
+/// The tokens are random and the same step repeats, unless `text` is given: then each repetition
+/// feeds another window of it, routing to the experts text routes to, anew each time, as the
+/// steps of a decode loop do (a repeated step finds its experts in the cache the last one left).
 double verify_step_seconds(const model::loaded_model& m, gpu::backend& dev, int batch, int context,
-                           int drafts, int reps);
+                           int drafts, int reps, const std::vector<int32_t>* text = nullptr);
 
 /// Seconds of one forward of `draft` at batch 1 right after a verify step of `drafts` drafts on
 /// `target` (median of `reps`): a draft forward as the decode loop runs it, its weights no longer
