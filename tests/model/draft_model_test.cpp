@@ -127,6 +127,14 @@ void check_same(const std::vector<run_result>& drafted, const std::vector<run_re
   }
 }
 
+// The same drafts with the same features, bit for bit.
+void check_same_drafts(const draft_proposal& got, const draft_proposal& want) {
+  CHECK(got.tokens == want.tokens);
+  REQUIRE(got.features.size() == want.features.size());
+  for (size_t i = 0; i < got.features.size(); ++i)
+    CHECK(std::memcmp(&got.features[i], &want.features[i], sizeof(draft_feature)) == 0);
+}
+
 request_options greedy(int max_tokens) {
   request_options r;
   r.max_tokens = max_tokens;
@@ -407,10 +415,7 @@ TEST_CASE("a draft model catches a long context up a chunk a step, drafting once
   std::vector<draft_proposal> whole;
   at_once.propose({{1, &context, 3}}, whole);
   REQUIRE(out[0].tokens.size() == 3);
-  CHECK(out[0].tokens == whole[0].tokens);
-  REQUIRE(out[0].features.size() == whole[0].features.size());
-  for (size_t i = 0; i < out[0].features.size(); ++i)
-    CHECK(std::memcmp(&out[0].features[i], &whole[0].features[i], sizeof(draft_feature)) == 0);
+  check_same_drafts(out[0], whole[0]);
 }
 
 TEST_CASE("a draft model follows a prompt as the target prefills it, and drafts at once after",
@@ -435,10 +440,7 @@ TEST_CASE("a draft model follows a prompt as the target prefills it, and drafts 
   following.propose({{4, &context, 3}}, ours);
   at_once.propose({{4, &context, 3}}, whole);
   REQUIRE(ours[0].tokens.size() == 3);
-  CHECK(ours[0].tokens == whole[0].tokens);
-  REQUIRE(ours[0].features.size() == whole[0].features.size());
-  for (size_t i = 0; i < ours[0].features.size(); ++i)
-    CHECK(std::memcmp(&ours[0].features[i], &whole[0].features[i], sizeof(draft_feature)) == 0);
+  check_same_drafts(ours[0], whole[0]);
   following.release(4);
   CHECK(following.free_kv_blocks() == 4096 / 4);
 }
