@@ -273,7 +273,11 @@ int speculation(int argc, char** argv) {
       ->check(CLI::Range(1, 256));
   bool no_sweep = false;
   app.add_flag("--no-sweep", no_sweep, "skip the pair's batch sweep");
+  bool no_served = false;
+  app.add_flag("--no-served", no_served,
+               "skip the pair's single-user requests through the actor topology (brigade serve)");
   CLI11_PARSE(app, argc, argv);
+  pair.served = !no_served;
   if (quick) rounds = 1, max_tokens = 16, pair.prompts = 2, pair.max_tokens = 16;
   if (quick && app.count("--sweep-batches") == 0) pair.sweep_batches = {1, 2};
   if (no_sweep) pair.sweep_batches.clear();

@@ -1,4 +1,5 @@
 #include "bench/speculation_pair.hpp"
+#include "bench/speculation_served.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -643,6 +644,17 @@ status run_pair_bench(const pair_options& o, gpu::backend& dev, json& out, std::
                                 (gate == 0 ? ", never stops drafting" : "") +
                                 (o.gate >= 0 ? " (--gate)" : " (brigade serve's default)");
   text = t.render();
+  if (o.served) {
+    served_options so;
+    so.target_dir = o.dir + "/target";
+    so.draft_dir = o.dir + "/draft";
+    so.prompts = windows(p.eval_tokens, o.prompts, o.prompt_tokens);
+    so.max_tokens = o.max_tokens;
+    so.rounds = o.rounds;
+    auto served = run_served_rows(so, out);
+    if (!served) return served.err();
+    text += "\n" + served.value();
+  }
   text += "\n" + cost_table(cost, repeated, out["draft_step_after_target_ms"].get<double>() / 1e3);
   if (!o.concurrency.empty()) {
     text += "\nthe utility gates: " + gate_text +

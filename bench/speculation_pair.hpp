@@ -39,6 +39,9 @@ struct pair_options {
   /// Batches of the sweep of plain decoding against the draft model with its head, which finds
   /// the largest batch where speculation still pays; empty skips it.
   std::vector<int> sweep_batches{1, 2, 4, 8, 16, 32, 64};
+  /// Also the single-user requests through the actor topology, as `brigade serve` runs them
+  /// (bench/speculation_served.hpp).
+  bool served = true;
 };
 
 /// Runs the pair benchmark; fills `out` (rows, acceptance per position, calibration, verify

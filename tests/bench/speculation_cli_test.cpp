@@ -117,6 +117,27 @@ TEST_CASE("bench speculation on the trained pair has a row per source and concur
   const int pays = sweep.at("pays_up_to_batch").get<int>();
   CHECK((pays == 0 || pays == 1 || pays == 2));
   CHECK(sweep.at("disable_above_batch") == 1);
+  // Each row's untimed time to first token; the verify costs both ways.
+  for (const auto& row : rows)
+    CHECK(row.at("first_token_ms").get<double>() > 0);
+  CHECK(doc.at("repeated_step_ms").size() == doc.at("verify_step_ms").size() + 1);
+  // The same requests through the actor topology, as brigade serve runs them: plainly and with
+  // the draft model, every answer plain decoding's, the draft's counts from the decode worker.
+  const auto& served = doc.at("served").at("rows");
+  REQUIRE(served.size() == 2);
+  CHECK(served[0].at("mode") == "plain");
+  CHECK(served[1].at("mode") == "draft_head");
+  for (const auto& row : served) {
+    INFO(row.dump());
+    CHECK(row.at("requests") == 2);  // --quick: two prompts, one round
+    CHECK(row.at("same_tokens").get<bool>());
+    CHECK(row.at("tokens_per_s").get<double>() > 0);
+    CHECK(row.at("end_to_end_tokens_per_s").get<double>() > 0);
+    CHECK(row.at("first_token_ms").get<double>() > 0);
+  }
+  CHECK(served[0].at("speedup").get<double>() == Approx(1.0));
+  CHECK(served[0].at("speculation").at("drafted_tokens") == 0);
+  CHECK(served[1].at("speculation").at("drafted_tokens").get<int64_t>() > 0);
 }
 
 TEST_CASE("bench speculation refuses a draft length out of range", "[bench][cli]") {
