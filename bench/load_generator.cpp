@@ -98,43 +98,6 @@ struct http_request_fn {
   }
 };
 
-// Records a request's token times as the service reports them and wakes its client.
-class timing_sink final : public serve::generation_sink {
- public:
-  void on_tokens(const std::vector<int32_t>& tokens) override {
-    const clock::time_point now = clock::now();
-    if (count_ == 0) first_ = now;
-    last_ = now;
-    count_ += static_cast<int>(tokens.size());
-  }
-  void on_finished(serve::finish_reason, const serve::generation_usage&) override { end(""); }
-  void on_error(const error& e) override { end(e.message); }
-
-  /// Waits for the end; returns the error message or "".
-  std::string wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    ended_cv_.wait(lock, [&] { return ended_; });
-    return error_;
-  }
-  request_sample sample(clock::time_point sent) const {
-    return sample_of(sent, first_, last_, count_);
-  }
-
- private:
-  void end(const std::string& message) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    error_ = message;
-    ended_ = true;
-    ended_cv_.notify_all();
-  }
-  clock::time_point first_{}, last_{};
-  int count_ = 0;
-  std::mutex mutex_;
-  std::condition_variable ended_cv_;
-  bool ended_ = false;
-  std::string error_;
-};
-
 struct direct_request_fn {
   serve::inference_service& service;
   const std::function<serve::generation_request(int)>& make_request;
@@ -142,7 +105,7 @@ struct direct_request_fn {
   int make_user(int) const { return 0; }
 
   bool operator()(int, int i, request_sample& s, std::string& err) const {
-    auto sink = std::make_shared<timing_sink>();
+    auto sink = std::make_shared<answer_sink>();
     const clock::time_point sent = clock::now();
     status submitted = service.submit(make_request(i), sink);
     if (!submitted) {
@@ -151,12 +114,35 @@ struct direct_request_fn {
     }
     err = sink->wait();
     if (!err.empty()) return false;
-    s = sink->sample(sent);
+    s = sample_of(sent, sink->first_token(), sink->last_token(),
+                  static_cast<int>(sink->tokens().size()));
     return true;
   }
 };
 
 }  // namespace
+
+void answer_sink::on_tokens(const std::vector<int32_t>& tokens) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const clock::time_point now = clock::now();
+  if (tokens_.empty()) first_ = now;
+  last_ = now;
+  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+}
+
+std::string answer_sink::wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  ended_cv_.wait(lock, [&] { return ended_; });
+  return error_;
+}
+
+void answer_sink::end(const std::string& message) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ended_at_ = clock::now();
+  error_ = message;
+  ended_ = true;
+  ended_cv_.notify_all();
+}
 
 double load_result::requests_per_s() const {
   return wall_s > 0 ? static_cast<double>(samples.size()) / wall_s : 0.0;

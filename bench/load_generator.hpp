@@ -3,8 +3,11 @@
 // where a client sees them: time to first token and time per output token of every request.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -17,6 +20,33 @@ struct request_sample {
   double ttft_s = 0;  ///< From sending the request to its first token.
   double tpot_s = 0;  ///< Mean time per output token after the first.
   int tokens = 0;     ///< Output tokens (from usage).
+};
+
+/// One request's answer straight from a service, and when its parts arrived.
+class answer_sink final : public serve::generation_sink {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  void on_tokens(const std::vector<int32_t>& tokens) override;
+  void on_finished(serve::finish_reason, const serve::generation_usage&) override { end(""); }
+  void on_error(const error& e) override { end(e.message); }
+
+  /// Waits for the end; returns the error message, or "".
+  std::string wait();
+  /// After wait(): the tokens, and when the first and the last arrived and the answer ended.
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  clock::time_point first_token() const { return first_; }
+  clock::time_point last_token() const { return last_; }
+  clock::time_point ended() const { return ended_at_; }
+
+ private:
+  void end(const std::string& message);
+  std::mutex mutex_;
+  std::condition_variable ended_cv_;
+  bool ended_ = false;
+  std::string error_;
+  std::vector<int32_t> tokens_;
+  clock::time_point first_{}, last_{}, ended_at_{};
 };
 
 struct load_result {

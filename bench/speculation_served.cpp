@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 
+#include "bench/load_generator.hpp"
 #include "bench/table.hpp"
 #include "config/manifest.hpp"
 #include "deploy/topology.hpp"
@@ -17,43 +16,6 @@ namespace {
 
 using json = nlohmann::json;
 using clock_type = std::chrono::steady_clock;
-
-// One request's answer and when its parts arrived.
-class answer_sink final : public serve::generation_sink {
- public:
-  void on_tokens(const std::vector<int32_t>& tokens) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (tokens_.empty()) first_ = clock_type::now();
-    tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
-  }
-  void on_finished(serve::finish_reason, const serve::generation_usage&) override { end(""); }
-  void on_error(const error& e) override { end(e.message); }
-
-  /// Waits for the end; returns the error message, or "".
-  std::string wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    ended_cv_.wait(lock, [&] { return ended_; });
-    return error_;
-  }
-  const std::vector<int32_t>& tokens() const { return tokens_; }
-  clock_type::time_point first() const { return first_; }
-  clock_type::time_point last() const { return last_; }
-
- private:
-  void end(const std::string& message) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    last_ = clock_type::now();
-    error_ = message;
-    ended_ = true;
-    ended_cv_.notify_all();
-  }
-  std::mutex mutex_;
-  std::condition_variable ended_cv_;
-  bool ended_ = false;
-  std::string error_;
-  std::vector<int32_t> tokens_;
-  clock_type::time_point first_{}, last_{};
-};
 
 // Sums over one mode's requests.
 struct mode_figures {
@@ -98,9 +60,9 @@ status ask(mode_figures& f, const std::vector<int32_t>& prompt, int max_tokens, 
   ++f.requests;
   f.tokens += n;
   f.decoded += std::max(0, n - 1);
-  f.seconds += seconds(sent, sink->last());
-  f.first_token_seconds += seconds(sent, sink->first());
-  const double decode = seconds(sink->first(), sink->last());
+  f.seconds += seconds(sent, sink->ended());
+  f.first_token_seconds += seconds(sent, sink->first_token());
+  const double decode = seconds(sink->first_token(), sink->last_token());
   f.decode_seconds += decode;
   f.decode_rates.push_back(decode > 0 ? (n - 1) / decode : 0.0);
   f.answers.push_back(sink->tokens());
