@@ -347,7 +347,7 @@ decode_worker_impl::behavior_type decode_behavior(decode_pointer self,
       [=](kv_handoff& h) -> caf::result<bool> {
         auto accepted = accept(self, h);
         if (!accepted) return caf::make_error(caf::sec::runtime_error, accepted.err().message);
-        self->send(self, step_atom_v);
+        request_step(self);
         return true;
       },
       [=](cancel_atom, uint64_t request, uint32_t attempt) {

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "actors/local_experts.hpp"
 #include "actors/remote_link.hpp"
 #include "actors/sender_check.hpp"
 #include "actors/shard_set.hpp"
@@ -57,6 +58,7 @@ struct expert_client {
   /// one guard timer per worker catches a shard that hangs (on_expert_guard).
   std::vector<bool> in_process;
   std::optional<open_layer> waiting;  ///< The layer waiting on shards of this process, if any.
+  local_scratch local;                ///< Where the rows of shards of this process are computed.
   bool guard_armed = false;           ///< A guard_atom is on its way to the worker.
 };
 
@@ -215,8 +217,19 @@ void dispatch_layer(Self* self, expert_client& c, model::step_driver& driver, ui
     self->delayed_send(self, client->stall_timeout, tick_atom_v, step);
   };
   bool any_in_process = false;
+  std::vector<local_call> locals;
   for (size_t s = 0; s < shards; ++s) {
     if (step_slots[s].empty()) continue;
+    if (s < c.in_process.size() && c.in_process[s]) {
+      // A shard of this process whose core is up: the worker computes its rows itself, below,
+      // after the messages to the others have gone out.
+      const expert_shard_actor& handle = c.shards.shards[s];
+      if (auto core = local_shard_cores::find(handle->ctrl())) {
+        locals.push_back(
+            {s, handle, std::move(core), std::move(step_slots[s]), std::move(phys[s])});
+        continue;
+      }
+    }
     expert_request req;
     req.step = step;
     req.caller = self->id();
@@ -283,6 +296,17 @@ void dispatch_layer(Self* self, expert_client& c, model::step_driver& driver, ui
       });
     };
     (*send)(0);
+  }
+  if (!locals.empty()) {
+    const uint64_t epoch = layout.epoch();
+    if (auto failed = run_local_calls(locals, step, self->id(), epoch, driver,
+                                      caf::actor_cast<caf::strong_actor_ptr>(self), c.local)) {
+      return fail_layer("expert shard " + std::to_string(failed->shard) + " (layout epoch " +
+                        std::to_string(epoch) + ") failed at layer " + std::to_string(layer) +
+                        " of step " + std::to_string(step) + ": " + failed->why);
+    }
+    p->pending -= static_cast<int>(locals.size());
+    if (p->pending == 0) return (*done)();
   }
   if (!any_in_process) return;
   c.waiting = open_layer{std::chrono::steady_clock::now(), fail_layer};

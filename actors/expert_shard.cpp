@@ -11,6 +11,7 @@
 #include "actors/expert_loader.hpp"
 #include "actors/expert_share_index.hpp"
 #include "actors/sender_check.hpp"
+#include "actors/shard_core.hpp"
 #include "common/log.hpp"
 #include "model/transformer.hpp"
 
@@ -20,33 +21,20 @@ using weights_ptr = std::shared_ptr<const model::ffn_weights>;
 
 namespace {
 
-struct held_slot {
-  int32_t expert = 0;
-  weights_ptr weights;
-};
-
-using slot_map = std::map<std::pair<int32_t, int32_t>, held_slot>;  // (layer, slot)
-
 struct shard_state {
   std::shared_ptr<const model_context> ctx;
   expert_shard_config config;
-  std::map<uint64_t, slot_map> epochs;  // the layouts this shard can serve
+  // Its slots per epoch and its load accounting, shared with the workers of this process
+  // (actors/shard_core.hpp). Only this actor writes core->epochs, under core->mutex; it reads
+  // them without the lock.
+  std::shared_ptr<shard_core> core;
+  ffn_scratch scratch;  // for the calls that come as messages
   std::map<uint64_t, shard_plan> preparing;
   std::map<uint64_t, caf::response_promise> prepare_replies;
-  // Load sampling: steps are counted per calling worker from the step numbers it sends (keyed
-  // by the sender and the caller it names: calls from other nodes share one sender).
-  std::map<std::pair<caf::strong_actor_ptr, uint64_t>, uint64_t> last_step;
-  int64_t steps = 0;
-  uint64_t window = 0;
-  std::vector<std::vector<int64_t>> tokens_per_expert;  // [layer][expert], this window
-  gpu::activation in, out, gate_up, inter;
   expert_copy_counts copied;  // where this shard's new experts came from
   caf::actor loader;    // gathers the experts new epochs need; started by the first such epoch
   caf::actor exporter;  // copies experts for peers on other nodes; started by the first request
   int64_t exported = 0;
-  int64_t requests = 0;
-  int64_t rows = 0;
-  double last_ms = 0.0;
   static inline const char* name = "expert_shard";
 };
 
@@ -59,20 +47,10 @@ bool from_supervisor(shard_pointer self) {
   return sent_by(self->current_sender(), self->state.config.load_sink);
 }
 
-void ensure_rows(shard_state& st, int rows) {
-  if (st.in.capacity_rows() >= rows) return;
-  const auto& c = st.ctx->config;
-  const int capacity = std::max(rows, 2 * st.in.capacity_rows());
-  st.in = st.ctx->dev->alloc(capacity, c.hidden_size);
-  st.out = st.ctx->dev->alloc(capacity, c.hidden_size);
-  st.gate_up = st.ctx->dev->alloc(capacity, 2 * c.expert_intermediate);
-  st.inter = st.ctx->dev->alloc(capacity, c.expert_intermediate);
-}
-
 // The weights this shard already holds under any epoch, by (layer, expert).
 std::map<std::pair<int32_t, int32_t>, weights_ptr> held_weights(const shard_state& st) {
   std::map<std::pair<int32_t, int32_t>, weights_ptr> out;
-  for (const auto& [epoch, slots] : st.epochs) {
+  for (const auto& [epoch, slots] : st.core->epochs) {
     for (const auto& [key, held] : slots)
       out[{key.first, held.expert}] = held.weights;
   }
@@ -102,100 +80,31 @@ result<slot_map> assemble(const shard_plan& plan,
   return out;
 }
 
-// Counts each caller's steps and sends a load sample whenever a window completes. A worker's step
-// numbers grow one at a time, with gaps where its steps routed nothing here; one request advances
-// the count by at most a window, so a wild step number (a peer's bug or forgery) costs at most
-// one early sample, never a flood of them or an overflow.
-void count_steps(shard_pointer self, const expert_request& req) {
+// Serves rows sent as a message: from a worker on another node, or from one of this process
+// that has not found the shard's core (it was not started yet).
+result<expert_reply> serve(shard_pointer self, const expert_request& req) {
   auto& st = self->state;
-  const auto interval =
-      static_cast<uint64_t>(std::max<int64_t>(1, st.config.sample_interval_steps));
-  uint64_t& last = st.last_step[{self->current_sender(), req.caller}];
-  if (req.step > last) {
-    const uint64_t advance = last == 0 ? 1 : req.step - last;
-    st.steps += static_cast<int64_t>(std::min(advance, interval));
-    last = req.step;
-  }
-  const uint64_t window = st.config.first_window + static_cast<uint64_t>(st.steps) / interval;
-  while (st.window < window) {
-    if (st.config.load_sink) {
-      self->send(st.config.load_sink,
-                 load_sample{st.config.index, st.window, st.tokens_per_expert});
-    }
-    for (auto& row : st.tokens_per_expert)
-      std::fill(row.begin(), row.end(), 0);
-    ++st.window;
-  }
-}
-
-// Runs each slot's group of rows through its expert; rows keep their order in the reply.
-result<expert_reply> compute(shard_state& st, const expert_request& req) {
-  gpu::backend& dev = *st.ctx->serial_dev;
   const int hidden = st.ctx->config.hidden_size;
-  const int n = static_cast<int>(req.slots.size());
-  if (req.input.rows != n || req.input.cols != hidden ||
-      req.input.data.size() != static_cast<size_t>(n) * static_cast<size_t>(hidden)) {
+  const size_t n = req.slots.size();
+  if (req.input.rows != static_cast<int32_t>(n) || req.input.cols != hidden ||
+      req.input.data.size() != n * static_cast<size_t>(hidden)) {
     return error(errc::invalid_argument, "expert request rows do not match its slots");
   }
-  auto epoch = st.epochs.find(req.epoch);
-  if (epoch == st.epochs.end()) {
-    return error(errc::not_found,
-                 st.config.name + " holds no layout of epoch " + std::to_string(req.epoch));
+  due_samples due;
+  auto groups = st.core->take_rows({req.step, req.caller, req.epoch, req.layer, &req.slots},
+                                   self->current_sender(), due);
+  for (load_sample& sample : due.samples) {
+    if (due.sink) self->send(due.sink, std::move(sample));
   }
+  if (!groups) return groups.err();
   expert_reply reply;
   reply.step = req.step;
   reply.layer = req.layer;
-  reply.output.rows = n;
+  reply.output.rows = static_cast<int32_t>(n);
   reply.output.cols = hidden;
   reply.output.data.resize(req.input.data.size());
-  std::map<int32_t, std::vector<int32_t>> groups;  // slot -> row indices, in row order
-  for (int i = 0; i < n; ++i)
-    groups[req.slots[static_cast<size_t>(i)]].push_back(i);
-  // Every slot's rows one after another (`order`), so that the slots' matmuls go to the device
-  // together (model::run_ffn_group).
-  std::vector<model::ffn_part> parts;
-  std::vector<int32_t> order;
-  std::vector<int32_t> experts;  // parts[i]'s expert, for the load counts
-  order.reserve(static_cast<size_t>(n));
-  for (const auto& [slot, rows] : groups) {
-    auto it = epoch->second.find({req.layer, slot});
-    if (it == epoch->second.end()) {
-      return error(errc::not_found, st.config.name + " does not hold slot " + std::to_string(slot) +
-                                        " of layer " + std::to_string(req.layer));
-    }
-    const model::ffn_weights& w = *it->second.weights;
-    if (!parts.empty() && parts.front().weights->inter != w.inter) {
-      return error(errc::invalid_argument,
-                   st.config.name + " holds experts of different intermediate sizes in layer " +
-                       std::to_string(req.layer));
-    }
-    parts.push_back({&w, static_cast<int>(rows.size())});
-    order.insert(order.end(), rows.begin(), rows.end());
-    experts.push_back(it->second.expert);
-  }
-  ensure_rows(st, n);
-  const size_t row_floats = static_cast<size_t>(hidden);
-  std::vector<float> staged(static_cast<size_t>(n) * row_floats);
-  for (int r = 0; r < n; ++r) {
-    std::copy_n(&req.input.data[static_cast<size_t>(order[static_cast<size_t>(r)]) * row_floats],
-                hidden, &staged[static_cast<size_t>(r) * row_floats]);
-  }
-  if (n > 0) {
-    const int width = parts.front().weights->inter;
-    dev.upload(staged.data(), st.in.first(n));
-    model::run_ffn_group(dev, parts, st.in.first(n), st.out.first(n),
-                         st.gate_up.first(n).cols_view(0, 2 * width),
-                         st.inter.first(n).cols_view(0, width));
-    dev.download(st.out.first(n), staged.data());
-  }
-  for (int r = 0; r < n; ++r) {
-    std::copy_n(
-        &staged[static_cast<size_t>(r) * row_floats], hidden,
-        &reply.output.data[static_cast<size_t>(order[static_cast<size_t>(r)]) * row_floats]);
-  }
-  std::vector<int64_t>& counts = st.tokens_per_expert[static_cast<size_t>(req.layer)];
-  for (size_t i = 0; i < parts.size(); ++i)
-    counts[static_cast<size_t>(experts[i])] += parts[i].rows;
+  run_slot_rows(*st.ctx->serial_dev, st.scratch, st.ctx->config, groups.value(),
+                req.input.data.data(), reply.output.data.data());
   return reply;
 }
 
@@ -217,7 +126,8 @@ void adopt_epoch(shard_state& st, uint64_t epoch, slot_map slots) {
     for (const auto& [key, held] : slots)
       st.ctx->shares->publish(key.first, held.expert, held.weights);
   }
-  st.epochs[epoch] = std::move(slots);
+  std::lock_guard<std::mutex> lock(st.core->mutex);
+  st.core->epochs[epoch] = std::move(slots);
 }
 
 // The experts of `plan` the shard does not hold, all shared from peers in this process through
@@ -326,9 +236,17 @@ expert_shard_impl::behavior_type shard_behavior(shard_pointer self,
   st.ctx = std::move(ctx);
   st.config = std::move(config);
   const auto& c = st.ctx->config;
-  st.tokens_per_expert.assign(static_cast<size_t>(c.num_layers),
-                              std::vector<int64_t>(static_cast<size_t>(c.num_experts), 0));
-  st.window = st.config.first_window;
+  st.core = std::make_shared<shard_core>();
+  shard_core& fresh = *st.core;
+  fresh.ctx = st.ctx;
+  fresh.name = st.config.name;
+  fresh.index = st.config.index;
+  fresh.sample_interval_steps = st.config.sample_interval_steps;
+  fresh.first_window = st.config.first_window;
+  fresh.window = st.config.first_window;
+  fresh.load_sink = st.config.load_sink;
+  fresh.tokens_per_expert.assign(static_cast<size_t>(c.num_layers),
+                                 std::vector<int64_t>(static_cast<size_t>(c.num_experts), 0));
   auto initial = load_from_checkpoint(*st.ctx, st.config.plan, {});
   auto first = initial->error.empty() ? assemble(st.config.plan, {}, *initial)
                                       : result<slot_map>(error(errc::internal, initial->error));
@@ -338,19 +256,20 @@ expert_shard_impl::behavior_type shard_behavior(shard_pointer self,
     self->quit(caf::make_error(caf::sec::runtime_error, first.err().message));
   } else {
     adopt_epoch(st, st.config.plan.epoch, std::move(first.value()));
+    // Workers of this process compute its rows themselves from here on; once the shard is gone,
+    // its core refuses them as a dead actor refuses a message.
+    local_shard_cores::add(self->ctrl(), st.core);
+    self->attach_functor(
+        [block = self->ctrl()](const caf::error&) { local_shard_cores::remove(block); });
   }
   return {
       [=](expert_request& req) -> caf::result<expert_reply> {
         const auto start = std::chrono::steady_clock::now();
-        count_steps(self, req);
-        auto reply = compute(self->state, req);
+        auto reply = serve(self, req);
         if (!reply) return caf::make_error(caf::sec::invalid_argument, reply.err().message);
-        auto& s = self->state;
-        ++s.requests;
-        s.rows += static_cast<int64_t>(req.slots.size());
-        s.last_ms =
+        self->state.core->finished(
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                .count();
+                .count());
         return std::move(reply.value());
       },
       [=](prepare_atom, shard_plan& plan) -> caf::result<bool> {
@@ -358,7 +277,7 @@ expert_shard_impl::behavior_type shard_behavior(shard_pointer self,
         if (!from_supervisor(self)) {
           return caf::make_error(caf::sec::invalid_argument, "only the supervisor plans slots");
         }
-        if (s.epochs.count(plan.epoch)) return true;
+        if (s.core->epochs.count(plan.epoch)) return true;
         const uint64_t epoch = plan.epoch;
         if (start_prepare(self, std::move(plan))) return true;
         auto rp = self->make_response_promise<bool>();
@@ -368,14 +287,18 @@ expert_shard_impl::behavior_type shard_behavior(shard_pointer self,
       [=](release_atom, uint64_t keep) {
         auto& s = self->state;
         // Epochs before the one kept are freed; one the shard does not hold keeps them all.
-        if (!from_supervisor(self) || !s.epochs.count(keep)) return;
-        s.epochs.erase(s.epochs.begin(), s.epochs.lower_bound(keep));
+        if (!from_supervisor(self) || !s.core->epochs.count(keep)) return;
+        std::lock_guard<std::mutex> lock(s.core->mutex);
+        s.core->epochs.erase(s.core->epochs.begin(), s.core->epochs.lower_bound(keep));
       },
       [=](abort_atom, uint64_t epoch) {
         auto& s = self->state;
         if (!from_supervisor(self)) return;
         // The last layout the shard holds is the one workers route with: it is never dropped.
-        if (s.epochs.size() > 1 || !s.epochs.count(epoch)) s.epochs.erase(epoch);
+        if (s.core->epochs.size() > 1 || !s.core->epochs.count(epoch)) {
+          std::lock_guard<std::mutex> lock(s.core->mutex);
+          s.core->epochs.erase(epoch);
+        }
         s.preparing.erase(epoch);
         if (s.loader) caf::anon_send(s.loader, abort_atom_v, epoch);
         auto reply = s.prepare_replies.find(epoch);
@@ -387,16 +310,23 @@ expert_shard_impl::behavior_type shard_behavior(shard_pointer self,
       [=](rebind_atom, load_sink_actor& sink, uint64_t epoch) {
         auto& s = self->state;
         if (!from_supervisor(self)) return false;
-        s.config.load_sink = std::move(sink);
+        s.config.load_sink = sink;
+        {
+          std::lock_guard<std::mutex> lock(s.core->mutex);
+          s.core->load_sink = std::move(sink);
+        }
         std::vector<uint64_t> later;
-        for (const auto& [e, slots] : s.epochs) {
+        for (const auto& [e, slots] : s.core->epochs) {
           if (e > epoch) later.push_back(e);
         }
         for (const auto& [e, reply] : s.prepare_replies) {
           if (e > epoch) later.push_back(e);
         }
         for (uint64_t e : later) {
-          s.epochs.erase(e);
+          {
+            std::lock_guard<std::mutex> lock(s.core->mutex);
+            s.core->epochs.erase(e);
+          }
           s.preparing.erase(e);
           if (s.loader) caf::anon_send(s.loader, abort_atom_v, e);
           auto reply = s.prepare_replies.find(e);
@@ -405,7 +335,7 @@ expert_shard_impl::behavior_type shard_behavior(shard_pointer self,
             s.prepare_replies.erase(reply);
           }
         }
-        return s.epochs.count(epoch) > 0;
+        return s.core->epochs.count(epoch) > 0;
       },
       [=](loaded_atom, uint64_t epoch, std::shared_ptr<loaded_experts>& loaded) {
         on_loaded(self, epoch, loaded);
@@ -420,12 +350,16 @@ expert_shard_impl::behavior_type shard_behavior(shard_pointer self,
         out.load.name = s.config.name;
         out.load.role = "expert_shard";
         out.load.in_flight = static_cast<int32_t>(s.preparing.size());
-        out.load.last_step_ms = s.last_ms;
-        out.load.steps = s.steps;
-        if (!s.epochs.empty()) out.slots = s.epochs.rbegin()->second.size();
-        out.epochs = s.epochs.size();
-        out.requests = s.requests;
-        out.rows = s.rows;
+        {
+          const shard_core& core = *s.core;
+          std::lock_guard<std::mutex> lock(core.mutex);
+          out.load.last_step_ms = core.last_ms;
+          out.load.steps = core.steps;
+          if (!core.epochs.empty()) out.slots = core.epochs.rbegin()->second.size();
+          out.epochs = core.epochs.size();
+          out.requests = core.requests;
+          out.rows = core.rows;
+        }
         out.experts_sent = s.exported;
         out.experts_received = s.copied;
         return out;

@@ -175,7 +175,7 @@ void ask_store(prefill_pointer self) {
     if (!f || f->job.request != request || f->job.attempt != attempt || !f->store_pending) return;
     f->store_pending = false;
     f->fetched = std::move(found);
-    self->send(self, step_atom_v);
+    request_step(self);
   };
   self->request(st.config.cache.store, st.config.cache.store_timeout, std::move(q))
       .then([on_answer](kv_found& found) { on_answer(std::move(found)); },
@@ -290,7 +290,7 @@ bool cancel_admitting(prefill_pointer self, uint64_t request) {
   release_job(st, front->prefix, front->blocks, 0);
   front.reset();
   publish_cache(self, "after a cancel");
-  self->send(self, step_atom_v);
+  request_step(self);
   return true;
 }
 
@@ -532,7 +532,7 @@ prefill_worker_impl::behavior_type prefill_behavior(prefill_pointer self,
           return fail(self, job, s.config.name + " queue is full", true);
         }
         s.queue.push_back(std::move(job));
-        self->send(self, step_atom_v);
+        request_step(self);
       },
       [=](cancel_atom, uint64_t request, uint32_t attempt) {
         auto& s = self->state;
@@ -550,7 +550,7 @@ prefill_worker_impl::behavior_type prefill_behavior(prefill_pointer self,
         }
         if (active_job* a = find_active(s, request); a && a->job.attempt <= attempt) {
           a->cancelled = true;
-          self->send(self, step_atom_v);  // gives its blocks back if no step is running
+          request_step(self);  // gives its blocks back if no step is running
         }
       },
       [=](shards_atom, shard_set& next) { on_shards(self, next, self->state.ctx->config); },
@@ -566,7 +566,7 @@ prefill_worker_impl::behavior_type prefill_behavior(prefill_pointer self,
         if (s.cached.front) cancel_admitting(self, s.cached.front->job.request);
         for (auto& a : s.active)
           a.cancelled = true;
-        self->send(self, step_atom_v);  // gives the cancelled jobs' blocks back
+        request_step(self);  // gives the cancelled jobs' blocks back
         log::info(s.config.name, "adopted again by its supervisor; dropped " +
                                      std::to_string(dropped) + " jobs the router re-dispatched");
       },

@@ -55,7 +55,8 @@ struct step_loop {
   model::step_batch batch;
   step_hooks hooks;
   bool busy = false;
-  uint64_t step = 0;  ///< Numbers the steps: expert answers of other steps are dropped.
+  bool step_queued = false;  ///< A step_atom from request_step() is in the mailbox.
+  uint64_t step = 0;         ///< Numbers the steps: expert answers of other steps are dropped.
   int64_t steps_done = 0;
   double last_ms = 0.0;
   double total_ms = 0.0;  ///< All steps: mean step times, busy time.
@@ -83,6 +84,18 @@ void start_loop(Self* self, const model::model_config& model, const std::string&
 template <class Self>
 void continue_step(Self* self);
 
+/// Asks for a step, keeping at most one such step_atom in the mailbox. A step whose shards are
+/// all of this process runs whole inside one message, so every step_atom queued would run a
+/// step of its own, and whatever waits behind them (a new shard set, a cancel) would wait that
+/// many steps.
+template <class Self>
+void request_step(Self* self) {
+  step_loop& l = self->state.loop;
+  if (l.step_queued) return;
+  l.step_queued = true;
+  self->send(self, step_atom_v);
+}
+
 /// Sends the current layer's rows to the shards (again, after a failure with a newer set).
 template <class Self>
 void dispatch_current_layer(Self* self) {
@@ -98,7 +111,7 @@ void end_step(Self* self) {
   step_loop& l = self->state.loop;
   l.busy = false;
   apply_pending_layout(self, l.experts);
-  if (l.hooks.has_work()) self->send(self, step_atom_v);
+  if (l.hooks.has_work()) request_step(self);
 }
 
 template <class Self>
@@ -120,6 +133,7 @@ void continue_step(Self* self) {
 template <class Self>
 void try_step(Self* self) {
   step_loop& l = self->state.loop;
+  l.step_queued = false;
   if (l.busy || l.experts.shards.shards.empty()) return;
   if (!l.hooks.fill_batch()) return;
   l.busy = true;
@@ -148,7 +162,7 @@ void on_shards(Self* self, shard_set& next, const model::model_config& model) {
   if (receive_shards(self, l.experts, std::move(next), l.busy)) {
     return dispatch_current_layer(self);
   }
-  self->send(self, step_atom_v);
+  request_step(self);
 }
 
 /// rebind_atom: the supervisor's fresh handle after a lost contact came back. False (and

@@ -59,11 +59,11 @@ config::manifest manifest_for(const std::string& dir, int shards, int decoders) 
 
 std::vector<std::shared_ptr<testing::collecting_sink>> submit_prompts(
     serve::inference_service& svc, const std::vector<std::vector<int32_t>>& prompts, int max_tokens,
-    const model::sampling_params& sampling = {}) {
+    const model::sampling_params& sampling = {}, int64_t first_id = 1) {
   std::vector<std::shared_ptr<testing::collecting_sink>> sinks;
   for (size_t i = 0; i < prompts.size(); ++i) {
     serve::generation_request r;
-    r.id = static_cast<int64_t>(i) + 1;
+    r.id = static_cast<int64_t>(i) + first_id;
     r.prompt = prompts[i];
     r.max_tokens = max_tokens;
     r.sampling = sampling;
@@ -75,11 +75,12 @@ std::vector<std::shared_ptr<testing::collecting_sink>> submit_prompts(
 }
 
 std::vector<std::shared_ptr<testing::collecting_sink>> submit_all(serve::inference_service& svc,
-                                                                  int n, int max_tokens) {
+                                                                  int n, int max_tokens,
+                                                                  int64_t first_id = 1) {
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < n; ++i)
     prompts.push_back(prompt(i));
-  return submit_prompts(svc, prompts, max_tokens);
+  return submit_prompts(svc, prompts, max_tokens, {}, first_id);
 }
 
 // Every request ended once, without error, with the expected tokens. A request that does not end
@@ -218,17 +219,24 @@ TEST_CASE("outputs stay identical across 100 random re-plans during generation",
   m.eplb.enabled = false;         // only the test's re-plans
   auto topo = deploy::topology::start(m);
   REQUIRE(topo.ok());
-  auto sinks = submit_all(topo.value()->service(), n, max_tokens);
-  for (uint64_t seed = 1; seed <= 100; ++seed) {
-    INFO("re-plan seed " << seed);
-    // Spread the re-plans over the generation: one every three tokens of the first request.
-    REQUIRE(sinks[0]->wait_tokens(3 * seed));
-    REQUIRE(topo.value()->replan_randomly(seed).ok());
-    // The re-plan happened during generation: the request was still running after it began.
-    CHECK(sinks[0]->tokens().size() < static_cast<size_t>(max_tokens));
-    wait_for_migration(*topo.value());
+  // Ten waves of the same requests, ten re-plans each, spread over the wave's generation: one
+  // every three tokens of its first request. A migration spans tens of decode steps of this
+  // small model, so a wave holds only that many of them.
+  constexpr uint64_t waves = 10, per_wave = 10;
+  for (uint64_t wave = 0; wave < waves; ++wave) {
+    auto sinks =
+        submit_all(topo.value()->service(), n, max_tokens, static_cast<int64_t>(wave) * n + 1);
+    for (uint64_t k = 1; k <= per_wave; ++k) {
+      const uint64_t seed = wave * per_wave + k;
+      INFO("re-plan seed " << seed);
+      REQUIRE(sinks[0]->wait_tokens(3 * k));
+      REQUIRE(topo.value()->replan_randomly(seed).ok());
+      // The re-plan happened during generation: the request was still running after it began.
+      CHECK(sinks[0]->tokens().size() < static_cast<size_t>(max_tokens));
+      wait_for_migration(*topo.value());
+    }
+    check_outputs(*topo.value(), sinks, expected);
   }
-  check_outputs(*topo.value(), sinks, expected);
   const auto experts = nlohmann::json::parse(topo.value()->experts_json());
   CHECK(experts["rebalances"]["adopted"].get<int>() == 100);
   CHECK(experts["epoch"].get<int>() == 100);
