@@ -212,17 +212,17 @@ void wait_for_migration(deploy::topology& topo) {
 TEST_CASE("outputs stay identical across 100 random re-plans during generation",
           "[topology][eplb]") {
   model_fixture f;
-  const int n = 6, max_tokens = 2000;
+  const int n = 6, max_tokens = 3000;
   const auto expected = engine_outputs(f.dir.path(), n, max_tokens);
   config::manifest m = manifest_for(f.dir.path(), 4, 2);
   m.experts.slots_per_shard = 3;  // 12 slots for 8 experts: room for replicas
   m.eplb.enabled = false;         // only the test's re-plans
   auto topo = deploy::topology::start(m);
   REQUIRE(topo.ok());
-  // Ten waves of the same requests, ten re-plans each, spread over the wave's generation: one
-  // every three tokens of its first request. A migration spans tens of decode steps of this
-  // small model, so a wave holds only that many of them.
-  constexpr uint64_t waves = 10, per_wave = 10;
+  // Twenty waves of the same requests, five re-plans each, spread over the wave's generation:
+  // one every three tokens of its first request. A migration spans tens of decode steps of
+  // this small model, so a wave holds only a few of them.
+  constexpr uint64_t waves = 20, per_wave = 5;
   for (uint64_t wave = 0; wave < waves; ++wave) {
     auto sinks =
         submit_all(topo.value()->service(), n, max_tokens, static_cast<int64_t>(wave) * n + 1);
@@ -437,7 +437,9 @@ TEST_CASE("speculative decoding through the topology gives the engine's tokens",
 TEST_CASE("speculation keeps the engine's tokens through re-plans and a decode worker's death",
           "[topology][speculation][eplb]") {
   model_fixture f;
-  const int n = 8, max_tokens = 300;
+  // Long enough that five migrations and the kill land while the requests run: with repetitive
+  // prompts most drafts hold, and 300 tokens took about as long as five migrations.
+  const int n = 8, max_tokens = 3000;
   const auto prompts = repetitive_prompts(n);
   for (const model::sampling_params& sampling : {model::sampling_params{}, sampled_params()}) {
     INFO("temperature " << sampling.temperature);
