@@ -12,8 +12,10 @@ drafts each step reached. The threshold and the continue threshold are the pair 
 the expected tokens per unit of cost over the recorded steps, where a step verifying L drafts
 costs a verify step of L drafts plus the draft forwards it took (the first draft the head cuts
 is computed too, unless the continue threshold stopped the draft before it), over a plain step.
-A draft forward costs what it costs right after a verify step (`draft_step_after_target_s`, as
-in the decode loop), or back to back where the file has only that (`draft_step_s`).
+A step's first draft forward costs what it costs right after a verify step
+(`draft_step_after_target_s`: the target's step has pushed the draft's weights out of the
+cores' caches), its further ones what they cost back to back (`draft_step_s`), as timed inside
+the decode loop.
 
 Usage: scripts/fit_confidence_head.py EVENTS.jsonl OUT.json
 """
@@ -65,8 +67,12 @@ def fit(x, y, ridge=1e-3, iterations=50):
     return w
 
 
-def draft_cost(costs):
-    return costs.get("draft_step_after_target_s", costs["draft_step_s"])
+def draft_cost(costs, computed):
+    """What `computed` draft forwards of one step cost."""
+    if computed == 0:
+        return 0.0
+    first = costs.get("draft_step_after_target_s", costs["draft_step_s"])
+    return first + (computed - 1) * costs["draft_step_s"]
 
 
 def policy(cumulative, threshold, continue_threshold):
@@ -84,14 +90,13 @@ def policy(cumulative, threshold, continue_threshold):
 def speed(w, steps, costs, threshold, continue_threshold=0.0):
     """Tokens per plain-step cost when each step verifies the drafts the head keeps."""
     verify = costs["verify_step_s"]
-    draft = draft_cost(costs)
     tokens = cost = 0.0
     for s in steps:
         x = design(s["probability"], s["entropy"])
         cumulative = np.cumprod(1.0 / (1.0 + np.exp(-x @ w)))
         keep, computed = policy(cumulative, threshold, continue_threshold)
         tokens += 1 + min(s["kept"], keep)
-        cost += (verify[min(keep, len(verify) - 1)] + draft * computed) / verify[0]
+        cost += (verify[min(keep, len(verify) - 1)] + draft_cost(costs, computed)) / verify[0]
     return tokens / cost
 
 
@@ -116,7 +121,8 @@ def main():
         f.write("\n")
     p = 1.0 / (1.0 + np.exp(-x @ w))
     print(f"{len(steps)} steps, {len(y)} reached drafts, {y.mean():.3f} kept; "
-          f"a draft forward costs {draft_cost(costs) / costs['verify_step_s'][0]:.2f} plain steps")
+          f"a step's first draft forward costs {draft_cost(costs, 1) / costs['verify_step_s'][0]:.2f} "
+          f"plain steps, a further one {costs['draft_step_s'] / costs['verify_step_s'][0]:.2f}")
     print("weights:", head["weights"])
     print("tokens per plain-step cost, by threshold (rows) and continue threshold (columns):")
     print("      " + " ".join("  none" if c == 0 else f"{c:6.2f}" for c in continues))
