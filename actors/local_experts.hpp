@@ -1,6 +1,8 @@
 // A worker's calls to the expert shards of its own process: their rows computed by the worker
-// itself, on the shards' device and its pool, from the weights and with the accounting of each
-// shard's core (actors/shard_core.hpp), every local shard's rows in one grouped hand-off.
+// itself, from the weights and with the accounting of each shard's core (actors/shard_core.hpp).
+// Shards on the worker's own device compute in place, from the layer's inputs to its outputs
+// (step_driver::run_experts, as the engine's experts do); those on another device of the
+// process through host rows, each device's in one grouped hand-off.
 // Used by dispatch_layer (actors/expert_dispatch.hpp) for the shards whose cores it finds.
 #pragma once
 

@@ -33,8 +33,7 @@ step_driver::state step_driver::advance() {
       continue;
     }
     t_.route(layer_, *batch_, ws_, routing_);
-    h_host_.resize(static_cast<size_t>(batch_->tokens()) * static_cast<size_t>(c.hidden_size));
-    t_.device().download(ws_.h.first(batch_->tokens()), h_host_.data());
+    h_host_current_ = false;
     return state_ = state::need_experts;
   }
   t_.logits(*batch_, ws_, logits_);
@@ -43,6 +42,11 @@ step_driver::state step_driver::advance() {
 
 void step_driver::input_rows(const std::vector<int32_t>& slots, std::vector<float>& out) const {
   const size_t hidden = static_cast<size_t>(t_.config().hidden_size);
+  if (!h_host_current_) {
+    h_host_.resize(static_cast<size_t>(batch_->tokens()) * hidden);
+    t_.device().download(ws_.h.first(batch_->tokens()), h_host_.data());
+    h_host_current_ = true;
+  }
   out.resize(slots.size() * hidden);
   for (size_t i = 0; i < slots.size(); ++i) {
     const size_t token = static_cast<size_t>(slots[i] / routing_.top_k);
@@ -56,6 +60,10 @@ void step_driver::deliver(const std::vector<int32_t>& slots, const float* rows) 
   t_.device().upload(rows, stage);
   t_.device().scatter_rows(stage, slots.data(),
                            ws_.expert_out.first(routing_.tokens * routing_.top_k));
+}
+
+void step_driver::run_experts(const std::vector<expert_rows>& experts) {
+  run_expert_rows(t_.device(), routing_, experts, ws_);
 }
 
 }  // namespace brigade::model

@@ -38,6 +38,12 @@ class step_driver {
   void input_rows(const std::vector<int32_t>& slots, std::vector<float>& out) const;
   /// Stores the expert outputs of `slots`, row after row.
   void deliver(const std::vector<int32_t>& slots, const float* rows);
+  /// Computes the slots of `experts`, whose weights are on the step's own device, where the
+  /// layer's inputs and outputs are (run_expert_rows): the engine's path, with no copy through
+  /// the host. For the expert shards of the worker's own process.
+  void run_experts(const std::vector<expert_rows>& experts);
+  /// Where the step runs.
+  gpu::backend& device() const { return t_.device(); }
 
   /// Host logits of the rows the batch asked for, once the step is done.
   const std::vector<float>& logits() const { return logits_; }
@@ -50,8 +56,10 @@ class step_driver {
   state state_ = state::idle;
   int layer_ = 0;
   routing routing_;
-  std::vector<float> h_host_;  // the routed layer's expert inputs, on the host
-  gpu::activation staging_;    // expert outputs on their way into ws.expert_out
+  // The routed layer's expert inputs on the host, downloaded when input_rows first needs them.
+  mutable std::vector<float> h_host_;
+  mutable bool h_host_current_ = false;
+  gpu::activation staging_;  // expert outputs on their way into ws.expert_out
   std::vector<float> logits_;
 };
 

@@ -179,10 +179,8 @@ void run_ffn_group(gpu::backend& dev, const std::vector<ffn_part>& parts, const 
   dev.grouped_matmul(jobs.data(), jobs.size());
 }
 
-void run_local_experts(const transformer& t, const expert_bank& experts, int layer,
-                       const routing& r, workspace& ws) {
-  gpu::backend& dev = t.device();
-  const auto groups = r.groups(t.config().num_experts);
+void run_expert_rows(gpu::backend& dev, const routing& r, const std::vector<expert_rows>& experts,
+                     workspace& ws) {
   const int capacity = std::min(ws.group_in.capacity_rows(), workspace::expert_group_rows);
   // Experts run in batches of up to `capacity` rows (an expert with more runs alone): each
   // batch's rows are gathered in expert order, go through run_ffn_group, and are scattered back
@@ -204,26 +202,36 @@ void run_local_experts(const transformer& t, const expert_bank& experts, int lay
     token_rows.clear();
     slots.clear();
   };
-  for (size_t e = 0; e < groups.size(); ++e) {
-    const std::vector<int32_t>& expert_slots = groups[e];
-    if (expert_slots.empty()) continue;
-    const ffn_weights* w = experts.find(layer, static_cast<int>(e));
-    if (!w) {
-      throw std::logic_error("expert " + std::to_string(e) + " of layer " + std::to_string(layer) +
-                             " is not in this bank");
-    }
-    const int m = static_cast<int>(expert_slots.size());
+  for (const expert_rows& e : experts) {
+    const int m = static_cast<int>(e.slots.size());
+    if (m == 0) continue;
     if (static_cast<int>(slots.size()) + m > capacity ||
-        (!parts.empty() && parts.front().weights->inter != w->inter)) {
+        (!parts.empty() && parts.front().weights->inter != e.weights->inter)) {
       flush();
     }
-    parts.push_back({w, m});
-    for (const int32_t slot : expert_slots) {
+    parts.push_back({e.weights, m});
+    for (const int32_t slot : e.slots) {
       slots.push_back(slot);
       token_rows.push_back(slot / r.top_k);
     }
   }
   flush();
+}
+
+void run_local_experts(const transformer& t, const expert_bank& experts, int layer,
+                       const routing& r, workspace& ws) {
+  auto groups = r.groups(t.config().num_experts);
+  std::vector<expert_rows> routed;
+  for (size_t e = 0; e < groups.size(); ++e) {
+    if (groups[e].empty()) continue;
+    const ffn_weights* w = experts.find(layer, static_cast<int>(e));
+    if (!w) {
+      throw std::logic_error("expert " + std::to_string(e) + " of layer " + std::to_string(layer) +
+                             " is not in this bank");
+    }
+    routed.push_back({w, std::move(groups[e])});
+  }
+  run_expert_rows(t.device(), r, routed, ws);
 }
 
 void run_step(const transformer& t, const expert_bank& experts, gpu::kv_storage& kv, workspace& ws,

@@ -79,6 +79,18 @@ struct ffn_part {
 void run_ffn_group(gpu::backend& dev, const std::vector<ffn_part>& parts, const gpu::tensor& in,
                    const gpu::tensor& out, const gpu::tensor& gate_up, const gpu::tensor& inter);
 
+/// One expert's routed slots of a layer (slot = token * top_k + choice), and its weights.
+struct expert_rows {
+  const ffn_weights* weights = nullptr;
+  std::vector<int32_t> slots;
+};
+
+/// Runs each expert's slots on `dev`: their rows of ws.h gathered in the experts' order, through
+/// run_ffn_group in batches of at most workspace::expert_group_rows rows, and scattered into
+/// ws.expert_out at their slots. The bits do not depend on the experts' order or batches.
+void run_expert_rows(gpu::backend& dev, const routing& r, const std::vector<expert_rows>& experts,
+                     workspace& ws);
+
 /// Runs the expert FFNs of one layer locally: every routed row of ws.h through its expert, the
 /// results into ws.expert_out at its slot.
 void run_local_experts(const transformer& t, const expert_bank& experts, int layer,
