@@ -499,36 +499,55 @@ struct crossover {
 };
 
 // Plain decoding against the draft source and against prompt lookup, ungated, batch by batch:
-// where speculation stops paying is where the gate belongs.
+// where speculation stops paying is where the gate belongs. With a head, the draft's fixed window
+// too: as a batch grows, a verified row costs more against a plain step, and the head's choice of
+// how many drafts to verify is what should keep drafting from losing as much as the window does.
 std::string sweep_batches(const pair_models& p, gpu::backend& dev, const pair_options& o,
                           const std::vector<double>& cost, int gate, const std::string& gate_text,
                           json& out) {
   const source spec = p.head ? source::draft_head : source::draft_fixed;
+  const bool with_fixed = spec == source::draft_head;
   std::vector<int> batches = o.sweep_batches;
   std::sort(batches.begin(), batches.end());
-  table t({"batch", "plain tokens/s", std::string(to_string(spec)) + " tokens/s", "ratio",
-           "lookup tokens/s", "lookup ratio", "same tokens"});
+  std::vector<std::string> columns{"batch", "plain tokens/s",
+                                   std::string(to_string(spec)) + " tokens/s", "ratio"};
+  if (with_fixed) columns.insert(columns.end(), {"draft_fixed tokens/s", "draft_fixed ratio"});
+  columns.insert(columns.end(), {"lookup tokens/s", "lookup ratio", "same tokens"});
+  table t(columns);
   json rows = json::array();
   crossover drafting, lookup;
   for (int b : batches) {
     std::vector<row_figures> r{make_row(source::plain, b), make_row(spec, b),
                                make_row(source::lookup, b)};
+    if (with_fixed) r.push_back(make_row(source::draft_fixed, b));
     // Small batches run more groups, so that each batch decodes about as many sequences.
     const int groups = std::max(1, o.prompts / b);
     run_rows(p, dev, prompt_groups(p.eval_tokens, b, groups, o.prompt_tokens), o, cost, r);
     drafting.add(b, ratio_of(r[1], r[0]));
     lookup.add(b, ratio_of(r[2], r[0]));
-    const bool same = r[1].same_tokens && r[2].same_tokens;
-    rows.push_back({{"batch", b},
-                    {"plain_tokens_per_s", r[0].tokens_per_s()},
-                    {"speculative_tokens_per_s", r[1].tokens_per_s()},
-                    {"ratio", ratio_of(r[1], r[0])},
-                    {"lookup_tokens_per_s", r[2].tokens_per_s()},
-                    {"lookup_ratio", ratio_of(r[2], r[0])},
-                    {"same_tokens", same}});
-    t.add_row({std::to_string(b), fixed(r[0].tokens_per_s(), 1), fixed(r[1].tokens_per_s(), 1),
-               fixed(ratio_of(r[1], r[0]), 2) + "x", fixed(r[2].tokens_per_s(), 1),
-               fixed(ratio_of(r[2], r[0]), 2) + "x", same ? "yes" : "NO"});
+    bool same = true;
+    for (size_t k = 1; k < r.size(); ++k)
+      same = same && r[k].same_tokens;
+    json row = {{"batch", b},
+                {"plain_tokens_per_s", r[0].tokens_per_s()},
+                {"speculative_tokens_per_s", r[1].tokens_per_s()},
+                {"ratio", ratio_of(r[1], r[0])},
+                {"lookup_tokens_per_s", r[2].tokens_per_s()},
+                {"lookup_ratio", ratio_of(r[2], r[0])},
+                {"same_tokens", same}};
+    std::vector<std::string> cells{std::to_string(b), fixed(r[0].tokens_per_s(), 1),
+                                   fixed(r[1].tokens_per_s(), 1),
+                                   fixed(ratio_of(r[1], r[0]), 2) + "x"};
+    if (with_fixed) {
+      row["fixed_tokens_per_s"] = r[3].tokens_per_s();
+      row["fixed_ratio"] = ratio_of(r[3], r[0]);
+      cells.insert(cells.end(),
+                   {fixed(r[3].tokens_per_s(), 1), fixed(ratio_of(r[3], r[0]), 2) + "x"});
+    }
+    cells.insert(cells.end(), {fixed(r[2].tokens_per_s(), 1), fixed(ratio_of(r[2], r[0]), 2) + "x",
+                               same ? "yes" : "NO"});
+    rows.push_back(std::move(row));
+    t.add_row(cells);
   }
   out["sweep"] = {{"source", to_string(spec)},
                   {"rows", rows},

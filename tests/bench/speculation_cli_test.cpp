@@ -113,6 +113,9 @@ TEST_CASE("bench speculation on the trained pair has a row per source and concur
     CHECK(row.at("plain_tokens_per_s").get<double>() > 0);
     CHECK(row.at("ratio").get<double>() > 0);
     CHECK(row.at("lookup_ratio").get<double>() > 0);
+    // With a head, the draft's fixed window beside it at every batch.
+    CHECK(row.at("fixed_tokens_per_s").get<double>() > 0);
+    CHECK(row.at("fixed_ratio").get<double>() > 0);
   }
   const int pays = sweep.at("pays_up_to_batch").get<int>();
   CHECK((pays == 0 || pays == 1 || pays == 2));
