@@ -253,6 +253,9 @@ int speculation(int argc, char** argv) {
   app.add_option("--record-events", pair.record_events,
                  "record the draft's verify steps on the fitting prompts to this JSON-lines file "
                  "(for scripts/fit_confidence_head.py) and stop");
+  app.add_option("--tune-head", pair.tune_head,
+                 "pick the confidence head's thresholds for each of --sweep-batches by decoding "
+                 "the fitting prompts with each, write the head to this file and stop");
   app.add_option("--concurrency", pair.concurrency, "sequences decoding together, pair rows")
       ->check(CLI::Range(1, 256));
   app.add_option("--pair-prompt-tokens", pair.prompt_tokens,
@@ -285,7 +288,7 @@ int speculation(int argc, char** argv) {
   const bool pair_asked = app.count("--pair") > 0;
   const bool run_pair =
       pair.dir != "none" && (pair_asked || std::filesystem::exists(pair.dir + "/target"));
-  if (!pair.record_events.empty() || pair_only) {
+  if (!pair.record_events.empty() || !pair.tune_head.empty() || pair_only) {
     if (!run_pair) return std::fprintf(stderr, "no trained pair: set --pair DIR\n"), 1;
     auto dev = gpu::make_cpu_backend(&thread_pool::shared());
     return run_pair_section(pair, *dev, as_json);

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "bench/monotone_choice.hpp"
 #include "bench/table.hpp"
 #include "config/manifest.hpp"
 #include "model/confidence_head.hpp"
@@ -64,6 +65,8 @@ struct row_figures {
   // With the measured gate (as served), whose state carries over the row's runs; null: off, every
   // step may draft (the rows that measure a source itself).
   std::shared_ptr<model::speculation_gate> measured;
+  // A draft_head row's head when not the pair's (the candidates --tune-head measures).
+  std::shared_ptr<const model::confidence_head> head;
   int64_t tokens = 0, steps = 0, verified = 0, computed = 0, accepted = 0;
   double seconds = 0, cost_units = 0;  // cost_units: verify costs over a plain step's, summed
   double draft_units = 0;              // the draft model's forwards over a plain step, summed
@@ -190,6 +193,7 @@ std::vector<std::vector<int32_t>> run_row(const pair_models& p, gpu::backend& de
   const int n = static_cast<int>(prompts.size());
   const int kv = n * (o.prompt_tokens + o.max_tokens + o.max_draft + 32);
   model::engine_options opt = options_for(p, row.src, o.max_draft, n, kv);
+  if (row.head) opt.confidence_head = row.head;
   opt.speculation.disable_above_batch = row.gate;
   opt.speculation.measured_gate = row.measured != nullptr;
   opt.gate = row.measured;
@@ -562,6 +566,93 @@ std::string sweep_batches(const pair_models& p, gpu::backend& dev, const pair_op
          "; the gate is " + gate_text + "\n";
 }
 
+// The thresholds --tune-head tries at each batch: from verifying every draft (the fixed window)
+// to cutting at even odds.
+struct candidate {
+  double threshold, continue_threshold;
+};
+constexpr candidate tune_candidates[] = {{0.0, 0.0},  {0.1, 0.3}, {0.2, 0.5}, {0.3, 0.6},
+                                         {0.5, 0.65}, {0.5, 0.8}, {0.6, 0.85}};
+
+std::string candidate_name(const candidate& c) {
+  if (c.threshold == 0 && c.continue_threshold == 0) return "all";
+  return fixed(c.threshold, 2) + "/" + fixed(c.continue_threshold, 2);
+}
+
+// Decodes the fitting half at each batch with the head under each candidate's thresholds, beside
+// plain decoding, and keeps the fastest, never verifying more at a larger batch (monotone_choice):
+// what a verified row costs against a plain step, and so which drafts pay, is the decode loop's own
+// (the costs the fit's simulation charges miss some of it: on the default pair they put the head 3%
+// ahead of the fixed window at batch 1, where the loop had it 6% behind). Writes the pair's head
+// with those thresholds to o.tune_head.
+status tune_head(const pair_options& o, const pair_models& p, gpu::backend& dev,
+                 const std::vector<double>& cost, json& out, std::string& text) {
+  if (!p.head) {
+    return error(errc::invalid_argument,
+                 "--tune-head needs the draft's confidence head (its weights): fit one with "
+                 "scripts/fit_confidence_head.py first");
+  }
+  std::vector<int> batches = o.sweep_batches;
+  std::sort(batches.begin(), batches.end());
+  batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
+  if (batches.empty()) return error(errc::invalid_argument, "--tune-head needs --sweep-batches");
+  std::vector<std::string> columns{"batch"};
+  for (const candidate& c : tune_candidates)
+    columns.push_back(candidate_name(c));
+  columns.push_back("chosen");
+  table t(columns);
+  // speedup[b][k]: candidate k at batch b over plain decoding.
+  std::vector<std::vector<double>> speedup(batches.size());
+  for (size_t bi = 0; bi < batches.size(); ++bi) {
+    const int b = batches[bi];
+    std::vector<row_figures> rows{make_row(source::plain, b)};
+    for (const candidate& c : tune_candidates) {
+      auto head = std::make_shared<model::confidence_head>(*p.head);
+      head->threshold = c.threshold;
+      head->continue_threshold = c.continue_threshold;
+      head->by_batch.clear();
+      rows.push_back(make_row(source::draft_head, b));
+      rows.back().head = head;
+    }
+    const int groups = std::max(1, o.prompts / b);
+    run_rows(p, dev, prompt_groups(p.fit_tokens, b, groups, o.prompt_tokens), o, cost, rows);
+    for (size_t k = 1; k < rows.size(); ++k)
+      speedup[bi].push_back(ratio_of(rows[k], rows[0]));
+  }
+  const std::vector<size_t> chosen = monotone_choice(speedup);
+  model::confidence_head tuned = *p.head;
+  tuned.by_batch.clear();
+  out["tuning"] = json::array();
+  for (size_t bi = 0; bi < batches.size(); ++bi) {
+    const int b = batches[bi];
+    const candidate& c = tune_candidates[chosen[bi]];
+    std::vector<std::string> cells{std::to_string(b)};
+    json ratios = json::object();
+    for (size_t k = 0; k < speedup[bi].size(); ++k) {
+      cells.push_back(fixed(speedup[bi][k], 3) + "x");
+      ratios[candidate_name(tune_candidates[k])] = speedup[bi][k];
+    }
+    cells.push_back(candidate_name(c));
+    t.add_row(cells);
+    out["tuning"].push_back({{"batch", b}, {"speedup", ratios}, {"chosen", candidate_name(c)}});
+    if (bi == 0) {  // batches below the first one tuned take its thresholds too
+      tuned.threshold = c.threshold;
+      tuned.continue_threshold = c.continue_threshold;
+    }
+    if (bi == 0 || chosen[bi] != chosen[bi - 1])
+      tuned.by_batch.push_back({b, c.threshold, c.continue_threshold});
+  }
+  std::ofstream file(o.tune_head);
+  if (!file || !(file << tuned.to_json()))
+    return error(errc::io_error, "cannot write " + o.tune_head);
+  out["head"] = json::parse(tuned.to_json());
+  text =
+      "the confidence head's thresholds by batch (threshold/continue threshold; all: every "
+      "draft verified, the fixed window), speed over plain decoding on the fitting prompts\n\n" +
+      t.render() + "\nwritten to " + o.tune_head + "\n";
+  return ok_status();
+}
+
 // What the bounds are made of: a verify step per number of drafts on text (what the bounds
 // charge) beside the same step repeated on random tokens, and a draft forward back to back (what
 // `bound, drafts counted` charges) and right after a target step (as the loop's first draft
@@ -634,6 +725,7 @@ status run_pair_bench(const pair_options& o, gpu::backend& dev, json& out, std::
   std::sort(cold.begin(), cold.end());
   out["draft_step_after_target_ms"] = 1e3 * cold[cold.size() / 2];
   if (!o.record_events.empty()) return record_events(o, p, dev, cost, cold[cold.size() / 2], out);
+  if (!o.tune_head.empty()) return tune_head(o, p, dev, cost, out, text);
 
   std::vector<source> sources{source::plain, source::lookup, source::draft_fixed,
                               source::draft_adaptive};

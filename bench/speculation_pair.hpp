@@ -5,7 +5,8 @@
 // (speculation_options::disable_above_batch), and a sweep over batches of plain against the head
 // that finds where speculation stops paying. With --record-events it instead records the
 // draft's verified steps on the fitting half of the held-out text, for
-// scripts/fit_confidence_head.py.
+// scripts/fit_confidence_head.py; with --tune-head it picks the head's thresholds for each batch
+// by decoding the fitting half with each candidate (model/confidence_head.hpp, by_batch).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -27,8 +28,11 @@ struct pair_options {
   std::string dir;            ///< Holds target/, draft/ and heldout.txt.
   std::string head_path;      ///< The head's JSON; empty: draft/confidence_head.json if present.
   std::string record_events;  ///< When set, only record the fitting events there (JSON lines).
-  int rounds = 1;             ///< Passes over the prompts, every configuration once per prompt.
-  int prompts = 8;            ///< Single-stream prompts, from the evaluation half.
+  /// When set, only tune the head's thresholds batch by batch (sweep_batches) on the fitting
+  /// prompts, measured in the decode loop, and write the head with them there.
+  std::string tune_head;
+  int rounds = 1;   ///< Passes over the prompts, every configuration once per prompt.
+  int prompts = 8;  ///< Single-stream prompts, from the evaluation half.
   int prompt_tokens = 64;
   int max_tokens = 64;
   int max_draft = 5;

@@ -16,12 +16,59 @@ using json = nlohmann::json;
 // anyway with a vocabulary of any sensible size and float logits.
 constexpr double min_probability = 1e-30;
 
+// A threshold field of `object` in [0, 1]; `optional` ones default to 0.
+result<double> threshold_at(const json& object, const char* field, const std::string& where,
+                            bool optional = false);
+
 result<double> number_at(const json& object, const char* field, const std::string& where) {
   auto it = object.find(field);
   if (it == object.end()) return error(errc::bad_format, where + ": missing field '" + field + "'");
   if (!it->is_number() || !std::isfinite(it->get<double>()))
     return error(errc::bad_format, where + ": field '" + field + "' is not a finite number");
   return it->get<double>();
+}
+
+result<double> threshold_at(const json& object, const char* field, const std::string& where,
+                            bool optional) {
+  if (optional && !object.contains(field)) return 0.0;
+  auto v = number_at(object, field, where);
+  if (!v) return v.err();
+  if (v.value() < 0.0 || v.value() > 1.0)
+    return error(errc::bad_format, where + ": field '" + field + "' must lie in [0, 1]");
+  return v.value();
+}
+
+result<std::vector<confidence_head::batch_rule>> rules_at(const json& doc,
+                                                          const std::string& origin) {
+  std::vector<confidence_head::batch_rule> rules;
+  auto it = doc.find("by_batch");
+  if (it == doc.end()) return rules;
+  if (!it->is_array())
+    return error(errc::bad_format, origin + ": field 'by_batch' is not an array");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& entry = (*it)[i];
+    const std::string where = origin + ": by_batch[" + std::to_string(i) + "]";
+    if (!entry.is_object()) return error(errc::bad_format, where + ": not an object");
+    auto from = entry.find("batch_from");
+    if (from == entry.end() || !from->is_number_integer() || from->get<int64_t>() < 1 ||
+        from->get<int64_t>() > (int64_t{1} << 30))
+      return error(errc::bad_format, where + ": field 'batch_from' must be a whole number >= 1");
+    confidence_head::batch_rule r;
+    r.batch_from = static_cast<int>(from->get<int64_t>());
+    if (!rules.empty() && r.batch_from <= rules.back().batch_from) {
+      return error(errc::bad_format, where + ": batch_from " + std::to_string(r.batch_from) +
+                                         " must be above the previous entry's " +
+                                         std::to_string(rules.back().batch_from));
+    }
+    auto t = threshold_at(entry, "threshold", where);
+    if (!t) return t.err();
+    auto c = threshold_at(entry, "continue_threshold", where, true);
+    if (!c) return c.err();
+    r.threshold = t.value();
+    r.continue_threshold = c.value();
+    rules.push_back(r);
+  }
+  return rules;
 }
 
 }  // namespace
@@ -33,12 +80,22 @@ double confidence_head::predict(const draft_feature& f) const {
   return 1.0 / (1.0 + std::exp(-z));
 }
 
-int confidence_head::keep(const std::vector<draft_feature>& features) const {
+confidence_head::batch_rule confidence_head::rule(int batch) const {
+  batch_rule r{1, threshold, continue_threshold};
+  for (const batch_rule& b : by_batch) {
+    if (b.batch_from > batch) break;
+    r = b;
+  }
+  return r;
+}
+
+int confidence_head::keep(const std::vector<draft_feature>& features, int batch) const {
+  const double cut = rule(batch).threshold;
   double cumulative = 1.0;
   int kept = 0;
   for (const draft_feature& f : features) {
     cumulative *= predict(f);
-    if (cumulative < threshold) break;
+    if (cumulative < cut) break;
     ++kept;
   }
   return kept;
@@ -70,19 +127,39 @@ result<confidence_head> confidence_head::parse(const std::string& text, const st
     if (!v) return v.err();
     *target = v.value();
   }
-  auto t = number_at(doc, "threshold", origin);
+  auto t = threshold_at(doc, "threshold", origin);
   if (!t) return t.err();
-  if (t.value() < 0.0 || t.value() > 1.0)
-    return error(errc::bad_format, origin + ": field 'threshold' must lie in [0, 1]");
   h.threshold = t.value();
-  if (doc.contains("continue_threshold")) {
-    auto c = number_at(doc, "continue_threshold", origin);
-    if (!c) return c.err();
-    if (c.value() < 0.0 || c.value() > 1.0)
-      return error(errc::bad_format, origin + ": field 'continue_threshold' must lie in [0, 1]");
-    h.continue_threshold = c.value();
-  }
+  auto c = threshold_at(doc, "continue_threshold", origin, true);
+  if (!c) return c.err();
+  h.continue_threshold = c.value();
+  auto rules = rules_at(doc, origin);
+  if (!rules) return rules.err();
+  h.by_batch = std::move(rules.value());
   return h;
+}
+
+std::string confidence_head::to_json() const {
+  // Ordered: the weights first, as a person reads the file.
+  using ordered = nlohmann::ordered_json;
+  ordered doc = {{"weights",
+                  {{"bias", bias},
+                   {"log_probability", log_probability},
+                   {"probability", probability},
+                   {"entropy", entropy},
+                   {"index", index}}},
+                 {"threshold", threshold}};
+  if (continue_threshold > 0) doc["continue_threshold"] = continue_threshold;
+  if (!by_batch.empty()) {
+    ordered rules = ordered::array();
+    for (const batch_rule& r : by_batch) {
+      ordered entry = {{"batch_from", r.batch_from}, {"threshold", r.threshold}};
+      if (r.continue_threshold > 0) entry["continue_threshold"] = r.continue_threshold;
+      rules.push_back(std::move(entry));
+    }
+    doc["by_batch"] = std::move(rules);
+  }
+  return doc.dump(2) + "\n";
 }
 
 result<confidence_head> confidence_head::load(const std::string& path) {

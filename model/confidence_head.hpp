@@ -23,6 +23,17 @@
 //    "threshold": 0.5, "continue_threshold": 0.8}
 //
 // continue_threshold is optional (0: the draft goes on while the head verifies).
+//
+// What a verified draft costs against what it brings depends on the batch: on a CPU at batch 1
+// a further verify row costs a fifth of a plain step and nearly every draft pays; in a large
+// batch a row costs nearly a sequence's plain step and only likely drafts do. So the thresholds
+// may differ by batch, `by_batch` (optional) giving them from a batch up, measured in the decode
+// loop itself (`brigade bench speculation --tune-head`):
+//
+//   "by_batch": [{"batch_from": 1, "threshold": 0.1, "continue_threshold": 0.3},
+//                {"batch_from": 4, "threshold": 0.5, "continue_threshold": 0.8}]
+//
+// A batch below the first entry's batch_from takes the top-level thresholds.
 #pragma once
 
 #include <memory>
@@ -39,6 +50,13 @@ namespace brigade::model {
 constexpr const char* confidence_head_file = "confidence_head.json";
 
 struct confidence_head {
+  /// The thresholds for batches from `batch_from` up (to the next rule's).
+  struct batch_rule {
+    int batch_from = 1;
+    double threshold = 0.4;
+    double continue_threshold = 0.0;
+  };
+
   double bias = 0.0;
   double log_probability = 0.0;  ///< Weight of log(draft probability of its token).
   double probability = 0.0;      ///< Weight of the draft probability itself.
@@ -49,16 +67,26 @@ struct confidence_head {
   /// The draft computes its next token while the predicted chance of keeping every draft so far
   /// is at least this (0: while the drafts so far are verified).
   double continue_threshold = 0.0;
+  /// Thresholds by batch, batch_from strictly ascending; empty: threshold and
+  /// continue_threshold at every batch.
+  std::vector<batch_rule> by_batch;
+
+  /// The thresholds for a step in which `batch` sequences draft: the last rule of by_batch
+  /// whose batch_from is at most `batch`, else the top-level ones.
+  batch_rule rule(int batch) const;
 
   /// Whether a sequence whose drafts so far have cumulative prediction `cumulative` (all
-  /// verified) should compute its next draft.
-  bool drafts_on(double cumulative) const { return cumulative >= continue_threshold; }
+  /// verified) should compute its next draft, in a step of `batch` drafting sequences.
+  bool drafts_on(double cumulative, int batch = 1) const {
+    return cumulative >= rule(batch).continue_threshold;
+  }
 
   /// P(draft `f` is kept | every draft before it was).
   double predict(const draft_feature& f) const;
-  /// How many leading drafts of `features` to verify: those whose cumulative prediction (the
-  /// product of predict() up to and including them) is at least threshold.
-  int keep(const std::vector<draft_feature>& features) const;
+  /// How many leading drafts of `features` to verify in a step of `batch` drafting sequences:
+  /// those whose cumulative prediction (the product of predict() up to and including them) is
+  /// at least the batch's threshold.
+  int keep(const std::vector<draft_feature>& features, int batch = 1) const;
   /// Records in `into` this head's prediction beside the outcome for each draft of one verify
   /// step that verification observed. `fed` holds the features of the drafts the target verified,
   /// in order, and it kept the first `kept`. Drafts 0 .. kept - 1 count as kept, and draft
@@ -69,6 +97,8 @@ struct confidence_head {
   void calibrate(const std::vector<draft_feature>& fed, int kept,
                  confidence_calibration& into) const;
 
+  /// The head as its JSON file holds it (parse() reads it back to the same head).
+  std::string to_json() const;
   /// Parses the JSON text of a head; errors name `origin` and the field at fault.
   static result<confidence_head> parse(const std::string& text, const std::string& origin);
   /// Reads and parses the file at `path`.

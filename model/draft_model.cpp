@@ -119,6 +119,9 @@ void draft_model::propose(const std::vector<draft_sequence>& sequences,
   out.assign(sequences.size(), {});
   in_step_.assign(sequences.size(), nullptr);
   confidence_.assign(sequences.size(), 1.0);
+  // The sequences asking are those decoding with drafts this step: the batch a verified row's
+  // cost depends on.
+  if (head_) rule_ = head_->rule(static_cast<int>(sequences.size()));
   std::vector<int> limits(sequences.size(), 0);
   std::vector<feed> feeds;
   // What catching up may feed this step; a sequence that needs no more than a step's own tokens
@@ -158,7 +161,7 @@ void draft_model::propose(const std::vector<draft_sequence>& sequences,
     feeds.clear();
     for (size_t i = 0; i < sequences.size(); ++i) {
       if (limits[i] <= j || out[i].tokens.size() != static_cast<size_t>(j)) continue;
-      if (head_ && !head_->drafts_on(confidence_[i])) continue;
+      if (head_ && confidence_[i] < rule_.continue_threshold) continue;
       const int n = static_cast<int>(sequences[i].tokens->size());
       feeds.push_back({i, &out[i].tokens[static_cast<size_t>(j) - 1], 1, n - 1 + j});
       in_step_[i]->fed_drafts = j;
@@ -228,7 +231,7 @@ void draft_model::choose(const float* row, size_t slot, int position,
     // A dropped draft ends the sequence's drafting: propose() feeds only sequences whose last
     // draft was kept here.
     confidence_[slot] *= head_->predict(f);
-    if (confidence_[slot] < head_->threshold) return;
+    if (confidence_[slot] < rule_.threshold) return;
   }
   p.tokens.push_back(stats.best);
   p.features.push_back(f);

@@ -24,7 +24,8 @@
 // whose cumulative predicted acceptance falls below the head's threshold: that draft is dropped
 // before it is fed, so neither the draft nor the target spends a forward row on what follows. Nor
 // does it compute a next draft once the cumulative prediction of those kept falls below the
-// head's continue_threshold.
+// head's continue_threshold. Both are the head's thresholds for the step's batch: the number of
+// sequences asking for drafts (confidence_head::rule).
 #pragma once
 
 #include <map>
@@ -118,8 +119,9 @@ class draft_model final : public draft_source {
   step_batch batch_;
   std::vector<float> logits_;
   std::map<int64_t, sequence> seqs_;
-  std::vector<sequence*> in_step_;  // per slot of the current proposal; null: drafts nothing
-  std::vector<double> confidence_;  // per slot: the head's cumulative prediction so far
+  std::vector<sequence*> in_step_;    // per slot of the current proposal; null: drafts nothing
+  std::vector<double> confidence_;    // per slot: the head's cumulative prediction so far
+  confidence_head::batch_rule rule_;  // the head's thresholds for this step's batch
 };
 
 }  // namespace brigade::model

@@ -1,6 +1,8 @@
 // Runs `brigade bench speculation` the way a user does, briefly: its JSON and its errors.
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -185,4 +187,51 @@ TEST_CASE("generate --json with a draft model reports its confidence head's cali
   CHECK(judged <= spec.at("drafted_tokens").get<int64_t>());
   CHECK(kept <= spec.at("accepted_tokens").get<int64_t>());
   CHECK(spec.at("proposed_tokens").get<int64_t>() >= spec.at("drafted_tokens").get<int64_t>());
+}
+
+TEST_CASE("bench speculation --tune-head writes the head with thresholds measured by batch",
+          "[bench][cli]") {
+  const std::string pair = std::string(BRIGADE_SOURCE_DIR) + "/models/default";
+  const std::string out = std::string(BRIGADE_BINARY_DIR) + "/tuned_head.json";
+  std::remove(out.c_str());
+  const auto r = brigade::testing::run_brigade(
+      "bench speculation --quick --json --pair-only --sweep-batches 4 1 --pair " + pair +
+      " --tune-head " + out);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto doc = nlohmann::json::parse(r.out);
+  const auto& tuning = doc.at("tuning");
+  REQUIRE(tuning.size() == 2);
+  CHECK(tuning[0].at("batch") == 1);  // batches in ascending order
+  CHECK(tuning[1].at("batch") == 4);
+  for (const auto& row : tuning) {
+    INFO(row.dump());
+    CHECK(row.at("speedup").size() == 7);
+    for (const auto& [name, speedup] : row.at("speedup").items())
+      CHECK(speedup.get<double>() > 0);
+    CHECK(row.at("speedup").contains(row.at("chosen").get<std::string>()));
+  }
+  // The file: the committed head's weights, the first batch's thresholds at the top level and
+  // from batch 1, and thresholds that never fall as the batch grows.
+  std::ifstream in(out);
+  REQUIRE(in);
+  const auto head = nlohmann::json::parse(in);
+  std::ifstream committed_in(pair + "/draft/confidence_head.json");
+  const auto committed = nlohmann::json::parse(committed_in);
+  CHECK(head.at("weights") == committed.at("weights"));
+  CHECK(head == doc.at("head"));
+  const auto& rules = head.at("by_batch");
+  REQUIRE(!rules.empty());
+  CHECK(rules[0].at("batch_from") == 1);
+  CHECK(rules[0].at("threshold") == head.at("threshold"));
+  for (size_t i = 1; i < rules.size(); ++i) {
+    CHECK(rules[i].at("batch_from") == 4);
+    CHECK(rules[i].at("threshold").get<double>() >= rules[i - 1].at("threshold").get<double>());
+  }
+
+  const auto none = brigade::testing::run_brigade(
+      "bench speculation --quick --pair-only --confidence-head none --pair " + pair +
+      " --tune-head " + out);
+  CHECK(none.exit_code != 0);
+  CHECK_THAT(none.err, Catch::Contains("--tune-head needs the draft's confidence head"));
 }

@@ -229,3 +229,112 @@ TEST_CASE("the committed pair drafting with its confidence head gives plain deco
     CHECK(stats.proposed_tokens >= stats.drafted_tokens);
   }
 }
+
+TEST_CASE("a confidence head's thresholds follow the batch, and its JSON carries them",
+          "[confidence_head]") {
+  auto h = confidence_head::parse(
+      R"({"weights": {"bias": 0, "log_probability": 0, "probability": 0, "entropy": 0,
+                      "index": 0}, "threshold": 0.6, "continue_threshold": 0.7,
+          "by_batch": [{"batch_from": 2, "threshold": 0.1, "continue_threshold": 0.2},
+                       {"batch_from": 8, "threshold": 0.45}]})",
+      "head.json");
+  REQUIRE(h.ok());
+  REQUIRE(h->by_batch.size() == 2);
+  // Batch 1 is below the first entry: the top-level thresholds.
+  CHECK(h->rule(1).threshold == 0.6);
+  CHECK(h->rule(1).continue_threshold == 0.7);
+  CHECK(h->rule(2).threshold == 0.1);
+  CHECK(h->rule(7).continue_threshold == 0.2);
+  CHECK(h->rule(8).threshold == 0.45);
+  CHECK(h->rule(8).continue_threshold == 0.0);  // optional in an entry too
+  CHECK(h->rule(1000).threshold == 0.45);
+  // Every draft predicts sigmoid(0) = 0.5: products 0.5, 0.25, 0.125.
+  const std::vector<draft_feature> drafts{feature(0.5f, 1.0f, 0), feature(0.5f, 1.0f, 1),
+                                          feature(0.5f, 1.0f, 2)};
+  CHECK(h->keep(drafts, 1) == 0);
+  CHECK(h->keep(drafts, 4) == 3);
+  CHECK(h->keep(drafts, 8) == 1);
+  CHECK(h->drafts_on(0.3, 4));
+  CHECK_FALSE(h->drafts_on(0.3, 1));
+
+  // Written and read back: the same head.
+  auto again = confidence_head::parse(h->to_json(), "again.json");
+  REQUIRE(again.ok());
+  CHECK(again->threshold == h->threshold);
+  CHECK(again->continue_threshold == h->continue_threshold);
+  REQUIRE(again->by_batch.size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    CHECK(again->by_batch[i].batch_from == h->by_batch[i].batch_from);
+    CHECK(again->by_batch[i].threshold == h->by_batch[i].threshold);
+    CHECK(again->by_batch[i].continue_threshold == h->by_batch[i].continue_threshold);
+  }
+
+  const std::string weights =
+      R"("weights": {"bias": 0, "log_probability": 0, "probability": 0, "entropy": 0, "index": 0},
+         "threshold": 0.5, )";
+  CHECK_THAT(error_of("{" + weights + R"("by_batch": {"batch_from": 2}})"),
+             Catch::Contains("field 'by_batch' is not an array"));
+  CHECK_THAT(error_of("{" + weights + R"("by_batch": [3]})"),
+             Catch::Contains("by_batch[0]: not an object"));
+  CHECK_THAT(error_of("{" + weights + R"("by_batch": [{"batch_from": 0, "threshold": 0.1}]})"),
+             Catch::Contains("by_batch[0]: field 'batch_from' must be a whole number >= 1"));
+  CHECK_THAT(error_of("{" + weights + R"("by_batch": [{"batch_from": 2.5, "threshold": 0.1}]})"),
+             Catch::Contains("'batch_from' must be a whole number"));
+  CHECK_THAT(error_of("{" + weights +
+                      R"("by_batch": [{"batch_from": 4, "threshold": 0.1},
+                                      {"batch_from": 4, "threshold": 0.2}]})"),
+             Catch::Contains("by_batch[1]: batch_from 4 must be above the previous entry's 4"));
+  CHECK_THAT(error_of("{" + weights + R"("by_batch": [{"batch_from": 2}]})"),
+             Catch::Contains("by_batch[0]: missing field 'threshold'"));
+  CHECK_THAT(error_of("{" + weights +
+                      R"("by_batch": [{"batch_from": 2, "threshold": 0.1,
+                                       "continue_threshold": -1}]})"),
+             Catch::Contains("by_batch[0]: field 'continue_threshold' must lie in [0, 1]"));
+}
+
+TEST_CASE("the draft model cuts with the head's thresholds for the step's batch",
+          "[confidence_head][default_model]") {
+  auto dev = gpu::make_cpu_backend();
+  auto target = loaded_model::load(pair_dir + "/target", *dev, true);
+  REQUIRE(target.ok());
+  auto draft =
+      draft_model::load(pair_dir + "/draft", target.value()->config, pair_dir + "/target", *dev);
+  REQUIRE(draft.ok());
+  auto committed = confidence_head::for_draft(pair_dir + "/draft", "");
+  REQUIRE(committed.ok());
+  REQUIRE(committed.value() != nullptr);
+  // Alone a sequence verifies nothing (every product is below 1) and would stop drafting after
+  // one draft; from two sequences drafting together, every draft, and drafting goes on.
+  auto head = std::make_shared<confidence_head>(*committed.value());
+  head->threshold = 1.0;
+  head->continue_threshold = 1.0;
+  head->by_batch = {{2, 0.0, 0.0}};
+
+  engine_options drafting;
+  drafting.speculation.max_draft = default_model_drafts;
+  drafting.speculation.draft = draft_kind::model;
+  drafting.draft_weights = draft.value();
+  drafting.confidence_head = head;
+  request_options request;
+  request.max_tokens = 24;
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 16; ++i)
+    prompt.push_back(static_cast<int32_t>((i * 61) % 4000 + 20));
+
+  // One sequence: batch 1 throughout.
+  engine alone(*target.value(), *dev, drafting);
+  const int64_t id = alone.submit(prompt, request).value();
+  alone.run_until_idle();
+  CHECK(alone.speculation().drafted_tokens == 0);
+  CHECK(alone.speculation().proposed_tokens > 0);  // computed, then cut
+  engine plain(*target.value(), *dev, engine_options{});
+  const int64_t plain_id = plain.submit(prompt, request).value();
+  plain.run_until_idle();
+  CHECK(alone.output(id) == plain.output(plain_id));
+
+  // Four sequences decoding together: drafts are verified, and the tokens stay plain decoding's.
+  speculation_stats stats;
+  const auto together = outputs(*target.value(), *dev, drafting, request, &stats);
+  CHECK(stats.drafted_tokens > stats.verify_steps);  // more than one draft a step
+  CHECK(together == outputs(*target.value(), *dev, engine_options{}, request));
+}
