@@ -17,6 +17,10 @@ A step's first draft forward costs what it costs right after a verify step
 cores' caches), its further ones what they cost back to back (`draft_step_s`), as timed inside
 the decode loop.
 
+The thresholds it picks hold at every batch, from costs measured at batch 1 and a simulation of
+the steps; `brigade bench speculation --pair-only --tune-head OUT.json` then keeps the weights
+and sets the thresholds batch by batch, measured in the decode loop itself.
+
 Usage: scripts/fit_confidence_head.py EVENTS.jsonl OUT.json
 """
 import json
