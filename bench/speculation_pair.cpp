@@ -786,6 +786,7 @@ status run_pair_bench(const pair_options& o, gpu::backend& dev, json& out, std::
                    fixed(b["predicted"].get<double>(), 3), fixed(b["observed"].get<double>(), 3)});
     text += "\ncalibration of the confidence head (draft_fixed steps)\n\n" + cal.render();
     out["threshold"] = p.head->threshold;
+    out["head"] = json::parse(p.head->to_json());  // its thresholds by batch too
   }
   return ok_status();
 }

@@ -44,6 +44,9 @@ TEST_CASE("bench speculation on the trained pair has a row per source and concur
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   const auto doc = nlohmann::json::parse(r.out);
+  // The head it ran with, thresholds by batch and all: the committed one.
+  std::ifstream committed(pair + "/draft/confidence_head.json");
+  CHECK(doc.at("head") == nlohmann::json::parse(committed));
   const auto& rows = doc.at("rows");
   std::vector<std::string> sources;
   for (const auto& row : rows) {
