@@ -11,6 +11,7 @@
 #include "eplb/load_matrix.hpp"
 #include "kvcache/mooncake_trace.hpp"
 #include "kvcache/ssd_block_file.hpp"
+#include "model/confidence_head.hpp"
 #include "model/config.hpp"
 #include "model/safetensors.hpp"
 #include "model/tokenizer_json.hpp"
@@ -39,7 +40,7 @@ const std::string& scratch_file(const std::string& content) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
-  switch (data[0] % 10) {
+  switch (data[0] % 11) {
     case 0:
       (void)model::parse_config(text, "config.json");
       break;
@@ -84,6 +85,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 9:
       (void)transport::frame_header::decode({text.data(), text.size()}, size);
       break;
+    case 10: {
+      // A head that parses answers for any batch.
+      auto head = model::confidence_head::parse(text, "confidence_head.json");
+      if (!head) break;
+      model::draft_feature f;
+      f.probability = 0.5f;
+      f.entropy = 1.0f;
+      for (int batch : {1, 2, 3, 64, 1 << 30})
+        checksum_sink = checksum_sink + static_cast<unsigned>(head->keep({f, f, f}, batch));
+      (void)head->to_json();
+      break;
+    }
   }
   return 0;
 }
