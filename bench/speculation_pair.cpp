@@ -567,12 +567,13 @@ std::string sweep_batches(const pair_models& p, gpu::backend& dev, const pair_op
 }
 
 // The thresholds --tune-head tries at each batch: from verifying every draft (the fixed window)
-// to cutting at even odds.
+// to verifying only drafts nearly sure to hold.
 struct candidate {
   double threshold, continue_threshold;
 };
-constexpr candidate tune_candidates[] = {{0.0, 0.0},  {0.1, 0.3}, {0.2, 0.5}, {0.3, 0.6},
-                                         {0.5, 0.65}, {0.5, 0.8}, {0.6, 0.85}};
+constexpr candidate tune_candidates[] = {{0.0, 0.0},  {0.1, 0.3},  {0.2, 0.5},
+                                         {0.3, 0.6},  {0.5, 0.65}, {0.5, 0.8},
+                                         {0.6, 0.85}, {0.7, 0.9},  {0.8, 0.95}};
 
 std::string candidate_name(const candidate& c) {
   if (c.threshold == 0 && c.continue_threshold == 0) return "all";

@@ -16,10 +16,6 @@ using json = nlohmann::json;
 // anyway with a vocabulary of any sensible size and float logits.
 constexpr double min_probability = 1e-30;
 
-// A threshold field of `object` in [0, 1]; `optional` ones default to 0.
-result<double> threshold_at(const json& object, const char* field, const std::string& where,
-                            bool optional = false);
-
 result<double> number_at(const json& object, const char* field, const std::string& where) {
   auto it = object.find(field);
   if (it == object.end()) return error(errc::bad_format, where + ": missing field '" + field + "'");
@@ -28,8 +24,9 @@ result<double> number_at(const json& object, const char* field, const std::strin
   return it->get<double>();
 }
 
+// A threshold field of `object` in [0, 1]; `optional` ones default to 0.
 result<double> threshold_at(const json& object, const char* field, const std::string& where,
-                            bool optional) {
+                            bool optional = false) {
   if (optional && !object.contains(field)) return 0.0;
   auto v = number_at(object, field, where);
   if (!v) return v.err();
@@ -52,7 +49,8 @@ result<std::vector<confidence_head::batch_rule>> rules_at(const json& doc,
     auto from = entry.find("batch_from");
     if (from == entry.end() || !from->is_number_integer() || from->get<int64_t>() < 1 ||
         from->get<int64_t>() > (int64_t{1} << 30))
-      return error(errc::bad_format, where + ": field 'batch_from' must be a whole number >= 1");
+      return error(errc::bad_format,
+                   where + ": field 'batch_from' must be a whole number from 1 to 1073741824");
     confidence_head::batch_rule r;
     r.batch_from = static_cast<int>(from->get<int64_t>());
     if (!rules.empty() && r.batch_from <= rules.back().batch_from) {

@@ -209,7 +209,7 @@ TEST_CASE("bench speculation --tune-head writes the head with thresholds measure
   CHECK(tuning[1].at("batch") == 4);
   for (const auto& row : tuning) {
     INFO(row.dump());
-    CHECK(row.at("speedup").size() == 7);
+    CHECK(row.at("speedup").size() == 9);
     for (const auto& [name, speedup] : row.at("speedup").items())
       CHECK(speedup.get<double>() > 0);
     CHECK(row.at("speedup").contains(row.at("chosen").get<std::string>()));

@@ -277,7 +277,7 @@ TEST_CASE("a confidence head's thresholds follow the batch, and its JSON carries
   CHECK_THAT(error_of("{" + weights + R"("by_batch": [3]})"),
              Catch::Contains("by_batch[0]: not an object"));
   CHECK_THAT(error_of("{" + weights + R"("by_batch": [{"batch_from": 0, "threshold": 0.1}]})"),
-             Catch::Contains("by_batch[0]: field 'batch_from' must be a whole number >= 1"));
+             Catch::Contains("by_batch[0]: field 'batch_from' must be a whole number from 1"));
   CHECK_THAT(error_of("{" + weights + R"("by_batch": [{"batch_from": 2.5, "threshold": 0.1}]})"),
              Catch::Contains("'batch_from' must be a whole number"));
   CHECK_THAT(error_of("{" + weights +
