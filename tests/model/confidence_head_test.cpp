@@ -180,25 +180,43 @@ std::vector<std::vector<int32_t>> outputs(const loaded_model& target, gpu::backe
   return out;
 }
 
+// The committed pair loaded on the CPU, with the draft directory's head.
+struct committed_pair {
+  std::unique_ptr<gpu::backend> dev = gpu::make_cpu_backend();
+  std::unique_ptr<loaded_model> target;
+  std::shared_ptr<const loaded_model> draft;
+  std::shared_ptr<const confidence_head> head;
+
+  committed_pair() {
+    auto t = loaded_model::load(pair_dir + "/target", *dev, true);
+    REQUIRE(t.ok());
+    target = std::move(t.value());
+    auto d = draft_model::load(pair_dir + "/draft", target->config, pair_dir + "/target", *dev);
+    REQUIRE(d.ok());
+    draft = d.value();
+    auto h = confidence_head::for_draft(pair_dir + "/draft", "");
+    REQUIRE(h.ok());
+    REQUIRE(h.value() != nullptr);
+    head = h.value();
+  }
+
+  // Engine options drafting with the pair's draft and `with` as its head.
+  engine_options drafting(std::shared_ptr<const confidence_head> with) const {
+    engine_options o;
+    o.speculation.max_draft = default_model_drafts;
+    o.speculation.draft = draft_kind::model;
+    o.draft_weights = draft;
+    o.confidence_head = std::move(with);
+    return o;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("the committed pair drafting with its confidence head gives plain decoding's tokens",
           "[confidence_head][default_model]") {
-  auto dev = gpu::make_cpu_backend();
-  auto target = loaded_model::load(pair_dir + "/target", *dev, true);
-  REQUIRE(target.ok());
-  auto draft =
-      draft_model::load(pair_dir + "/draft", target.value()->config, pair_dir + "/target", *dev);
-  REQUIRE(draft.ok());
-  auto head = confidence_head::for_draft(pair_dir + "/draft", "");
-  REQUIRE(head.ok());
-  REQUIRE(head.value() != nullptr);
-
-  engine_options drafting;
-  drafting.speculation.max_draft = default_model_drafts;
-  drafting.speculation.draft = draft_kind::model;
-  drafting.draft_weights = draft.value();
-  drafting.confidence_head = head.value();
+  const committed_pair pair;
+  const engine_options drafting = pair.drafting(pair.head);
   for (const bool sampled : {false, true}) {
     INFO((sampled ? "sampled, seed 7" : "greedy"));
     request_options request;
@@ -209,8 +227,8 @@ TEST_CASE("the committed pair drafting with its confidence head gives plain deco
       request.sampling.seed = 7;
     }
     speculation_stats stats;
-    const auto plain = outputs(*target.value(), *dev, engine_options{}, request);
-    const auto spec = outputs(*target.value(), *dev, drafting, request, &stats);
+    const auto plain = outputs(*pair.target, *pair.dev, engine_options{}, request);
+    const auto spec = outputs(*pair.target, *pair.dev, drafting, request, &stats);
     CHECK(spec == plain);
     // Not vacuous: the head let drafts through, and the target both kept and rejected some.
     CHECK(stats.drafted_tokens > 0);
@@ -294,27 +312,14 @@ TEST_CASE("a confidence head's thresholds follow the batch, and its JSON carries
 
 TEST_CASE("the draft model cuts with the head's thresholds for the step's batch",
           "[confidence_head][default_model]") {
-  auto dev = gpu::make_cpu_backend();
-  auto target = loaded_model::load(pair_dir + "/target", *dev, true);
-  REQUIRE(target.ok());
-  auto draft =
-      draft_model::load(pair_dir + "/draft", target.value()->config, pair_dir + "/target", *dev);
-  REQUIRE(draft.ok());
-  auto committed = confidence_head::for_draft(pair_dir + "/draft", "");
-  REQUIRE(committed.ok());
-  REQUIRE(committed.value() != nullptr);
+  const committed_pair pair;
   // Alone a sequence verifies nothing (every product is below 1) and would stop drafting after
   // one draft; from two sequences drafting together, every draft, and drafting goes on.
-  auto head = std::make_shared<confidence_head>(*committed.value());
+  auto head = std::make_shared<confidence_head>(*pair.head);
   head->threshold = 1.0;
   head->continue_threshold = 1.0;
   head->by_batch = {{2, 0.0, 0.0}};
-
-  engine_options drafting;
-  drafting.speculation.max_draft = default_model_drafts;
-  drafting.speculation.draft = draft_kind::model;
-  drafting.draft_weights = draft.value();
-  drafting.confidence_head = head;
+  const engine_options drafting = pair.drafting(head);
   request_options request;
   request.max_tokens = 24;
   std::vector<int32_t> prompt;
@@ -322,19 +327,19 @@ TEST_CASE("the draft model cuts with the head's thresholds for the step's batch"
     prompt.push_back(static_cast<int32_t>((i * 61) % 4000 + 20));
 
   // One sequence: batch 1 throughout.
-  engine alone(*target.value(), *dev, drafting);
+  engine alone(*pair.target, *pair.dev, drafting);
   const int64_t id = alone.submit(prompt, request).value();
   alone.run_until_idle();
   CHECK(alone.speculation().drafted_tokens == 0);
   CHECK(alone.speculation().proposed_tokens > 0);  // computed, then cut
-  engine plain(*target.value(), *dev, engine_options{});
+  engine plain(*pair.target, *pair.dev, engine_options{});
   const int64_t plain_id = plain.submit(prompt, request).value();
   plain.run_until_idle();
   CHECK(alone.output(id) == plain.output(plain_id));
 
   // Four sequences decoding together: drafts are verified, and the tokens stay plain decoding's.
   speculation_stats stats;
-  const auto together = outputs(*target.value(), *dev, drafting, request, &stats);
+  const auto together = outputs(*pair.target, *pair.dev, drafting, request, &stats);
   CHECK(stats.drafted_tokens > stats.verify_steps);  // more than one draft a step
-  CHECK(together == outputs(*target.value(), *dev, engine_options{}, request));
+  CHECK(together == outputs(*pair.target, *pair.dev, engine_options{}, request));
 }
