@@ -1,17 +1,24 @@
 #include "chaos/event_watch.hpp"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "common/wall_clock.hpp"
 #include "serve/http_client.hpp"
 
 namespace brigade::chaos {
 
+int64_t event_at_ms(int64_t unix_ms, int64_t now_unix_ms, int64_t now_since_start_ms) {
+  return now_since_start_ms - std::max<int64_t>(0, now_unix_ms - unix_ms);
+}
+
 event_watch::event_watch(std::string host, uint16_t port, std::string api_key,
-                         int64_t start_unix_ms, std::function<void(const seen_event&)> on_event)
+                         std::chrono::steady_clock::time_point start,
+                         std::function<void(const seen_event&)> on_event)
     : host_(std::move(host)),
       port_(port),
       api_key_(std::move(api_key)),
-      start_unix_ms_(start_unix_ms),
+      start_(start),
       on_event_(std::move(on_event)),
       thread_([this] { loop(); }) {}
 
@@ -49,7 +56,11 @@ void event_watch::loop() {
       const auto j = nlohmann::json::parse(data, nullptr, false);
       if (!j.is_object()) return !stop_;
       seen_event e;
-      e.at_ms = j.value("unix_ms", int64_t{0}) - start_unix_ms_;
+      const int64_t arrived = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::steady_clock::now() - start_)
+                                  .count();
+      const int64_t now_unix = unix_ms();
+      e.at_ms = event_at_ms(j.value("unix_ms", now_unix), now_unix, arrived);
       e.kind = j.value("kind", std::string());
       e.node = j.value("node", std::string());
       e.actor = j.value("actor", std::string());

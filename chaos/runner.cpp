@@ -21,7 +21,6 @@
 #include "chaos/run_checks.hpp"
 #include "chaos/workload.hpp"
 #include "common/hex.hpp"
-#include "common/wall_clock.hpp"
 #include "model/model_writer.hpp"
 
 namespace brigade::chaos {
@@ -126,7 +125,6 @@ class run {
   const scenario& s_;
   const run_options& o_;
   steady::time_point start_;
-  int64_t start_unix_ms_ = 0;
   std::string dir_;
   std::unique_ptr<cluster> cluster_;
   std::unique_ptr<driver> driver_;
@@ -279,7 +277,6 @@ result<run_result> run::go() {
   if (!started) return started.err();
   cluster_ = std::move(started.value());
   start_ = steady::now();
-  start_unix_ms_ = unix_ms();
   driver_ = std::make_unique<driver>(cluster_->host(), cluster_->http_port(), co.api_key,
                                      cluster_->model_name(), start_, std::chrono::seconds(60));
   // Warm up: the first request is served once every role is up.
@@ -310,10 +307,9 @@ result<run_result> run::go() {
   for (const auto& n : cluster_->nodes())
     baseline_rss_kb_[n] = cluster_->node_rss_kb(n);
   start_ = steady::now();
-  start_unix_ms_ = unix_ms();
   driver_ = std::make_unique<driver>(cluster_->host(), cluster_->http_port(), co.api_key,
                                      cluster_->model_name(), start_, std::chrono::seconds(60));
-  event_watch events(cluster_->host(), cluster_->http_port(), co.api_key, start_unix_ms_,
+  event_watch events(cluster_->host(), cluster_->http_port(), co.api_key, start_,
                      [this](const seen_event& e) { on_cluster_event(e); });
   fault_injector inject(
       *cluster_, o_.seed, [this] { return now_ms(); },

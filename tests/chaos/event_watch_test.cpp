@@ -80,3 +80,17 @@ TEST_CASE("a kill sent while its node is cut off from the coordinator lands at t
   s.faults[0].action = fault_spec::kind::stop;
   CHECK(kill_lands_at(s, faults, 1, "expert_shard-1", seen) == 3205);
 }
+
+TEST_CASE("an event's time is its age on arrival, before the arrival on the steady clock",
+          "[chaos]") {
+  using brigade::chaos::event_at_ms;
+  // Stamped 150 ms before it arrived, 1,000 ms into the run.
+  CHECK(event_at_ms(1'700'000'000'850, 1'700'000'001'000, 1000) == 850);
+  // The system clock stepped 8 s forward since the run started: the event's age is what it was,
+  // and so is its time in the run (the stamp against the run's start would say 8,850).
+  CHECK(event_at_ms(1'700'000'008'850, 1'700'000'009'000, 1000) == 850);
+  // A stamp after the arrival (the clock stepped back in between) counts as the arrival.
+  CHECK(event_at_ms(1'700'000'001'200, 1'700'000'001'000, 1000) == 1000);
+  // A coordinator paused for 15 s pushes its events late: their age says when they happened.
+  CHECK(event_at_ms(1'700'000'002'000, 1'700'000'017'000, 16000) == 1000);
+}
