@@ -32,8 +32,8 @@ typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, speculation_options& x) {
   return f(caf::meta::type_name("speculation_options"), x.max_draft, x.draft, x.draft_model,
-           x.max_ngram, x.min_ngram, x.min_trust, x.lookback_tokens, x.adaptive,
-           x.disable_above_batch, x.measured_gate);
+           x.draft_attention_window, x.max_ngram, x.min_ngram, x.min_trust, x.lookback_tokens,
+           x.adaptive, x.disable_above_batch, x.measured_gate);
 }
 
 template <class Inspector>

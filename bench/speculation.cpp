@@ -21,6 +21,7 @@
 #include "bench/speculation_pair.hpp"
 #include "bench/table.hpp"
 #include "common/thread_pool.hpp"
+#include "model/draft_model.hpp"
 #include "model/engine.hpp"
 #include "model/kv_layout.hpp"
 #include "model/loaded_model.hpp"
@@ -141,8 +142,14 @@ int run_pair_section(const pair_options& pair, gpu::backend& dev, bool as_json) 
 // 1 + drafts tokens with a logits row for each.
 class step_fixture {
  public:
-  step_fixture(const model::loaded_model& m, gpu::backend& dev, int batch, int context, int drafts)
-      : m_(m), ws_(m.config, dev, batch * (drafts + 1)), context_(context), drafts_(drafts) {
+  step_fixture(const model::loaded_model& m, gpu::backend& dev, int batch, int context, int drafts,
+               int attention_window = 0)
+      : m_(m),
+        config_(model::draft_model::windowed(m.config, attention_window)),
+        forward_(config_, m.forward->device(), m.forward->weights()),
+        ws_(m.config, dev, batch * (drafts + 1)),
+        context_(context),
+        drafts_(drafts) {
     const model::model_config& c = m.config;
     const int block_tokens = 16;
     const int blocks_per_seq = (context + drafts + 1 + block_tokens - 1) / block_tokens;
@@ -173,7 +180,7 @@ class step_fixture {
   /// Runs the step once; returns its seconds.
   double run() {
     const auto start = clock_type::now();
-    model::run_step(*m_.forward, *m_.experts, *kv_, ws_, batch_, logits_);
+    model::run_step(forward_, *m_.experts, *kv_, ws_, batch_, logits_);
     return std::chrono::duration<double>(clock_type::now() - start).count();
   }
 
@@ -187,6 +194,8 @@ class step_fixture {
   }
 
   const model::loaded_model& m_;
+  model::model_config config_;  // m's, with the attention window
+  model::transformer forward_;  // m's layers under config_
   std::unique_ptr<gpu::kv_storage> kv_;
   model::workspace ws_;
   int context_, drafts_;
@@ -198,8 +207,9 @@ class step_fixture {
 }  // namespace
 
 double verify_step_seconds(const model::loaded_model& m, gpu::backend& dev, int batch, int context,
-                           int drafts, int reps, const std::vector<int32_t>* text) {
-  step_fixture step(m, dev, batch, context, drafts);
+                           int drafts, int reps, const std::vector<int32_t>* text,
+                           int attention_window) {
+  step_fixture step(m, dev, batch, context, drafts, attention_window);
   std::vector<double> times;
   for (int r = 0; r <= reps; ++r) {
     // A window 61 tokens on from the last one's: other tokens, other experts.
@@ -212,9 +222,9 @@ double verify_step_seconds(const model::loaded_model& m, gpu::backend& dev, int 
 
 double draft_after_target_seconds(const model::loaded_model& target,
                                   const model::loaded_model& draft, gpu::backend& dev, int context,
-                                  int drafts, int reps) {
+                                  int drafts, int reps, int draft_attention_window) {
   step_fixture verify(target, dev, 1, context, drafts);
-  step_fixture forward(draft, dev, 1, context, 0);
+  step_fixture forward(draft, dev, 1, context, 0, draft_attention_window);
   std::vector<double> times;
   for (int r = 0; r <= reps; ++r) {
     verify.run();
@@ -248,6 +258,9 @@ int speculation(int argc, char** argv) {
   app.add_option("--work-dir", work_dir, "where the generated benchmark model is kept");
   app.add_option("--pair", pair.dir,
                  "a trained pair's directory (target/, draft/, heldout.txt); none skips it");
+  app.add_option("--draft-attention-window", pair.draft_attention_window,
+                 "positions the pair's draft attends to, the most recent (0: all)")
+      ->check(CLI::Range(0, 1 << 24));
   app.add_option("--confidence-head", pair.head_path,
                  "the draft's confidence head JSON, or none (default: the draft directory's)");
   app.add_option("--record-events", pair.record_events,

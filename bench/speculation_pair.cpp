@@ -47,6 +47,7 @@ struct pair_models {
   std::unique_ptr<model::loaded_model> target;
   std::shared_ptr<const model::loaded_model> draft;
   std::shared_ptr<const model::confidence_head> head;  // null when there is none
+  int draft_window = 0;                                // pair_options::draft_attention_window
   std::vector<int32_t> fit_tokens, eval_tokens;        // the held-out text's two halves
 };
 
@@ -151,6 +152,7 @@ result<pair_models> load_pair(const pair_options& o, gpu::backend& dev) {
   auto draft = model::draft_model::load(draft_dir, p.target->config, target_dir, dev);
   if (!draft) return draft.err();
   p.draft = draft.value();
+  p.draft_window = o.draft_attention_window;
   auto head = model::confidence_head::for_draft(draft_dir, o.head_path);
   if (!head) return head.err();
   p.head = head.value();
@@ -179,6 +181,7 @@ model::engine_options options_for(const pair_models& p, source s, int max_draft,
   o.speculation.adaptive = s != source::draft_fixed;
   if (s == source::lookup) return o;
   o.speculation.draft = model::draft_kind::model;
+  o.speculation.draft_attention_window = p.draft_window;
   o.draft_weights = p.draft;
   if (s == source::draft_head) o.confidence_head = p.head;
   return o;
@@ -296,7 +299,7 @@ std::vector<double> measure_costs(const pair_models& p, gpu::backend& dev, int c
       s[static_cast<size_t>(d)].push_back(
           verify_step_seconds(*p.target, dev, 1, context, d, 8, text));
     }
-    s.back().push_back(verify_step_seconds(*p.draft, dev, 1, context, 0, 8, text));
+    s.back().push_back(verify_step_seconds(*p.draft, dev, 1, context, 0, 8, text, p.draft_window));
   }
   std::vector<double> out;
   for (auto& v : s) {
@@ -720,11 +723,12 @@ status run_pair_bench(const pair_options& o, gpu::backend& dev, json& out, std::
     out["repeated_step_ms"].push_back(1e3 * s);
   std::vector<double> cold;
   for (int r = 0; r < 5; ++r) {
-    cold.push_back(draft_after_target_seconds(*p.target, *p.draft, dev,
-                                              o.prompt_tokens + o.max_tokens / 2, 2, 8));
+    cold.push_back(draft_after_target_seconds(
+        *p.target, *p.draft, dev, o.prompt_tokens + o.max_tokens / 2, 2, 8, p.draft_window));
   }
   std::sort(cold.begin(), cold.end());
   out["draft_step_after_target_ms"] = 1e3 * cold[cold.size() / 2];
+  out["draft_attention_window"] = p.draft_window;
   if (!o.record_events.empty()) return record_events(o, p, dev, cost, cold[cold.size() / 2], out);
   if (!o.tune_head.empty()) return tune_head(o, p, dev, cost, out, text);
 

@@ -16,6 +16,7 @@
 #include "common/result.hpp"
 #include "gpu/backend.hpp"
 #include "model/loaded_model.hpp"
+#include "model/speculation.hpp"
 
 namespace brigade::model {
 class engine;
@@ -36,6 +37,8 @@ struct pair_options {
   int prompt_tokens = 64;
   int max_tokens = 64;
   int max_draft = 5;
+  /// speculation_options::draft_attention_window of every draft-model row.
+  int draft_attention_window = model::default_draft_attention_window;
   std::vector<int> concurrency{8};  ///< Sequences decoding together in the throughput rows.
   /// disable_above_batch of the gated throughput rows; -1: what `brigade serve` runs with (the
   /// embedded default manifest's).
@@ -64,14 +67,17 @@ std::vector<int64_t> start_all(model::engine& eng, const std::vector<std::vector
 /// The tokens are random and the same step repeats, unless `text` is given: then each repetition
 /// feeds another window of it, routing to the experts text routes to, anew each time, as the
 /// steps of a decode loop do (a repeated step finds its experts in the cache the last one left).
+/// With `attention_window`, each row attends to that many positions at most (a draft model's
+/// forward as draft_model runs it).
 double verify_step_seconds(const model::loaded_model& m, gpu::backend& dev, int batch, int context,
-                           int drafts, int reps, const std::vector<int32_t>* text = nullptr);
+                           int drafts, int reps, const std::vector<int32_t>* text = nullptr,
+                           int attention_window = 0);
 
 /// Seconds of one forward of `draft` at batch 1 right after a verify step of `drafts` drafts on
 /// `target` (median of `reps`): a draft forward as the decode loop runs it, its weights no longer
 /// in the cache the target's step went through.
 double draft_after_target_seconds(const model::loaded_model& target,
                                   const model::loaded_model& draft, gpu::backend& dev, int context,
-                                  int drafts, int reps);
+                                  int drafts, int reps, int draft_attention_window = 0);
 
 }  // namespace brigade::bench

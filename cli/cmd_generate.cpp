@@ -68,6 +68,11 @@ int generate(int argc, char** argv) {
   app.add_option("--draft-model", draft_dir,
                  "draft with this small dense model of the same tokenizer (up to 5 tokens per "
                  "step unless --speculate says otherwise)");
+  int draft_window = model::default_draft_attention_window;
+  app.add_option("--draft-attention-window", draft_window,
+                 "with --draft-model: positions the draft attends to, the most recent (0: all)")
+      ->check(CLI::Range(0, 1 << 24))
+      ->capture_default_str();
   bool no_gate = false;
   app.add_flag("--no-speculation-gate", no_gate,
                "draft in every step, even where drafting measured slower per token than plain "
@@ -155,6 +160,7 @@ int generate(int argc, char** argv) {
   if (!draft_dir.empty()) {
     options.speculation.draft = model::draft_kind::model;
     options.speculation.draft_model = draft_dir;
+    options.speculation.draft_attention_window = draft_window;
     if (speculate_opt->count() == 0) options.speculation.max_draft = model::default_model_drafts;
     auto draft = model::draft_model::load(draft_dir, config, model_dir, *dev);
     if (!draft) return fail(draft.err().message);

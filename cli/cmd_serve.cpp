@@ -63,6 +63,7 @@ struct serve_options {
   std::string kv_dtype;  ///< --kv-dtype: empty keeps the manifest's kv_dtype.
   // Overrides of the manifest's values; -1 keeps the manifest's.
   int speculate = -1;
+  int draft_attention_window = -1;
   std::string draft_model;
   bool no_speculation_gate = false;
   int max_queued = -1;
@@ -105,6 +106,11 @@ void add_options(CLI::App& app, serve_options& o) {
                  "otherwise (overrides roles.decode.speculation.draft_model; on nodes, the "
                  "directory must exist on each node that runs a decode worker)")
       ->default_str("");
+  app.add_option("--draft-attention-window", o.draft_attention_window,
+                 "positions the draft model attends to, the most recent, 0 for all (overrides "
+                 "roles.decode.speculation.draft_attention_window)")
+      ->check(CLI::Range(0, 1 << 24))
+      ->default_str("the manifest's");
   app.add_flag("--no-speculation-gate", o.no_speculation_gate,
                "draft in every decode step, even where the decode worker measured drafting "
                "slower per token than plain decoding (sets "
@@ -180,6 +186,9 @@ result<config::manifest> manifest_for(const serve_options& o) {
     }
   }
   if (o.speculate >= 0) m.decode.speculation.max_draft = o.speculate;
+  if (o.draft_attention_window >= 0) {
+    m.decode.speculation.draft_attention_window = o.draft_attention_window;
+  }
   if (o.no_speculation_gate) m.decode.speculation.measured_gate = false;
   if (o.max_queued > 0) m.admission_queue = o.max_queued;
   if (o.max_running > 0) m.decode.max_running = o.max_running;

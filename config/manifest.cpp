@@ -198,6 +198,7 @@ void read_speculation(yaml_section& s, model::speculation_options& out) {
   s.integer("min_ngram", out.min_ngram, 1, 64);
   s.number("min_trust", out.min_trust, 0.0);
   s.integer("lookback_tokens", out.lookback_tokens, 1, 1 << 24);
+  s.integer("draft_attention_window", out.draft_attention_window, 0, 1 << 24);
   s.flag("adaptive", out.adaptive);
   s.integer("disable_above_batch", out.disable_above_batch, 0, 1 << 20);
   s.flag("measured_gate", out.measured_gate);

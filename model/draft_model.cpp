@@ -88,6 +88,9 @@ draft_model::draft_model(std::shared_ptr<const loaded_model> weights,
                          const draft_source_limits& limits,
                          std::shared_ptr<const confidence_head> head)
     : weights_(std::move(weights)),
+      config_(windowed(weights_->config, limits.attention_window)),
+      forward_(std::make_unique<transformer>(config_, weights_->forward->device(),
+                                             weights_->forward->weights())),
       head_(std::move(head)),
       catch_up_tokens_(limits.catch_up_tokens),
       block_tokens_(limits.block_tokens),
@@ -102,6 +105,14 @@ draft_model::draft_model(std::shared_ptr<const loaded_model> weights,
 }
 
 draft_model::~draft_model() = default;
+
+model_config draft_model::windowed(model_config draft, int attention_window) {
+  if (attention_window > 0 &&
+      (draft.sliding_window == 0 || attention_window < draft.sliding_window)) {
+    draft.sliding_window = attention_window;
+  }
+  return draft;
+}
 
 int draft_model::stored_tokens(int64_t id) const {
   auto it = seqs_.find(id);
@@ -211,7 +222,7 @@ void draft_model::run(std::vector<feed> feeds, std::vector<draft_proposal>& out)
       if (f.drafts) chosen.emplace_back(f.slot, f.start);
       ++next;
     }
-    run_step(*weights_->forward, *weights_->experts, *kv_, ws_, batch_, logits_);
+    run_step(*forward_, *weights_->experts, *kv_, ws_, batch_, logits_);
     for (size_t k = 0; k < chosen.size(); ++k)
       choose(logits_.data() + k * vocab, chosen[k].first, chosen[k].second, out);
   }

@@ -43,6 +43,8 @@
 
 namespace brigade::model {
 
+class transformer;
+
 class draft_model final : public draft_source {
  public:
   /// `weights` from load(); its forward pass runs on the device it was loaded onto. With a `head`,
@@ -82,6 +84,11 @@ class draft_model final : public draft_source {
     return draft.own_device ? "int8" : "as_stored";
   }
 
+  /// `draft` as a draft model runs it with `attention_window`: each row attends to at most the
+  /// last `attention_window` positions (0: all), or the checkpoint's own sliding window where
+  /// that is shorter.
+  static model_config windowed(model_config draft, int attention_window);
+
   static result<std::shared_ptr<const loaded_model>> load(const std::string& dir,
                                                           const model_config& target,
                                                           const std::string& target_dir,
@@ -110,6 +117,8 @@ class draft_model final : public draft_source {
   void choose(const float* row, size_t slot, int position, std::vector<draft_proposal>& out);
 
   std::shared_ptr<const loaded_model> weights_;
+  model_config config_;                          // the draft's, with the attention window
+  std::unique_ptr<transformer> forward_;         // weights_'s layers under config_
   std::shared_ptr<const confidence_head> head_;  // null: every draft up to the limit
   int catch_up_tokens_ = 0;                      // draft_source_limits::catch_up_tokens
   int block_tokens_;

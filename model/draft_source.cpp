@@ -21,7 +21,9 @@ std::unique_ptr<draft_source> make_draft_source(const speculation_options& optio
       // The caller loads the draft (draft_model::load), where a bad checkpoint is an error
       // value; asking for a draft model without one is a bug of the caller.
       if (!draft) throw std::logic_error("a draft model source needs the draft's weights");
-      return std::make_unique<draft_model>(std::move(draft), limits, std::move(head));
+      draft_source_limits windowed = limits;
+      windowed.attention_window = options.draft_attention_window;
+      return std::make_unique<draft_model>(std::move(draft), windowed, std::move(head));
   }
   return nullptr;
 }

@@ -94,6 +94,9 @@ struct draft_source_limits {
   /// prompt is, instead of in one stall of every sequence in the batch (eight 1536-token prompts
   /// took a draft 221 ms at once on the 2-core VM).
   int catch_up_tokens = 0;
+  /// Positions each of a draft model's rows attends to, the most recent; 0: all of them
+  /// (speculation_options::draft_attention_window; make_draft_source sets it from there).
+  int attention_window = 0;
 };
 
 /// The source `options` asks for: null when speculation is off, prompt lookup, or a draft model

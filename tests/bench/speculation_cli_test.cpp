@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "model/speculation.hpp"
 #include "tests/support/run_brigade.hpp"
 
 TEST_CASE("bench speculation compares every configuration with plain decoding", "[bench][cli]") {
@@ -47,6 +48,8 @@ TEST_CASE("bench speculation on the trained pair has a row per source and concur
   // The head it ran with, thresholds by batch and all: the committed one.
   std::ifstream committed(pair + "/draft/confidence_head.json");
   CHECK(doc.at("head") == nlohmann::json::parse(committed));
+  // And the draft's attention window, serve's default.
+  CHECK(doc.at("draft_attention_window") == brigade::model::default_draft_attention_window);
   const auto& rows = doc.at("rows");
   std::vector<std::string> sources;
   for (const auto& row : rows) {

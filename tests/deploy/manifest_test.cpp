@@ -233,6 +233,15 @@ TEST_CASE("roles.decode.speculation.draft: prompt lookup, or a draft model draft
   auto off = config::parse_manifest(head + "{draft: none, max_draft: 4}}}", "m.yaml");
   REQUIRE(off.ok());
   CHECK_FALSE(off->decode.speculation.enabled());
+  // The draft attends to the last 256 positions unless the manifest says otherwise; 0: all.
+  CHECK(drafting->decode.speculation.draft_attention_window == 256);
+  for (int window : {0, 64}) {
+    auto set = config::parse_manifest(
+        head + "{draft_model: /d, draft_attention_window: " + std::to_string(window) + "}}}",
+        "m.yaml");
+    REQUIRE(set.ok());
+    CHECK(set->decode.speculation.draft_attention_window == window);
+  }
 }
 
 TEST_CASE("bad speculation fields are refused, naming the field", "[manifest]") {
@@ -248,6 +257,10 @@ TEST_CASE("bad speculation fields are refused, naming the field", "[manifest]") 
                  Catch::Contains("at least min_ngram"));
   CHECK_THAT(parse_error(head + "{disable_above_batch: -2}}}"),
              Catch::Contains("'roles.decode.speculation.disable_above_batch'"));
+  CHECK_THAT(parse_error(head + "{draft_attention_window: -1}}}"),
+             Catch::Contains("'roles.decode.speculation.draft_attention_window'"));
+  CHECK_THAT(parse_error(head + "{draft_attention_window: 1.5}}}"),
+             Catch::Contains("'roles.decode.speculation.draft_attention_window'"));
   CHECK_THAT(parse_error(head + "{measured_gate: sometimes}}}"),
              Catch::Contains("'roles.decode.speculation.measured_gate'"));
   CHECK_THAT(

@@ -286,6 +286,58 @@ TEST_CASE("a draft model's KV rolls back with rejections: its drafts are a fresh
   CHECK(kept.free_kv_blocks() == 4096 / 4);
 }
 
+TEST_CASE("a draft model attends to its attention window: tokens before it change no draft",
+          "[draft_model][speculation]") {
+  auto f = draft_fixture::derived_draft();
+  const int window = 8;
+  // A row reaches back window - 1 positions a layer.
+  const int reach = f->draft->config.num_layers * (window - 1);
+  const int n = reach + 40;
+  std::vector<int32_t> a = prompt(n, 3), b = a;
+  for (int i = 0; i < n - 1 - reach; ++i)
+    b[static_cast<size_t>(i)] = (a[static_cast<size_t>(i)] + 101) % 500;
+  // Small blocks and chunks: the window crosses both.
+  const draft_source_limits full{4096, 4, 16};
+  draft_source_limits windowed = full;
+  windowed.attention_window = window;
+  auto drafts = [&](const draft_source_limits& limits, const std::vector<int32_t>& tokens) {
+    std::vector<draft_proposal> out;
+    draft_model(f->draft, limits).propose({{1, &tokens, 4}}, out);
+    REQUIRE(out.size() == 1);
+    REQUIRE(out[0].features.size() == 4);
+    return out[0];
+  };
+  // Windowed, the tokens before the window's reach are never read: the same drafts, bit for bit.
+  check_same_drafts(drafts(windowed, b), drafts(windowed, a));
+  // With the whole context they are: the draft's probabilities differ.
+  const draft_proposal whole_a = drafts(full, a), whole_b = drafts(full, b);
+  CHECK(std::memcmp(&whole_a.features[0], &whole_b.features[0], sizeof(draft_feature)) != 0);
+  // The source the engine makes takes its window from the speculation options.
+  speculation_options options;
+  options.max_draft = 4;
+  options.draft = draft_kind::model;
+  options.draft_attention_window = window;
+  std::vector<draft_proposal> made;
+  make_draft_source(options, f->draft, full)->propose({{1, &b, 4}}, made);
+  REQUIRE(made.size() == 1);
+  check_same_drafts(made[0], drafts(windowed, a));
+  // A context within the window drafts as with the whole context.
+  windowed.attention_window = n + 8;
+  check_same_drafts(drafts(windowed, a), whole_a);
+
+  // Through the engine, a windowed draft changes no token and no logit.
+  for (const request_options& req : {greedy(32), sampled(32)}) {
+    engine_options spec = drafting_with(*f, 4);
+    spec.speculation.draft_attention_window = 5;
+    speculation_stats stats;
+    const auto drafted = run(*f, spec, req, &stats);
+    INFO("temperature " << req.sampling.temperature << ": drafted " << stats.drafted_tokens
+                        << ", accepted " << stats.accepted_tokens);
+    REQUIRE(stats.accepted_tokens > 0);
+    check_same(drafted, run(*f, {}, req));
+  }
+}
+
 TEST_CASE("a confidence head's thresholds decide what a draft model verifies and computes",
           "[draft_model][speculation]") {
   auto f = draft_fixture::derived_draft();
