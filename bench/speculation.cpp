@@ -220,18 +220,24 @@ double verify_step_seconds(const model::loaded_model& m, gpu::backend& dev, int 
   return median(times);
 }
 
-double draft_after_target_seconds(const model::loaded_model& target,
-                                  const model::loaded_model& draft, gpu::backend& dev, int context,
-                                  int drafts, int reps, int draft_attention_window) {
+draft_forward_seconds draft_forwards_after_target(const model::loaded_model& target,
+                                                  const model::loaded_model& draft,
+                                                  gpu::backend& dev, int context, int drafts,
+                                                  int reps, int draft_attention_window) {
   step_fixture verify(target, dev, 1, context, drafts);
   step_fixture forward(draft, dev, 1, context, 0, draft_attention_window);
-  std::vector<double> times;
+  std::vector<double> first, next;
   for (int r = 0; r <= reps; ++r) {
     verify.run();
-    const double t = forward.run();
-    if (r > 0) times.push_back(t);
+    const double cold = forward.run();
+    double rest = 0;
+    for (int d = 1; d < drafts; ++d)
+      rest += forward.run();
+    if (r == 0) continue;
+    first.push_back(cold);
+    if (drafts > 1) next.push_back(rest / (drafts - 1));
   }
-  return median(times);
+  return {median(first), next.empty() ? median(first) : median(next)};
 }
 
 int speculation(int argc, char** argv) {

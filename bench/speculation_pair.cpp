@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -58,6 +59,20 @@ struct step_record {
   int kept = 0;
 };
 
+// What the bounds charge, in seconds at batch 1.
+struct bound_costs {
+  std::vector<double> verify;  // a verify step of 0..max_draft drafts (0: a plain step)
+  double draft = 0;            // a draft forward after the first of a step
+  double first_draft = 0;      // a step's first draft forward, right after its verify step
+  // In plain steps: `forwards` draft forwards in `steps` steps, the first of each cold.
+  double draft_units(int64_t forwards, int64_t steps) const {
+    const int64_t cold = std::min(forwards, steps);
+    return (static_cast<double>(cold) * first_draft +
+            static_cast<double>(forwards - cold) * draft) /
+           verify[0];
+  }
+};
+
 // Sums over the runs of one row.
 struct row_figures {
   source src = source::plain;
@@ -69,8 +84,12 @@ struct row_figures {
   // A draft_head row's head when not the pair's (the candidates --tune-head measures).
   std::shared_ptr<const model::confidence_head> head;
   int64_t tokens = 0, steps = 0, verified = 0, computed = 0, accepted = 0;
-  double seconds = 0, cost_units = 0;  // cost_units: verify costs over a plain step's, summed
-  double draft_units = 0;              // the draft model's forwards over a plain step, summed
+  double seconds = 0;
+  // Timed steps by the drafts they verified (0..max_draft), and the draft model's forwards in
+  // them: what they cost is charged when the bounds are taken, at the costs measured over the
+  // whole run (step_costs).
+  std::vector<int64_t> steps_by_length;
+  int64_t draft_forwards = 0, drafting_steps = 0;  // drafting: with a draft forward
   // Untimed above: from submitting a run's prompts to every one's first token (the prefill, and
   // a draft model's prefill beside it), summed over the runs.
   double first_token_seconds = 0;
@@ -85,6 +104,18 @@ struct row_figures {
   bool same_tokens = true;
 
   double tokens_per_s() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0; }
+  // The timed steps' verify costs in plain steps, `cost` per length (its last element: a draft
+  // forward's).
+  double cost_units(const bound_costs& cost) const {
+    double units = 0;
+    for (size_t l = 0; l < steps_by_length.size(); ++l)
+      units += static_cast<double>(steps_by_length[l]) * cost.verify[l] / cost.verify[0];
+    return units;
+  }
+  // Their draft model's forwards in plain steps.
+  double draft_units(const bound_costs& cost) const {
+    return cost.draft_units(draft_forwards, drafting_steps);
+  }
   double first_token_ms() const {
     return runs > 0 ? 1e3 * first_token_seconds / static_cast<double>(runs) : 0;
   }
@@ -191,8 +222,7 @@ model::engine_options options_for(const pair_models& p, source s, int max_draft,
 // sums, and returns the outputs. Times the steps after every sequence has its first token.
 std::vector<std::vector<int32_t>> run_row(const pair_models& p, gpu::backend& dev,
                                           const std::vector<std::vector<int32_t>>& prompts,
-                                          const pair_options& o, const std::vector<double>& cost,
-                                          row_figures& row) {
+                                          const pair_options& o, row_figures& row) {
   const int n = static_cast<int>(prompts.size());
   const int kv = n * (o.prompt_tokens + o.max_tokens + o.max_draft + 32);
   model::engine_options opt = options_for(p, row.src, o.max_draft, n, kv);
@@ -208,10 +238,12 @@ std::vector<std::vector<int32_t>> run_row(const pair_models& p, gpu::backend& de
     row.verified += fed;
     row.computed += std::max(proposal.computed, fed);
     row.accepted += kept;
-    row.cost_units += cost[static_cast<size_t>(std::min(fed, o.max_draft))] / cost[0];
-    if (row.src != source::lookup) {
-      row.draft_units +=
-          static_cast<double>(std::max(proposal.computed, fed)) * cost.back() / cost[0];
+    const size_t length = static_cast<size_t>(std::min(fed, o.max_draft));
+    if (row.steps_by_length.size() <= length) row.steps_by_length.resize(length + 1, 0);
+    row.steps_by_length[length] += 1;
+    if (row.src != source::lookup && std::max(proposal.computed, fed) > 0) {
+      row.draft_forwards += std::max(proposal.computed, fed);
+      row.drafting_steps += 1;
     }
     if (row.drafted_at.size() < static_cast<size_t>(fed)) {
       row.drafted_at.resize(static_cast<size_t>(fed), 0);
@@ -251,16 +283,17 @@ std::vector<std::vector<int32_t>> run_row(const pair_models& p, gpu::backend& de
 }
 
 // The best speedup a fixed verify length allows with acceptance `a` per position (conditional:
-// of the drafts reached there) and verify costs `cost` per length. Its last element is one draft
-// forward: with `count_drafts`, a length L also pays L of them, else drafting is taken as free.
-double fixed_length_bound(const std::vector<double>& a, const std::vector<double>& cost,
+// of the drafts reached there) and verify costs `cost` per length. With `count_drafts`, a length
+// L also pays L draft forwards (the first right after the verify step), else drafting is taken
+// as free.
+double fixed_length_bound(const std::vector<double>& a, const bound_costs& cost,
                           bool count_drafts = false) {
-  const double draft = count_drafts ? cost.back() : 0.0;
   double best = 1.0, tokens = 1.0, reach = 1.0;
-  for (size_t l = 1; l <= a.size() && l + 1 < cost.size(); ++l) {
+  for (size_t l = 1; l <= a.size() && l < cost.verify.size(); ++l) {
     reach *= a[l - 1];
     tokens += reach;
-    best = std::max(best, tokens / ((cost[l] + static_cast<double>(l) * draft) / cost[0]));
+    const double drafts = count_drafts ? cost.draft_units(static_cast<int64_t>(l), 1) : 0.0;
+    best = std::max(best, tokens / (cost.verify[l] / cost.verify[0] + drafts));
   }
   return best;
 }
@@ -285,44 +318,78 @@ json calibration(const model::confidence_head& head, const std::vector<step_reco
   return out;
 }
 
-// Verify step costs on the target for 0..max_draft drafts at batch 1, and one draft forward,
-// alternating round by round: element max_draft + 1 is the draft's step. With `text`, each step
-// feeds another window of it (verify_step_seconds): what the bounds charge. Without, random
-// tokens and the same step repeated, as the bench measured before: a repeated step finds its
-// experts in the cache, and random tokens route unlike text, so on the default pair it gave
-// verify steps of 3-5 drafts 10-15% below what they cost in the decode loop.
-std::vector<double> measure_costs(const pair_models& p, gpu::backend& dev, int context,
-                                  int max_draft, int rounds, const std::vector<int32_t>* text) {
-  std::vector<std::vector<double>> s(static_cast<size_t>(max_draft) + 2);
-  for (int r = 0; r < rounds; ++r) {
-    for (int d = 0; d <= max_draft; ++d) {
-      s[static_cast<size_t>(d)].push_back(
-          verify_step_seconds(*p.target, dev, 1, context, d, 8, text));
+// Verify step costs on the target for 0..max_draft drafts at batch 1, and the draft's forwards as
+// a step runs them (draft_forwards_after_target: the first right after the verify step, then the
+// next ones), measured in rounds: each round times each once (the median of 8 steps). With `text`,
+// each step feeds another window of it (verify_step_seconds): what the bounds charge. Without,
+// random tokens and the same step repeated, as the bench measured before: a repeated step finds its
+// experts in the cache, and random tokens route unlike text, so on the default pair it gave verify
+// steps of 3-5 drafts 10-15% below what they cost in the decode loop.
+class step_costs {
+ public:
+  step_costs(const pair_models& p, gpu::backend& dev, int context, int max_draft,
+             const std::vector<int32_t>* text)
+      : p_(p),
+        dev_(dev),
+        context_(context),
+        text_(text),
+        rounds_(static_cast<size_t>(max_draft) + 3) {}
+
+  void measure(int rounds) {
+    const int max_draft = static_cast<int>(rounds_.size()) - 3;
+    for (int r = 0; r < rounds; ++r) {
+      for (int d = 0; d <= max_draft; ++d) {
+        rounds_[static_cast<size_t>(d)].push_back(
+            verify_step_seconds(*p_.target, dev_, 1, context_, d, 8, text_));
+      }
+      const draft_forward_seconds drafts = draft_forwards_after_target(
+          *p_.target, *p_.draft, dev_, context_, max_draft, 8, p_.draft_window);
+      rounds_[rounds_.size() - 2].push_back(drafts.next);
+      rounds_.back().push_back(drafts.first);
     }
-    s.back().push_back(verify_step_seconds(*p.draft, dev, 1, context, 0, 8, text, p.draft_window));
   }
-  std::vector<double> out;
-  for (auto& v : s) {
-    std::sort(v.begin(), v.end());
-    out.push_back(v[v.size() / 2]);
+  /// Each length's median over every round so far: a round taken in a burst of other work on
+  /// the machine moves it little.
+  bound_costs medians() const {
+    std::vector<double> out;
+    for (std::vector<double> v : rounds_) {
+      std::sort(v.begin(), v.end());
+      out.push_back(v[v.size() / 2]);
+    }
+    bound_costs c;
+    c.first_draft = out.back();
+    out.pop_back();
+    c.draft = out.back();
+    out.pop_back();
+    c.verify = std::move(out);
+    return c;
   }
-  return out;
-}
+  int rounds() const { return static_cast<int>(rounds_.front().size()); }
+
+ private:
+  const pair_models& p_;
+  gpu::backend& dev_;
+  int context_;
+  const std::vector<int32_t>* text_;
+  // Each round's seconds: per verify length, then the draft forward back to back and after a
+  // verify step.
+  std::vector<std::vector<double>> rounds_;
+};
 
 status record_events(const pair_options& o, const pair_models& p, gpu::backend& dev,
-                     const std::vector<double>& cost, double draft_after_target_s, json& out) {
+                     const bound_costs& cost, json& out) {
   std::ofstream file(o.record_events);
   if (!file) return error(errc::io_error, "cannot write " + o.record_events);
   const auto prompts = windows(p.fit_tokens, o.prompts, o.prompt_tokens);
   row_figures row;
   row.src = source::draft_fixed;
   for (const auto& prompt : prompts)
-    run_row(p, dev, {prompt}, o, cost, row);
+    run_row(p, dev, {prompt}, o, row);
   // The first line: what verify steps of each length and a draft forward cost, in seconds (the
   // draft both back to back and right after a verify step, as it runs in the decode loop).
-  file << json{{"verify_step_s", std::vector<double>(cost.begin(), cost.end() - 1)},
-               {"draft_step_s", cost.back()},
-               {"draft_step_after_target_s", draft_after_target_s}}
+  file << json{{"verify_step_s", cost.verify},
+               {"draft_step_s", cost.draft},
+               {"draft_step_after_target_s", cost.first_draft}}
               .dump()
        << "\n";
   for (const step_record& r : row.records) {
@@ -387,22 +454,23 @@ constexpr int max_warm_passes = 64;
 // measurement: as in a server that has been serving a while).
 void run_rows(const pair_models& p, gpu::backend& dev,
               const std::vector<std::vector<std::vector<int32_t>>>& groups, const pair_options& o,
-              const std::vector<double>& cost, std::vector<row_figures>& rows) {
+              std::vector<row_figures>& rows, const std::function<void()>& before_round = {}) {
   for (const row_figures& r : rows) {
     if (!r.measured) continue;
     row_figures warm = make_row(r.src, r.concurrency);
     warm.measured = r.measured;
     for (int pass = 0; pass < max_warm_passes && !decided(*r.measured, r.concurrency); ++pass) {
       for (const auto& group : groups)
-        run_row(p, dev, group, o, cost, warm);
+        run_row(p, dev, group, o, warm);
     }
   }
   for (int round = 0; round < o.rounds; ++round) {
+    if (before_round) before_round();
     for (size_t g = 0; g < groups.size(); ++g) {
       std::vector<std::vector<std::vector<int32_t>>> outputs(rows.size());
       for (size_t k = 0; k < rows.size(); ++k) {
         const size_t r = (k + g + static_cast<size_t>(round)) % rows.size();
-        outputs[r] = run_row(p, dev, groups[g], o, cost, rows[r]);
+        outputs[r] = run_row(p, dev, groups[g], o, rows[r]);
       }
       for (size_t r = 1; r < rows.size(); ++r)
         rows[r].same_tokens = rows[r].same_tokens && outputs[r] == outputs[0];
@@ -412,19 +480,18 @@ void run_rows(const pair_models& p, gpu::backend& dev,
 
 // With `count_drafts`, the draft model's forwards count at their measured cost (prompt lookup's
 // drafting is free either way).
-double row_bound(const row_figures& r, const std::vector<double>& cost, bool count_drafts) {
+double row_bound(const row_figures& r, const bound_costs& cost, bool count_drafts) {
   if (r.src == source::plain) return 1.0;
   // The head's own policy: the tokens its steps yielded over what their verify steps cost.
   if (r.src == source::draft_head) {
-    const double units = r.cost_units + (count_drafts ? r.draft_units : 0.0);
+    const double units = r.cost_units(cost) + (count_drafts ? r.draft_units(cost) : 0.0);
     return units > 0 ? static_cast<double>(r.steps + r.accepted) / units : 1.0;
   }
   return fixed_length_bound(r.conditional_acceptance(), cost,
                             count_drafts && r.src != source::lookup);
 }
 
-void add_rows(const std::vector<row_figures>& rows, const std::vector<double>& cost, json& out,
-              table& t) {
+void add_rows(const std::vector<row_figures>& rows, const bound_costs& cost, json& out, table& t) {
   const row_figures& plain = rows[0];
   for (const row_figures& r : rows) {
     const double bound = row_bound(r, cost, false);
@@ -456,8 +523,7 @@ std::vector<std::vector<std::vector<int32_t>>> prompt_groups(const std::vector<i
 // at a concurrency (it is 0, or not below it), the gated run is the ungated one and is not run
 // again.
 void add_concurrency_rows(const pair_models& p, gpu::backend& dev, const pair_options& o,
-                          const std::vector<double>& cost, int gate, json& out, table& t,
-                          table& gated) {
+                          const bound_costs& cost, int gate, json& out, table& t, table& gated) {
   const source spec = p.head ? source::draft_head : source::draft_fixed;
   out["gate"] = {
       {"disable_above_batch", gate}, {"source", to_string(spec)}, {"rows", json::array()}};
@@ -470,7 +536,7 @@ void add_concurrency_rows(const pair_models& p, gpu::backend& dev, const pair_op
       rows.push_back(make_row(spec, c));
       rows.back().gate = gate;
     }
-    run_rows(p, dev, {windows(p.eval_tokens, c, o.prompt_tokens)}, o, cost, rows);
+    run_rows(p, dev, {windows(p.eval_tokens, c, o.prompt_tokens)}, o, rows);
     add_rows({rows[0], rows[1], rows[2]}, cost, out, t);
     const row_figures& measured = rows[2];
     const row_figures& g = gates ? rows.back() : rows[1];
@@ -509,9 +575,8 @@ struct crossover {
 // where speculation stops paying is where the gate belongs. With a head, the draft's fixed window
 // too: as a batch grows, a verified row costs more against a plain step, and the head's choice of
 // how many drafts to verify is what should keep drafting from losing as much as the window does.
-std::string sweep_batches(const pair_models& p, gpu::backend& dev, const pair_options& o,
-                          const std::vector<double>& cost, int gate, const std::string& gate_text,
-                          json& out) {
+std::string sweep_batches(const pair_models& p, gpu::backend& dev, const pair_options& o, int gate,
+                          const std::string& gate_text, json& out) {
   const source spec = p.head ? source::draft_head : source::draft_fixed;
   const bool with_fixed = spec == source::draft_head;
   std::vector<int> batches = o.sweep_batches;
@@ -529,7 +594,7 @@ std::string sweep_batches(const pair_models& p, gpu::backend& dev, const pair_op
     if (with_fixed) r.push_back(make_row(source::draft_fixed, b));
     // Small batches run more groups, so that each batch decodes about as many sequences.
     const int groups = std::max(1, o.prompts / b);
-    run_rows(p, dev, prompt_groups(p.eval_tokens, b, groups, o.prompt_tokens), o, cost, r);
+    run_rows(p, dev, prompt_groups(p.eval_tokens, b, groups, o.prompt_tokens), o, r);
     drafting.add(b, ratio_of(r[1], r[0]));
     lookup.add(b, ratio_of(r[2], r[0]));
     bool same = true;
@@ -589,8 +654,8 @@ std::string candidate_name(const candidate& c) {
 // (the costs the fit's simulation charges miss some of it: on the default pair they put the head 3%
 // ahead of the fixed window at batch 1, where the loop had it 6% behind). Writes the pair's head
 // with those thresholds to o.tune_head.
-status tune_head(const pair_options& o, const pair_models& p, gpu::backend& dev,
-                 const std::vector<double>& cost, json& out, std::string& text) {
+status tune_head(const pair_options& o, const pair_models& p, gpu::backend& dev, json& out,
+                 std::string& text) {
   if (!p.head) {
     return error(errc::invalid_argument,
                  "--tune-head needs the draft's confidence head (its weights): fit one with "
@@ -619,7 +684,7 @@ status tune_head(const pair_options& o, const pair_models& p, gpu::backend& dev,
       rows.back().head = head;
     }
     const int groups = std::max(1, o.prompts / b);
-    run_rows(p, dev, prompt_groups(p.fit_tokens, b, groups, o.prompt_tokens), o, cost, rows);
+    run_rows(p, dev, prompt_groups(p.fit_tokens, b, groups, o.prompt_tokens), o, rows);
     for (size_t k = 1; k < rows.size(); ++k)
       speedup[bi].push_back(ratio_of(rows[k], rows[0]));
   }
@@ -661,22 +726,20 @@ status tune_head(const pair_options& o, const pair_models& p, gpu::backend& dev,
 // charge) beside the same step repeated on random tokens, and a draft forward back to back (what
 // `bound, drafts counted` charges) and right after a target step (as the loop's first draft
 // forward of a step runs).
-std::string cost_table(const std::vector<double>& cost, const std::vector<double>& repeated,
-                       double draft_after_target) {
+std::string cost_table(const bound_costs& cost, int rounds, const bound_costs& repeated) {
   table c({"step at batch 1", "ms", "over a plain step", "repeated, random tokens",
            "over a plain step "});
-  for (size_t d = 0; d + 1 < cost.size(); ++d) {
-    c.add_row({"verify, " + std::to_string(d) + " drafts", fixed(1e3 * cost[d], 3),
-               fixed(cost[d] / cost[0], 2) + "x", fixed(1e3 * repeated[d], 3),
-               fixed(repeated[d] / repeated[0], 2) + "x"});
-  }
-  c.add_row({"draft forward, back to back", fixed(1e3 * cost.back(), 3),
-             fixed(cost.back() / cost[0], 2) + "x", fixed(1e3 * repeated.back(), 3),
-             fixed(repeated.back() / repeated[0], 2) + "x"});
-  c.add_row({"draft forward, after a verify step", fixed(1e3 * draft_after_target, 3),
-             fixed(draft_after_target / cost[0], 2) + "x", "-", "-"});
-  return "step costs (medians; each step on another window of text, and the same step repeated "
-         "on random tokens)\n\n" +
+  auto row = [&](const std::string& name, double ours, double theirs) {
+    c.add_row({name, fixed(1e3 * ours, 3), fixed(ours / cost.verify[0], 2) + "x",
+               fixed(1e3 * theirs, 3), fixed(theirs / repeated.verify[0], 2) + "x"});
+  };
+  for (size_t d = 0; d < cost.verify.size(); ++d)
+    row("verify, " + std::to_string(d) + " drafts", cost.verify[d], repeated.verify[d]);
+  row("draft forward, a step's first", cost.first_draft, repeated.first_draft);
+  row("draft forward, the next ones", cost.draft, repeated.draft);
+  return "step costs (each step on another window of text: medians of " + std::to_string(rounds) +
+         " rounds, 3 before the single-stream rows and one before each of their rounds, which the "
+         "bounds charge; and the same step repeated on random tokens)\n\n" +
          c.render();
 }
 
@@ -710,27 +773,31 @@ status run_pair_bench(const pair_options& o, gpu::backend& dev, json& out, std::
                                              " positions (with " + std::to_string(o.max_draft) +
                                              " drafts beyond the last token); shorten either");
   }
-  const std::vector<double> cost =
-      measure_costs(p, dev, o.prompt_tokens + o.max_tokens / 2, o.max_draft, 5, &p.fit_tokens);
-  const std::vector<double> repeated =
-      measure_costs(p, dev, o.prompt_tokens + o.max_tokens / 2, o.max_draft, 3, nullptr);
-  out["verify_step_ms"] = json::array();
-  for (size_t d = 0; d + 1 < cost.size(); ++d)
-    out["verify_step_ms"].push_back(1e3 * cost[d]);
-  out["draft_step_ms"] = 1e3 * cost.back();
+  const int context = o.prompt_tokens + o.max_tokens / 2;
+  step_costs costs(p, dev, context, o.max_draft, &p.fit_tokens);
+  costs.measure(3);
+  step_costs repeated_costs(p, dev, context, o.max_draft, nullptr);
+  repeated_costs.measure(3);
+  const bound_costs repeated = repeated_costs.medians();
   out["repeated_step_ms"] = json::array();  // verify 0..max_draft drafts, then the draft forward
-  for (double s : repeated)
+  for (double s : repeated.verify)
     out["repeated_step_ms"].push_back(1e3 * s);
-  std::vector<double> cold;
-  for (int r = 0; r < 5; ++r) {
-    cold.push_back(draft_after_target_seconds(
-        *p.target, *p.draft, dev, o.prompt_tokens + o.max_tokens / 2, 2, 8, p.draft_window));
-  }
-  std::sort(cold.begin(), cold.end());
-  out["draft_step_after_target_ms"] = 1e3 * cold[cold.size() / 2];
+  out["repeated_step_ms"].push_back(1e3 * repeated.draft);
   out["draft_attention_window"] = p.draft_window;
-  if (!o.record_events.empty()) return record_events(o, p, dev, cost, cold[cold.size() / 2], out);
-  if (!o.tune_head.empty()) return tune_head(o, p, dev, cost, out, text);
+  auto record_costs = [&](const bound_costs& cost) {
+    out["verify_step_ms"] = json::array();
+    for (double s : cost.verify)
+      out["verify_step_ms"].push_back(1e3 * s);
+    out["draft_step_ms"] = 1e3 * cost.draft;
+    out["draft_step_after_target_ms"] = 1e3 * cost.first_draft;
+    out["cost_rounds"] = costs.rounds();
+  };
+  if (!o.record_events.empty()) {
+    costs.measure(2);
+    record_costs(costs.medians());
+    return record_events(o, p, dev, costs.medians(), out);
+  }
+  if (!o.tune_head.empty()) return tune_head(o, p, dev, out, text);
 
   std::vector<source> sources{source::plain, source::lookup, source::draft_fixed,
                               source::draft_adaptive};
@@ -743,7 +810,12 @@ status run_pair_bench(const pair_options& o, gpu::backend& dev, json& out, std::
   std::vector<std::vector<std::vector<int32_t>>> groups;
   for (auto& prompt : windows(p.eval_tokens, o.prompts, o.prompt_tokens))
     groups.push_back({prompt});
-  run_rows(p, dev, groups, o, cost, single);
+  // The costs the bounds charge are measured in the same minutes as the steps they are set
+  // against: a round of them before each round of the rows (besides the three before), so that
+  // neither a burst of other work at the start nor the machine's drift over a run decides them.
+  run_rows(p, dev, groups, o, single, [&] { costs.measure(1); });
+  const bound_costs cost = costs.medians();
+  record_costs(cost);
 
   table t({"source", "concurrency", "tokens/s", "verified/step", "drafted/step", "acceptance",
            "speedup", "bound", "bound, drafts counted", "first token ms", "same tokens"});
@@ -771,7 +843,7 @@ status run_pair_bench(const pair_options& o, gpu::backend& dev, json& out, std::
     if (!served) return served.err();
     text += "\n" + served.value();
   }
-  text += "\n" + cost_table(cost, repeated, out["draft_step_after_target_ms"].get<double>() / 1e3);
+  text += "\n" + cost_table(cost, costs.rounds(), repeated);
   if (!o.concurrency.empty()) {
     text += "\nthe utility gates: " + gate_text +
             "; the measured gate (model/speculation_gate.hpp)\n"
@@ -780,7 +852,7 @@ status run_pair_bench(const pair_options& o, gpu::backend& dev, json& out, std::
             "of per-run ratios (the same prompts, the same round)\n\n" +
             gated.render();
   }
-  if (!o.sweep_batches.empty()) text += sweep_batches(p, dev, o, cost, gate, gate_text, out);
+  if (!o.sweep_batches.empty()) text += sweep_batches(p, dev, o, gate, gate_text, out);
   if (p.head) {
     // Calibration on the fixed window's steps: every draft reached there was verified, whatever
     // the head would have said.

@@ -73,11 +73,16 @@ double verify_step_seconds(const model::loaded_model& m, gpu::backend& dev, int 
                            int drafts, int reps, const std::vector<int32_t>* text = nullptr,
                            int attention_window = 0);
 
-/// Seconds of one forward of `draft` at batch 1 right after a verify step of `drafts` drafts on
-/// `target` (median of `reps`): a draft forward as the decode loop runs it, its weights no longer
-/// in the cache the target's step went through.
-double draft_after_target_seconds(const model::loaded_model& target,
-                                  const model::loaded_model& draft, gpu::backend& dev, int context,
-                                  int drafts, int reps, int draft_attention_window = 0);
+/// A draft model's forwards as a decode step runs them at batch 1, after a verify step of
+/// `drafts` drafts on `target` (medians of `reps` steps): the first (its weights no longer in the
+/// cache the target's step went through), and the mean of the `drafts - 1` after it.
+struct draft_forward_seconds {
+  double first = 0;
+  double next = 0;
+};
+draft_forward_seconds draft_forwards_after_target(const model::loaded_model& target,
+                                                  const model::loaded_model& draft,
+                                                  gpu::backend& dev, int context, int drafts,
+                                                  int reps, int draft_attention_window = 0);
 
 }  // namespace brigade::bench

@@ -50,6 +50,9 @@ TEST_CASE("bench speculation on the trained pair has a row per source and concur
   CHECK(doc.at("head") == nlohmann::json::parse(committed));
   // And the draft's attention window, serve's default.
   CHECK(doc.at("draft_attention_window") == brigade::model::default_draft_attention_window);
+  // The bounds' costs: three rounds before the single-stream rows, one before each of theirs.
+  CHECK(doc.at("cost_rounds").get<int>() >= 4);
+  CHECK(doc.at("draft_step_after_target_ms").get<double>() > 0);
   const auto& rows = doc.at("rows");
   std::vector<std::string> sources;
   for (const auto& row : rows) {
