@@ -1,4 +1,5 @@
 #include "bench/speculation_pair.hpp"
+#include "bench/speculation_bounds.hpp"
 #include "bench/speculation_served.hpp"
 
 #include <algorithm>
@@ -57,20 +58,6 @@ struct pair_models {
 struct step_record {
   std::vector<model::draft_feature> features;
   int kept = 0;
-};
-
-// What the bounds charge, in seconds at batch 1.
-struct bound_costs {
-  std::vector<double> verify;  // a verify step of 0..max_draft drafts (0: a plain step)
-  double draft = 0;            // a draft forward after the first of a step
-  double first_draft = 0;      // a step's first draft forward, right after its verify step
-  // In plain steps: `forwards` draft forwards in `steps` steps, the first of each cold.
-  double draft_units(int64_t forwards, int64_t steps) const {
-    const int64_t cold = std::min(forwards, steps);
-    return (static_cast<double>(cold) * first_draft +
-            static_cast<double>(forwards - cold) * draft) /
-           verify[0];
-  }
 };
 
 // Sums over the runs of one row.
@@ -280,22 +267,6 @@ std::vector<std::vector<int32_t>> run_row(const pair_models& p, gpu::backend& de
   for (int64_t id : ids)
     outputs.push_back(eng.output(id));
   return outputs;
-}
-
-// The best speedup a fixed verify length allows with acceptance `a` per position (conditional:
-// of the drafts reached there) and verify costs `cost` per length. With `count_drafts`, a length
-// L also pays L draft forwards (the first right after the verify step), else drafting is taken
-// as free.
-double fixed_length_bound(const std::vector<double>& a, const bound_costs& cost,
-                          bool count_drafts = false) {
-  double best = 1.0, tokens = 1.0, reach = 1.0;
-  for (size_t l = 1; l <= a.size() && l < cost.verify.size(); ++l) {
-    reach *= a[l - 1];
-    tokens += reach;
-    const double drafts = count_drafts ? cost.draft_units(static_cast<int64_t>(l), 1) : 0.0;
-    best = std::max(best, tokens / (cost.verify[l] / cost.verify[0] + drafts));
-  }
-  return best;
 }
 
 // Predicted beside observed acceptance, in ten buckets of the head's prediction, over the drafts
