@@ -69,7 +69,8 @@ struct decode_status {
   uint64_t epoch = 0;          ///< The layout epoch it routes with.
   int32_t max_draft = 0;
   model::draft_kind draft = model::draft_kind::lookup;  ///< Where the drafts come from.
-  std::string draft_weights;  ///< A draft model's weight format; empty without one.
+  std::string draft_weights;           ///< A draft model's weight format; empty without one.
+  int32_t draft_attention_window = 0;  ///< A draft model's (0: the whole context).
   model::speculation_stats speculation;
 };
 
@@ -77,11 +78,12 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, decode_status& x) {
   return f(caf::meta::type_name("decode_status"), x.load, x.free_kv_blocks, x.kv_blocks,
            x.step_ms_total, x.stalled, x.epoch, x.max_draft, x.draft, x.draft_weights,
-           x.speculation.verify_steps, x.speculation.drafted_tokens, x.speculation.proposed_tokens,
-           x.speculation.accepted_tokens, x.speculation.emitted_tokens,
-           x.speculation.batch_limited_steps, x.speculation.gated_steps, x.speculation.drafted_at,
-           x.speculation.accepted_at, x.speculation.calibration.drafts,
-           x.speculation.calibration.predicted, x.speculation.calibration.kept);
+           x.draft_attention_window, x.speculation.verify_steps, x.speculation.drafted_tokens,
+           x.speculation.proposed_tokens, x.speculation.accepted_tokens,
+           x.speculation.emitted_tokens, x.speculation.batch_limited_steps,
+           x.speculation.gated_steps, x.speculation.drafted_at, x.speculation.accepted_at,
+           x.speculation.calibration.drafts, x.speculation.calibration.predicted,
+           x.speculation.calibration.kept);
 }
 
 /// What a decode worker accepts. It sends token updates and failures to its config's `reports`

@@ -200,7 +200,8 @@ int generate(int argc, char** argv) {
     if (request.top_logprobs >= 0) j["logprobs"] = logprobs;
     j["speculation"] = model::speculation_json(
         eng.speculation(), options.speculation.max_draft, options.speculation.draft,
-        options.draft_weights ? model::draft_model::weight_format_of(*options.draft_weights) : "");
+        options.draft_weights ? model::draft_model::weight_format_of(*options.draft_weights) : "",
+        options.speculation.draft_attention_window);
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%s\n", text.c_str());

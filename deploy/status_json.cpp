@@ -128,8 +128,8 @@ json detail_of(const decode_status& s) {
           {"kv_blocks", s.kv_blocks},
           {"stalled", s.stalled},
           {"epoch", s.epoch},
-          {"speculation",
-           model::speculation_json(s.speculation, s.max_draft, s.draft, s.draft_weights)}};
+          {"speculation", model::speculation_json(s.speculation, s.max_draft, s.draft,
+                                                  s.draft_weights, s.draft_attention_window)}};
 }
 
 json detail_of(const node_status& s) {

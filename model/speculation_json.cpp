@@ -22,7 +22,7 @@ nlohmann::json calibration_json(const confidence_calibration& c) {
 }
 
 nlohmann::json speculation_json(const speculation_stats& s, int max_draft, draft_kind draft,
-                                const std::string& draft_weights) {
+                                const std::string& draft_weights, int draft_attention_window) {
   nlohmann::json out = {{"max_draft", max_draft},
                         {"draft", to_string(draft)},
                         {"verify_steps", s.verify_steps},
@@ -35,7 +35,10 @@ nlohmann::json speculation_json(const speculation_stats& s, int max_draft, draft
                         {"drafted_by_position", s.drafted_at},
                         {"accepted_by_position", s.accepted_at},
                         {"calibration", calibration_json(s.calibration)}};
-  if (!draft_weights.empty()) out["draft_weights"] = draft_weights;
+  if (!draft_weights.empty()) {
+    out["draft_weights"] = draft_weights;
+    out["draft_attention_window"] = draft_attention_window;
+  }
   return out;
 }
 

@@ -16,9 +16,10 @@ nlohmann::json calibration_json(const confidence_calibration& c);
 
 /// {max_draft, draft, verify_steps, drafted_tokens, proposed_tokens, accepted_tokens,
 /// emitted_tokens, batch_limited_steps, gated_steps, drafted_by_position, accepted_by_position,
-/// calibration}, and draft_weights ("int8" or "as_stored") for a draft model
-/// (docs/speculation.md).
+/// calibration}, and for a draft model draft_weights ("int8" or "as_stored") and
+/// draft_attention_window (docs/speculation.md).
 nlohmann::json speculation_json(const speculation_stats& s, int max_draft, draft_kind draft,
-                                const std::string& draft_weights = "");
+                                const std::string& draft_weights = "",
+                                int draft_attention_window = 0);
 
 }  // namespace brigade::model

@@ -302,7 +302,8 @@ std::string engine_service::status_json() const {
                             speculation, spec.enabled() ? spec.max_draft : 0, spec.draft,
                             options_.engine.draft_weights ? model::draft_model::weight_format_of(
                                                                 *options_.engine.draft_weights)
-                                                          : "")}}}};
+                                                          : "",
+                            spec.draft_attention_window)}}}};
   return nlohmann::json::array({engine}).dump();
 }
 

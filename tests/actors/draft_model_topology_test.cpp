@@ -182,7 +182,11 @@ TEST_CASE("decode workers with a confidence head report its calibration in statu
                          "index": -1}, "threshold": 0.1})";
   const int n = 8, max_tokens = 32;
   const auto expected = plain_outputs(f.target, n, max_tokens, {});
-  auto topo = deploy::topology::start(drafting_manifest(f));
+  // A draft attention window shorter than the contexts: the workers draft with it (plain
+  // decoding's tokens all the same) and report it.
+  config::manifest m = drafting_manifest(f);
+  m.decode.speculation.draft_attention_window = 12;
+  auto topo = deploy::topology::start(m);
   REQUIRE(topo.ok());
   check_generations(*topo.value(), expected, max_tokens, {});
   std::vector<int64_t> drafts(10, 0), kept(10, 0);
@@ -190,6 +194,7 @@ TEST_CASE("decode workers with a confidence head report its calibration in statu
   for (const auto& role : nlohmann::json::parse(topo.value()->statuses_json())) {
     if (role["role"] != "decode") continue;
     const auto& s = role["detail"]["speculation"];
+    CHECK(s["draft_attention_window"] == 12);
     verify_steps += s["verify_steps"].get<int64_t>();
     verified += s["drafted_tokens"].get<int64_t>();
     accepted += s["accepted_tokens"].get<int64_t>();

@@ -175,6 +175,7 @@ TEST_CASE("generate --json with a draft model reports its confidence head's cali
   // BRIGADE_DRAFT_INT8=0 holds it as stored anywhere.
   const std::string held = spec.at("draft_weights");
   CHECK((held == "int8" || held == "as_stored"));
+  CHECK(spec.at("draft_attention_window") == brigade::model::default_draft_attention_window);
   ::setenv("BRIGADE_DRAFT_INT8", "0", 1);
   const auto stored = brigade::testing::run_brigade(
       "generate --model " + pair + "/target --draft-model " + pair +
