@@ -284,7 +284,7 @@ decode_status status_of(const decode_state& st) {
   out.max_draft = st.config.speculation.max_draft;
   out.draft = st.config.speculation.draft;
   if (st.drafts) out.draft_weights = st.drafts->weight_format_name();
-  out.draft_attention_window = st.config.speculation.draft_attention_window;
+  if (st.drafts) out.draft_attention_window = st.drafts->attention_window();
   out.speculation = st.speculation;
   return out;
 }

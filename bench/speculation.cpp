@@ -266,7 +266,8 @@ int speculation(int argc, char** argv) {
                  "a trained pair's directory (target/, draft/, heldout.txt); none skips it");
   app.add_option("--draft-attention-window", pair.draft_attention_window,
                  "positions the pair's draft attends to, the most recent (0: all)")
-      ->check(CLI::Range(0, 1 << 24));
+      ->check(CLI::Range(0, 1 << 24))
+      ->default_str("the draft directory's draft_settings.json, else 0");
   app.add_option("--confidence-head", pair.head_path,
                  "the draft's confidence head JSON, or none (default: the draft directory's)");
   app.add_option("--record-events", pair.record_events,

@@ -170,7 +170,9 @@ result<pair_models> load_pair(const pair_options& o, gpu::backend& dev) {
   auto draft = model::draft_model::load(draft_dir, p.target->config, target_dir, dev);
   if (!draft) return draft.err();
   p.draft = draft.value();
-  p.draft_window = o.draft_attention_window;
+  model::speculation_options asked;
+  asked.draft_attention_window = o.draft_attention_window;
+  p.draft_window = model::draft_model::attention_window_for(asked, *p.draft);
   auto head = model::confidence_head::for_draft(draft_dir, o.head_path);
   if (!head) return head.err();
   p.head = head.value();

@@ -37,8 +37,8 @@ struct pair_options {
   int prompt_tokens = 64;
   int max_tokens = 64;
   int max_draft = 5;
-  /// speculation_options::draft_attention_window of every draft-model row.
-  int draft_attention_window = model::default_draft_attention_window;
+  /// speculation_options::draft_attention_window of every draft-model row (-1: the draft's own).
+  int draft_attention_window = -1;
   std::vector<int> concurrency{8};  ///< Sequences decoding together in the throughput rows.
   /// disable_above_batch of the gated throughput rows; -1: what `brigade serve` runs with (the
   /// embedded default manifest's).

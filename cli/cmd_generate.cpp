@@ -68,11 +68,11 @@ int generate(int argc, char** argv) {
   app.add_option("--draft-model", draft_dir,
                  "draft with this small dense model of the same tokenizer (up to 5 tokens per "
                  "step unless --speculate says otherwise)");
-  int draft_window = model::default_draft_attention_window;
+  int draft_window = -1;
   app.add_option("--draft-attention-window", draft_window,
                  "with --draft-model: positions the draft attends to, the most recent (0: all)")
       ->check(CLI::Range(0, 1 << 24))
-      ->capture_default_str();
+      ->default_str("the draft directory's draft_settings.json, else 0");
   bool no_gate = false;
   app.add_flag("--no-speculation-gate", no_gate,
                "draft in every step, even where drafting measured slower per token than plain "
@@ -201,7 +201,9 @@ int generate(int argc, char** argv) {
     j["speculation"] = model::speculation_json(
         eng.speculation(), options.speculation.max_draft, options.speculation.draft,
         options.draft_weights ? model::draft_model::weight_format_of(*options.draft_weights) : "",
-        options.speculation.draft_attention_window);
+        options.draft_weights
+            ? model::draft_model::attention_window_for(options.speculation, *options.draft_weights)
+            : 0);
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%s\n", text.c_str());

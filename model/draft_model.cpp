@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "model/draft_settings.hpp"
 #include "model/kv_layout.hpp"
 #include "model/logit_statistics.hpp"
 #include "model/tokenizer.hpp"
@@ -71,6 +72,8 @@ result<std::shared_ptr<const loaded_model>> draft_model::load(const std::string&
                                              ": a draft must share the target's tokenizer");
   }
   if (status same = check_same_tokenizer(dir, target_dir); !same) return same.err();
+  auto settings = draft_settings::for_draft(dir);
+  if (!settings) return error(settings.err().code, "draft model: " + settings.err().message);
   std::shared_ptr<gpu::backend> int8_dev;
   if (const char* env = std::getenv("BRIGADE_DRAFT_INT8"); env && std::string(env) == "0") {
     held = weight_format::as_stored;
@@ -81,6 +84,7 @@ result<std::shared_ptr<const loaded_model>> draft_model::load(const std::string&
   auto loaded = loaded_model::load(dir, int8_dev ? *int8_dev : dev, true);
   if (!loaded) return error(loaded.err().code, "draft model: " + loaded.err().message);
   loaded.value()->own_device = std::move(int8_dev);
+  loaded.value()->attention_window = settings->attention_window;
   return std::shared_ptr<const loaded_model>(std::move(loaded.value()));
 }
 
@@ -105,6 +109,12 @@ draft_model::draft_model(std::shared_ptr<const loaded_model> weights,
 }
 
 draft_model::~draft_model() = default;
+
+int draft_model::attention_window_for(const speculation_options& options,
+                                      const loaded_model& draft) {
+  return options.draft_attention_window >= 0 ? options.draft_attention_window
+                                             : draft.attention_window;
+}
 
 model_config draft_model::windowed(model_config draft, int attention_window) {
   if (attention_window > 0 &&

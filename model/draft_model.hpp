@@ -78,7 +78,8 @@ class draft_model final : public draft_source {
 
   /// Loads the draft checkpoint in `dir` onto `dev` for the target whose config is `target`,
   /// loaded from `target_dir`. Refuses, naming both, a directory that does not exist, a mixture
-  /// of experts, a vocabulary of another size, and a tokenizer whose tokens differ.
+  /// of experts, a vocabulary of another size, and a tokenizer whose tokens differ; and a
+  /// malformed draft_settings.json (model/draft_settings.hpp), naming it.
   /// "int8" for a draft load() put on its int8 backend, else "as_stored".
   static std::string weight_format_of(const loaded_model& draft) {
     return draft.own_device ? "int8" : "as_stored";
@@ -88,6 +89,10 @@ class draft_model final : public draft_source {
   /// last `attention_window` positions (0: all), or the checkpoint's own sliding window where
   /// that is shorter.
   static model_config windowed(model_config draft, int attention_window);
+  /// The attention window `draft` drafts with under `options`: their draft_attention_window, or
+  /// where that is unset (-1) the draft's own (its draft_settings.json).
+  static int attention_window_for(const speculation_options& options, const loaded_model& draft);
+  int attention_window() const override { return config_.sliding_window; }
 
   static result<std::shared_ptr<const loaded_model>> load(const std::string& dir,
                                                           const model_config& target,

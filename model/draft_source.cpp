@@ -22,7 +22,7 @@ std::unique_ptr<draft_source> make_draft_source(const speculation_options& optio
       // value; asking for a draft model without one is a bug of the caller.
       if (!draft) throw std::logic_error("a draft model source needs the draft's weights");
       draft_source_limits windowed = limits;
-      windowed.attention_window = options.draft_attention_window;
+      windowed.attention_window = draft_model::attention_window_for(options, *draft);
       return std::make_unique<draft_model>(std::move(draft), windowed, std::move(head));
   }
   return nullptr;

@@ -81,6 +81,9 @@ class draft_source {
   /// How a draft model holds its weights ("int8" or "as_stored", draft_model::weight_format);
   /// empty for a source without weights.
   virtual std::string weight_format_name() const { return ""; }
+  /// The positions a draft model's rows attend to, the most recent (0: all; a source without a
+  /// model attends to nothing and says 0).
+  virtual int attention_window() const { return 0; }
 };
 
 /// Sizes of the state a source keeps beside its decoder.
@@ -95,7 +98,7 @@ struct draft_source_limits {
   /// took a draft 221 ms at once on the 2-core VM).
   int catch_up_tokens = 0;
   /// Positions each of a draft model's rows attends to, the most recent; 0: all of them
-  /// (speculation_options::draft_attention_window; make_draft_source sets it from there).
+  /// (make_draft_source sets it: speculation_options::draft_attention_window, or the draft's own).
   int attention_window = 0;
 };
 

@@ -24,6 +24,9 @@ struct loaded_model {
   std::unique_ptr<dense_weights> dense;
   std::unique_ptr<expert_bank> experts;  ///< Every expert, or none for a decode-only worker.
   std::unique_ptr<transformer> forward;
+  /// A draft's own attention window (its draft_settings.json, read by draft_model::load); 0: all
+  /// positions.
+  int attention_window = 0;
 
   /// Loads DIR onto `dev`. With load_experts false, expert FFNs are left to expert shards.
   /// `progress` receives (done, total) in loading units as layers and experts arrive.

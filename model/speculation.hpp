@@ -40,20 +40,19 @@ const char* to_string(draft_kind k);
 
 /// Drafts per step a draft model proposes unless told otherwise.
 constexpr int default_model_drafts = 5;
-/// Positions a draft model attends to unless told otherwise (docs/speculation.md, "The draft's
-/// attention window").
-constexpr int default_draft_attention_window = 256;
 
 struct speculation_options {
   int max_draft = 0;  ///< Tokens drafted per sequence and step; 0 turns speculation off.
   draft_kind draft = draft_kind::lookup;  ///< Where the drafts come from.
   std::string draft_model;  ///< The draft checkpoint's directory, when draft is model.
-  /// Positions a draft model's rows attend to, the most recent; 0: the whole context. A draft's
-  /// forward then costs the same at any context length (unbounded, its attention outgrew the rest
-  /// of it: at 1,000-token prompts the default pair's draft gained 1.10x where it gains 1.29x
-  /// with 256), and a small draft trained on short windows guesses better for it (there 57% of
-  /// its drafts kept against 48%). Verification decides every token either way.
-  int draft_attention_window = default_draft_attention_window;
+  /// Positions a draft model's rows attend to, the most recent; 0: the whole context; -1 (the
+  /// default): the draft's own setting, from the draft_settings.json beside its weights
+  /// (model/draft_settings.hpp), else the whole context. A window keeps a draft's forward at the
+  /// same cost at any context length (unbounded, its attention outgrew the rest of it: at
+  /// 1,000-token prompts the default pair's draft gained 1.10x where it gains 1.29x with 256),
+  /// and a small draft trained on short windows guesses better for it (there 57% of its drafts
+  /// kept against 48%). Verification decides every token either way.
+  int draft_attention_window = -1;
   int max_ngram = 4;           ///< Longest suffix of the context looked up.
   int min_ngram = 2;           ///< Shortest suffix looked up; shorter matches are too common.
   double min_trust = 0.5;      ///< Share of earlier occurrences that must agree on a draft token.

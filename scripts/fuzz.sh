@@ -5,7 +5,7 @@
 #
 # Targets: fuzz_http_api (any HTTP request to the API), fuzz_manifest (cluster manifests),
 # fuzz_files (model config, safetensors, tokenizer.json, traces, layouts, load matrices, SSD cache
-# blocks, transport headers, confidence heads). Each starts from its saved corpus in tests/fuzz/corpus/TARGET and
+# blocks, transport headers, confidence heads, draft settings). Each starts from its saved corpus in tests/fuzz/corpus/TARGET and
 # grows a working copy in build-fuzz/corpus/TARGET. A crash leaves its input in build-fuzz/; to
 # keep it fixed, copy it into tests/fuzz/corpus/TARGET/ as crash-WHAT: every build then runs it
 # under ASan and UBSan (ctest -R fuzz_corpus).

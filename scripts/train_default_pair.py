@@ -61,6 +61,11 @@ SIZES = {
     },
 }
 AUX_LOSS_COEF = 0.01
+# The draft's attention window as brigade runs it (draft/draft_settings.json): trained on windows
+# of SIZES[...]["seq"] tokens, it guesses worse over positions beyond them, and 256 kept the most
+# drafts and the most speed at 1,000-token prompts (docs/speculation.md, "The draft's attention
+# window").
+DRAFT_ATTENTION_WINDOW = 256
 
 
 def log(message):
@@ -186,6 +191,9 @@ def write_outputs(args, tok, target, draft, held_out):
     os.makedirs(args.out, exist_ok=True)
     checkpoint.write_model_dir(os.path.join(args.out, "target"), target, tok, AUX_LOSS_COEF)
     checkpoint.write_model_dir(os.path.join(args.out, "draft"), draft, tok)
+    with open(os.path.join(args.out, "draft", "draft_settings.json"), "w") as f:
+        json.dump({"attention_window": DRAFT_ATTENTION_WINDOW}, f)
+        f.write("\n")
     with open(os.path.join(args.out, "heldout.txt"), "w", encoding="utf-8") as f:
         f.write(corpus.held_out_sample(held_out, HELD_OUT_SAMPLE_BYTES))
     with open(os.path.join(args.out, "NOTICE"), "w", encoding="utf-8") as f:

@@ -298,12 +298,15 @@ std::string engine_service::status_json() const {
       {"in_flight", engine_running_.load()},
       {"steps", steps_.load()},
       {"detail",
-       {{"speculation", model::speculation_json(
-                            speculation, spec.enabled() ? spec.max_draft : 0, spec.draft,
-                            options_.engine.draft_weights ? model::draft_model::weight_format_of(
-                                                                *options_.engine.draft_weights)
-                                                          : "",
-                            spec.draft_attention_window)}}}};
+       {{"speculation",
+         model::speculation_json(
+             speculation, spec.enabled() ? spec.max_draft : 0, spec.draft,
+             options_.engine.draft_weights
+                 ? model::draft_model::weight_format_of(*options_.engine.draft_weights)
+                 : "",
+             options_.engine.draft_weights
+                 ? model::draft_model::attention_window_for(spec, *options_.engine.draft_weights)
+                 : 0)}}}};
   return nlohmann::json::array({engine}).dump();
 }
 

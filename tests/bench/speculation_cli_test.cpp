@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "model/speculation.hpp"
 #include "tests/support/run_brigade.hpp"
 
 TEST_CASE("bench speculation compares every configuration with plain decoding", "[bench][cli]") {
@@ -48,8 +47,8 @@ TEST_CASE("bench speculation on the trained pair has a row per source and concur
   // The head it ran with, thresholds by batch and all: the committed one.
   std::ifstream committed(pair + "/draft/confidence_head.json");
   CHECK(doc.at("head") == nlohmann::json::parse(committed));
-  // And the draft's attention window, serve's default.
-  CHECK(doc.at("draft_attention_window") == brigade::model::default_draft_attention_window);
+  // And the draft's attention window: its own, from the committed draft_settings.json.
+  CHECK(doc.at("draft_attention_window") == 256);
   // The bounds' costs: three rounds before the single-stream rows, one before each of theirs.
   CHECK(doc.at("cost_rounds").get<int>() >= 4);
   CHECK(doc.at("draft_step_after_target_ms").get<double>() > 0);
@@ -175,7 +174,7 @@ TEST_CASE("generate --json with a draft model reports its confidence head's cali
   // BRIGADE_DRAFT_INT8=0 holds it as stored anywhere.
   const std::string held = spec.at("draft_weights");
   CHECK((held == "int8" || held == "as_stored"));
-  CHECK(spec.at("draft_attention_window") == brigade::model::default_draft_attention_window);
+  CHECK(spec.at("draft_attention_window") == 256);  // the draft's draft_settings.json
   ::setenv("BRIGADE_DRAFT_INT8", "0", 1);
   const auto stored = brigade::testing::run_brigade(
       "generate --model " + pair + "/target --draft-model " + pair +

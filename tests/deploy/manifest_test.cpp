@@ -233,8 +233,9 @@ TEST_CASE("roles.decode.speculation.draft: prompt lookup, or a draft model draft
   auto off = config::parse_manifest(head + "{draft: none, max_draft: 4}}}", "m.yaml");
   REQUIRE(off.ok());
   CHECK_FALSE(off->decode.speculation.enabled());
-  // The draft attends to the last 256 positions unless the manifest says otherwise; 0: all.
-  CHECK(drafting->decode.speculation.draft_attention_window == 256);
+  // The draft attends as its own draft_settings.json says (-1) unless the manifest sets a
+  // window; 0: all.
+  CHECK(drafting->decode.speculation.draft_attention_window == -1);
   for (int window : {0, 64}) {
     auto set = config::parse_manifest(
         head + "{draft_model: /d, draft_attention_window: " + std::to_string(window) + "}}}",

@@ -13,6 +13,7 @@
 #include "kvcache/ssd_block_file.hpp"
 #include "model/confidence_head.hpp"
 #include "model/config.hpp"
+#include "model/draft_settings.hpp"
 #include "model/safetensors.hpp"
 #include "model/tokenizer_json.hpp"
 #include "transport/fault_points.hpp"
@@ -40,7 +41,7 @@ const std::string& scratch_file(const std::string& content) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
-  switch (data[0] % 11) {
+  switch (data[0] % 12) {
     case 0:
       (void)model::parse_config(text, "config.json");
       break;
@@ -97,6 +98,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)head->to_json();
       break;
     }
+    case 11:
+      (void)model::draft_settings::parse(text, "draft_settings.json");
+      break;
   }
   return 0;
 }

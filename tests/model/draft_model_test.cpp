@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 
 #include "model/confidence_head.hpp"
 #include "model/engine.hpp"
@@ -312,15 +313,28 @@ TEST_CASE("a draft model attends to its attention window: tokens before it chang
   // With the whole context they are: the draft's probabilities differ.
   const draft_proposal whole_a = drafts(full, a), whole_b = drafts(full, b);
   CHECK(std::memcmp(&whole_a.features[0], &whole_b.features[0], sizeof(draft_feature)) != 0);
-  // The source the engine makes takes its window from the speculation options.
+  // The source the engine makes takes its window from the speculation options, or where they
+  // leave it unset (-1) from the draft's own draft_settings.json; without one, all positions.
   speculation_options options;
   options.max_draft = 4;
   options.draft = draft_kind::model;
+  auto made = [&](const std::shared_ptr<const loaded_model>& weights) {
+    std::vector<draft_proposal> out;
+    make_draft_source(options, weights, full)->propose({{1, &b, 4}}, out);
+    REQUIRE(out.size() == 1);
+    return out[0];
+  };
   options.draft_attention_window = window;
-  std::vector<draft_proposal> made;
-  make_draft_source(options, f->draft, full)->propose({{1, &b, 4}}, made);
-  REQUIRE(made.size() == 1);
-  check_same_drafts(made[0], drafts(windowed, a));
+  check_same_drafts(made(f->draft), drafts(windowed, a));
+  options.draft_attention_window = -1;
+  check_same_drafts(made(f->draft), whole_b);
+  std::ofstream(f->draft_dir() + "/draft_settings.json") << R"({"attention_window": 8})";
+  auto own = draft_model::load(f->draft_dir(), f->target->config, f->target_dir(), *f->dev);
+  REQUIRE(own.ok());
+  CHECK(own.value()->attention_window == window);
+  check_same_drafts(made(own.value()), drafts(windowed, a));
+  options.draft_attention_window = 0;
+  check_same_drafts(made(own.value()), whole_b);
   // A context within the window drafts as with the whole context.
   windowed.attention_window = n + 8;
   check_same_drafts(drafts(windowed, a), whole_a);
@@ -441,6 +455,28 @@ TEST_CASE("a draft the target cannot use is refused at load, naming both",
   REQUIRE_FALSE(moe.ok());
   CHECK_THAT(moe.err().message,
              Catch::Contains("mixture of experts") && Catch::Contains("must be a dense model"));
+
+  // A draft whose draft_settings.json is malformed, naming the file and what is wrong.
+  const std::string draft = dir.file("draft");
+  REQUIRE(write_random_model(testing::small_model_spec(13, "qwen3"), draft).ok());
+  REQUIRE(draft_model::load(draft, c, target, *dev).ok());
+  const std::string settings = draft + "/draft_settings.json";
+  for (auto [text, says] : {std::pair{"{\"attention_window\": -2}", "'attention_window' is -2"},
+                            {"{\"attention_window\": \"wide\"}", "'attention_window'"},
+                            {"{\"attention_window\": 1.5}", "whole number"},
+                            {"{\"window\": 64}", "'window' is not a known field"},
+                            {"[256]", "not a JSON object"},
+                            {"{\"attention_window\": ", "not a JSON object"}}) {
+    std::ofstream(settings) << text;
+    auto bad = draft_model::load(draft, c, target, *dev);
+    INFO(text);
+    REQUIRE_FALSE(bad.ok());
+    CHECK_THAT(bad.err().message, Catch::Contains(settings) && Catch::Contains(says));
+  }
+  std::ofstream(settings) << R"({"attention_window": 0})";
+  auto whole = draft_model::load(draft, c, target, *dev);
+  REQUIRE(whole.ok());
+  CHECK(whole.value()->attention_window == 0);
 }
 
 TEST_CASE("a draft model catches a long context up a chunk a step, drafting once it is in",
