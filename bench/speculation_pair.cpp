@@ -91,8 +91,7 @@ struct row_figures {
   bool same_tokens = true;
 
   double tokens_per_s() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0; }
-  // The timed steps' verify costs in plain steps, `cost` per length (its last element: a draft
-  // forward's).
+  // The timed steps' verify costs in plain steps, at `cost`'s verify cost per length.
   double cost_units(const bound_costs& cost) const {
     double units = 0;
     for (size_t l = 0; l < steps_by_length.size(); ++l)
@@ -767,8 +766,9 @@ status run_pair_bench(const pair_options& o, gpu::backend& dev, json& out, std::
   };
   if (!o.record_events.empty()) {
     costs.measure(2);
-    record_costs(costs.medians());
-    return record_events(o, p, dev, costs.medians(), out);
+    const bound_costs cost = costs.medians();
+    record_costs(cost);
+    return record_events(o, p, dev, cost, out);
   }
   if (!o.tune_head.empty()) return tune_head(o, p, dev, out, text);
 
